@@ -1,0 +1,136 @@
+//! The channel between quest and an exercise binary, and the timing protocol.
+//!
+//! quest starts the exercise with `QUEST_MODEL`, `QUEST_PROMPT`, `QUEST_MAX_TOKENS` and
+//! `QUEST_REPORT` set; the exercise writes a versioned JSON [`Report`] to `QUEST_REPORT`.
+//! Run by hand (`cargo run -p quest-exercises --bin …`), it uses the defaults below and
+//! prints its numbers.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+/// Bumped whenever a field of [`Report`] changes meaning.
+pub const REPORT_SCHEMA: u32 = 1;
+
+pub const DEFAULT_PROMPT: &str = "What is the capital of France? Answer in one sentence.";
+pub const DEFAULT_MAX_TOKENS: usize = 32;
+
+/// What quest asks an exercise to do.
+pub struct Exercise {
+    pub model: String,
+    pub prompt: String,
+    pub max_tokens: usize,
+    report_path: Option<PathBuf>,
+}
+
+impl Exercise {
+    pub fn from_env() -> Result<Self> {
+        let max_tokens = match std::env::var("QUEST_MAX_TOKENS") {
+            Ok(n) => n.parse().with_context(|| format!("QUEST_MAX_TOKENS={n} is not a number"))?,
+            Err(_) => DEFAULT_MAX_TOKENS,
+        };
+        Ok(Self {
+            model: std::env::var("QUEST_MODEL").unwrap_or_else(|_| crate::lm::DEFAULT_MODEL.into()),
+            prompt: std::env::var("QUEST_PROMPT").unwrap_or_else(|_| DEFAULT_PROMPT.into()),
+            max_tokens: max_tokens.max(1),
+            report_path: std::env::var_os("QUEST_REPORT").map(PathBuf::from),
+        })
+    }
+
+    /// Writes the report for quest (or prints the numbers when run by hand).
+    pub fn report(&self, timer: &Timer, prompt_tokens: usize, tokens: &[u32], text: &str) -> Result<()> {
+        let report = Report {
+            schema: REPORT_SCHEMA,
+            model: self.model.clone(),
+            backend: crate::lm::Backend::detect().name().into(),
+            prompt_tokens,
+            generated_tokens: tokens.len(),
+            ttft_ms: timer.ttft().as_secs_f64() * 1e3,
+            decode_tok_s: timer.decode_tok_s(tokens.len()),
+            tokens: tokens.to_vec(),
+            text: text.to_owned(),
+        };
+        match &self.report_path {
+            Some(path) => report.write(path),
+            None => {
+                println!("TTFT {:.1} ms · decode {:.2} tok/s", report.ttft_ms, report.decode_tok_s);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Marks the three moments a decode loop is measured by.
+pub struct Timer {
+    start: Instant,
+    first_token: Option<Instant>,
+    done: Option<Instant>,
+}
+
+impl Timer {
+    /// Call just before the prefill.
+    pub fn start() -> Self {
+        Self { start: Instant::now(), first_token: None, done: None }
+    }
+
+    /// Call when the first token is on the host.
+    pub fn first_token(&mut self) {
+        self.first_token = Some(Instant::now());
+    }
+
+    /// Call when the last token is on the host.
+    pub fn done(&mut self) {
+        self.done = Some(Instant::now());
+    }
+
+    pub fn ttft(&self) -> Duration {
+        self.first_token.map_or(Duration::ZERO, |t| t - self.start)
+    }
+
+    /// Tokens after the first, over the time after the first: the steady decode rate.
+    pub fn decode_tok_s(&self, tokens: usize) -> f64 {
+        match (self.first_token, self.done) {
+            (Some(first), Some(done)) if tokens > 1 && done > first => {
+                (tokens - 1) as f64 / (done - first).as_secs_f64()
+            }
+            _ => 0.0,
+        }
+    }
+}
+
+/// One run of an exercise, as it reports itself (schema [`REPORT_SCHEMA`]).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Report {
+    pub schema: u32,
+    pub model: String,
+    pub backend: String,
+    pub prompt_tokens: usize,
+    pub generated_tokens: usize,
+    pub ttft_ms: f64,
+    pub decode_tok_s: f64,
+    pub tokens: Vec<u32>,
+    pub text: String,
+}
+
+impl Report {
+    pub fn write(&self, path: &Path) -> Result<()> {
+        std::fs::write(path, serde_json::to_vec_pretty(self)?)
+            .with_context(|| format!("could not write the report {}", path.display()))
+    }
+
+    pub fn read(path: &Path) -> Result<Self> {
+        let bytes = std::fs::read(path).with_context(|| {
+            format!("the exercise wrote no report at {}; did it call `run.report(…)`?", path.display())
+        })?;
+        let report: Report = serde_json::from_slice(&bytes)
+            .with_context(|| format!("the report {} is not valid", path.display()))?;
+        anyhow::ensure!(
+            report.schema == REPORT_SCHEMA,
+            "the report has schema {}, this quest reads {REPORT_SCHEMA}; rebuild the exercise",
+            report.schema
+        );
+        Ok(report)
+    }
+}

@@ -1,0 +1,3 @@
+//! quest: a Rust workbook for LLM inference on MLX.
+pub mod lab;
+pub mod lm;

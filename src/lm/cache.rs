@@ -1,0 +1,85 @@
+//! The KV cache: one per attention layer, preallocated in steps and written in place,
+//! as mlx-lm's `KVCache` does, so a decode step does not copy the whole history.
+
+use mlx_rs::ops::indexing::{IndexOp, TryIndexMutOp};
+use mlx_rs::ops::{concatenate, zeros_dtype};
+use mlx_rs::Array;
+
+/// Grow the buffers by this many positions at a time.
+pub const CACHE_STEP: i32 = 256;
+
+/// Keys and values of one layer, shaped `[batch, kv_heads, positions, head_dim]`.
+#[derive(Default)]
+pub struct KvCache {
+    keys: Option<Array>,
+    values: Option<Array>,
+    /// How many positions hold real entries (the rest of the buffer is spare room).
+    pub offset: i32,
+}
+
+impl KvCache {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Writes `keys`/`values` (`[B, H, L, D]`) after the current entries and returns views
+    /// of everything cached so far, including them.
+    pub fn update_and_fetch(&mut self, keys: &Array, values: &Array) -> mlx_rs::error::Result<(Array, Array)> {
+        let new_len = keys.shape()[2];
+        let previous = self.offset;
+        let needed = previous + new_len;
+        let capacity = self.keys.as_ref().map_or(0, |k| k.shape()[2]);
+        if needed > capacity {
+            let grow = ((new_len + CACHE_STEP - 1) / CACHE_STEP) * CACHE_STEP;
+            let [b, h, _, dk] = dims4(keys);
+            let dv = values.shape()[3];
+            let more_k = zeros_dtype(&[b, h, grow, dk], keys.dtype())?;
+            let more_v = zeros_dtype(&[b, h, grow, dv], values.dtype())?;
+            match (self.keys.take(), self.values.take()) {
+                (Some(k), Some(v)) => {
+                    // Drop the unused tail before growing so the buffer stays a multiple of the step.
+                    let k = k.index((.., .., ..previous, ..));
+                    let v = v.index((.., .., ..previous, ..));
+                    self.keys = Some(concatenate(&[k, more_k], 2)?);
+                    self.values = Some(concatenate(&[v, more_v], 2)?);
+                }
+                _ => {
+                    self.keys = Some(more_k);
+                    self.values = Some(more_v);
+                }
+            }
+        }
+        self.offset = needed;
+        let (cached_k, cached_v) = (self.keys.as_mut().unwrap(), self.values.as_mut().unwrap());
+        cached_k.try_index_mut((.., .., previous..needed, ..), keys)?;
+        cached_v.try_index_mut((.., .., previous..needed, ..), values)?;
+        Ok((
+            cached_k.index((.., .., ..needed, ..)),
+            cached_v.index((.., .., ..needed, ..)),
+        ))
+    }
+
+    /// The cache's arrays, to evaluate together with a step's output.
+    pub fn state(&self) -> impl Iterator<Item = &Array> {
+        self.keys.iter().chain(self.values.iter())
+    }
+
+    /// Bytes the cache holds for real entries (what a decode step reads).
+    pub fn nbytes_used(&self) -> usize {
+        match (&self.keys, &self.values) {
+            (Some(k), Some(v)) => {
+                let per_position = |a: &Array| {
+                    let s = a.shape();
+                    (s[0] * s[1] * s[3]) as usize * a.item_size()
+                };
+                (per_position(k) + per_position(v)) * self.offset as usize
+            }
+            _ => 0,
+        }
+    }
+}
+
+fn dims4(a: &Array) -> [i32; 4] {
+    let s = a.shape();
+    [s[0], s[1], s[2], s[3]]
+}

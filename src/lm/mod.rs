@@ -1,0 +1,151 @@
+//! `quest::lm`: a small mlx-lm in Rust. The API reads like the Python one, so the
+//! lesson's Rust loop and the seed's Python loop line up:
+//!
+//! ```ignore
+//! let (model, tokenizer) = lm::load("smollm2-135m-instruct")?;
+//! let mut cache = lm::make_prompt_cache(&model);
+//! let logits = model.forward(&prompt, &mut cache)?;
+//! ```
+//!
+//! All MLX work must stay on one OS thread: an MLX stream belongs to the thread that made it.
+
+pub mod cache;
+pub mod fetch;
+pub mod gguf;
+pub mod hub;
+pub mod models;
+pub mod tokenizer;
+pub mod weights;
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use anyhow::{anyhow, Context, Result};
+use mlx_rs::{Array, Dtype};
+
+pub use cache::KvCache;
+pub use fetch::DEFAULT_MODEL;
+pub use hub::ModelSource;
+pub use models::Model;
+pub use tokenizer::{Message, Tokenizer};
+use weights::Weights;
+
+/// Which MLX backend this build runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Cpu,
+    Metal,
+    Cuda,
+}
+
+impl Backend {
+    /// Asks MLX which GPU backend it was built with. (Never call `Stream::gpu()` to find
+    /// out: on a CPU-only build that exits the process.)
+    pub fn detect() -> Self {
+        let mut available = false;
+        unsafe { mlx_sys::mlx_cuda_is_available(&mut available) };
+        if available {
+            return Backend::Cuda;
+        }
+        unsafe { mlx_sys::mlx_metal_is_available(&mut available) };
+        if available {
+            Backend::Metal
+        } else {
+            Backend::Cpu
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Cpu => "cpu",
+            Backend::Metal => "metal",
+            Backend::Cuda => "cuda",
+        }
+    }
+
+    /// Activations and float weights: float32 on CPU (MLX's CPU bf16 is ~10x slower and
+    /// accumulates in bf16), float16 on a GPU.
+    pub fn float_dtype(self) -> Dtype {
+        match self {
+            Backend::Cpu => Dtype::Float32,
+            Backend::Metal | Backend::Cuda => Dtype::Float16,
+        }
+    }
+}
+
+/// Loads a model and its tokenizer: a known name, a GGUF file, an MLX directory or a
+/// Hugging Face repo id from the local cache.
+pub fn load(model: &str) -> Result<(Model, Tokenizer)> {
+    match hub::resolve(model)? {
+        ModelSource::Directory(dir) => load_dir(&dir),
+        ModelSource::Gguf(file) => load_gguf(&file),
+    }
+}
+
+/// One KV cache per layer, empty.
+pub fn make_prompt_cache(model: &Model) -> Vec<KvCache> {
+    (0..model.num_layers()).map(|_| KvCache::new()).collect()
+}
+
+pub fn load_dir(dir: &Path) -> Result<(Model, Tokenizer)> {
+    let model = load_model_dir(dir)?;
+    let tokenizer = Tokenizer::from_dir(dir)?;
+    Ok((model, tokenizer))
+}
+
+/// The model alone, for directories without a tokenizer (random-weights test models).
+pub fn load_model_dir(dir: &Path) -> Result<Model> {
+    let config_path = dir.join("config.json");
+    let text = std::fs::read_to_string(&config_path)
+        .with_context(|| format!("could not read {}", config_path.display()))?;
+    let config: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not valid JSON", config_path.display()))?;
+    let mut files: Vec<_> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "safetensors"))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        anyhow::bail!("{} has no *.safetensors weights", dir.display());
+    }
+    let mut tensors = HashMap::new();
+    for file in &files {
+        let loaded = Array::load_safetensors(file)
+            .map_err(|e| anyhow!("could not read {}: {e}; the file may be truncated or corrupt", file.display()))?;
+        tensors.extend(loaded);
+    }
+    let weights = Weights::new(tensors, dir, Backend::detect().float_dtype());
+    Model::from_config(&config, weights).with_context(|| format!("loading the model in {}", dir.display()))
+}
+
+pub fn load_gguf(file: &Path) -> Result<(Model, Tokenizer)> {
+    let gguf = gguf::Gguf::open(file)?;
+    let config = gguf.config()?;
+    let weights = gguf.weights(&config, Backend::detect().float_dtype())?;
+    let model = Model::from_config(&config, weights).with_context(|| format!("loading {}", file.display()))?;
+    // A tokenizer.json beside the file wins over the one rebuilt from metadata.
+    let dir = file.parent().unwrap_or(Path::new("."));
+    let tokenizer = if dir.join("tokenizer.json").is_file() {
+        Tokenizer::from_dir(dir)?
+    } else {
+        Tokenizer::from_gguf(&gguf, file)?
+    };
+    Ok((model, tokenizer))
+}
+
+/// `[1, n]` int32 ids, the shape `forward` takes.
+pub fn tokens_array(ids: &[u32]) -> Array {
+    let ids: Vec<i32> = ids.iter().map(|&i| i as i32).collect();
+    Array::from_slice(&ids, &[1, ids.len() as i32])
+}
+
+/// The logits of the last position of `[B, L, V]`: the next token's distribution.
+pub fn last_position(logits: &Array) -> Array {
+    weights::last_position(logits)
+}
+
+/// The generated ids up to (not including) the first end-of-sequence id.
+pub fn until_eos<'a>(ids: &'a [u32], tokenizer: &Tokenizer) -> &'a [u32] {
+    let end = ids.iter().position(|id| tokenizer.eos_token_ids.contains(id)).unwrap_or(ids.len());
+    &ids[..end]
+}

@@ -1,0 +1,72 @@
+//! `llama` (SmolLM2, Llama 2/3 and friends), as mlx-lm's `models/llama.py`.
+
+use anyhow::{bail, Result};
+use serde::Deserialize;
+
+use super::transformer::DecoderShape;
+use crate::lm::weights::{Quantization, Weights};
+
+/// The keys of a Hugging Face `config.json` this architecture reads.
+#[derive(Debug, Deserialize)]
+pub struct Config {
+    pub hidden_size: i32,
+    pub num_hidden_layers: usize,
+    pub intermediate_size: i32,
+    pub num_attention_heads: i32,
+    pub num_key_value_heads: Option<i32>,
+    pub head_dim: Option<i32>,
+    pub rms_norm_eps: f32,
+    pub vocab_size: i32,
+    #[serde(default = "default_rope_theta")]
+    pub rope_theta: f32,
+    #[serde(default)]
+    pub rope_traditional: bool,
+    pub rope_scaling: Option<serde_json::Value>,
+    #[serde(default = "default_true")]
+    pub tie_word_embeddings: bool,
+    pub quantization: Option<Quantization>,
+}
+
+fn default_rope_theta() -> f32 {
+    10_000.0
+}
+fn default_true() -> bool {
+    true
+}
+
+impl Config {
+    pub fn shape(&self) -> Result<DecoderShape> {
+        check_rope_scaling(self.rope_scaling.as_ref())?;
+        Ok(DecoderShape {
+            layers: self.num_hidden_layers,
+            heads: self.num_attention_heads,
+            kv_heads: self.num_key_value_heads.unwrap_or(self.num_attention_heads),
+            head_dim: self.head_dim.unwrap_or(self.hidden_size / self.num_attention_heads),
+            rms_norm_eps: self.rms_norm_eps,
+            rope_theta: self.rope_theta,
+            rope_traditional: self.rope_traditional,
+            tie_word_embeddings: self.tie_word_embeddings,
+            qk_norm: false,
+            quantization: self.quantization,
+        })
+    }
+}
+
+/// Plain RoPE only; scaled variants change the frequencies and would decode wrongly.
+pub fn check_rope_scaling(scaling: Option<&serde_json::Value>) -> Result<()> {
+    let kind = scaling
+        .and_then(|s| s.get("rope_type").or_else(|| s.get("type")))
+        .and_then(|t| t.as_str());
+    match kind {
+        None | Some("default") => Ok(()),
+        Some(other) => bail!("rope_scaling type `{other}` is not supported by quest yet (plain RoPE only)"),
+    }
+}
+
+/// Drops tensors mlx-lm also drops: precomputed rotary frequencies are recomputed here.
+pub fn sanitize(weights: &mut Weights) {
+    let rotary: Vec<String> = weights.names().filter(|n| n.contains("rotary_emb.inv_freq")).cloned().collect();
+    for name in rotary {
+        weights.remove(&name);
+    }
+}

@@ -1,0 +1,62 @@
+//! One file per architecture (config + sanitize), one shared decoder.
+
+pub mod llama;
+pub mod qwen3;
+pub mod transformer;
+
+use anyhow::{bail, Context, Result};
+use mlx_rs::Array;
+
+use crate::lm::cache::KvCache;
+use crate::lm::weights::Weights;
+use transformer::Decoder;
+
+/// Architectures quest can run, by `config.json`'s `model_type`.
+pub const SUPPORTED: &[&str] = &["llama", "qwen3"];
+
+/// A loaded language model.
+pub struct Model {
+    pub model_type: String,
+    decoder: Decoder,
+}
+
+impl Model {
+    /// Builds the model named by `config["model_type"]` from its weights.
+    pub fn from_config(config: &serde_json::Value, mut weights: Weights) -> Result<Self> {
+        let model_type = config
+            .get("model_type")
+            .and_then(|t| t.as_str())
+            .context("config has no `model_type`")?
+            .to_owned();
+        let parse_err = || format!("config for `{model_type}` is missing a needed key or has a wrong value");
+        let shape = match model_type.as_str() {
+            "llama" | "mistral" => {
+                llama::sanitize(&mut weights);
+                serde_json::from_value::<llama::Config>(config.clone()).with_context(parse_err)?.shape()?
+            }
+            "qwen3" => {
+                qwen3::sanitize(&mut weights);
+                serde_json::from_value::<qwen3::Config>(config.clone()).with_context(parse_err)?.shape()?
+            }
+            other => bail!(
+                "unknown architecture `{other}` (model_type); quest supports {}",
+                SUPPORTED.join(", ")
+            ),
+        };
+        Ok(Self { model_type, decoder: Decoder::load(weights, shape)? })
+    }
+
+    /// `tokens`: `[1, L]` int32 ids. Returns `[1, L, vocab]` logits, lazily.
+    pub fn forward(&self, tokens: &Array, cache: &mut [KvCache]) -> Result<Array> {
+        self.decoder.forward(tokens, cache)
+    }
+
+    pub fn num_layers(&self) -> usize {
+        self.decoder.shape.layers
+    }
+
+    /// Bytes of weights each decode step reads.
+    pub fn weight_bytes(&self) -> usize {
+        self.decoder.weight_bytes()
+    }
+}

@@ -1,0 +1,47 @@
+//! `qwen3` (dense Qwen3), as mlx-lm's `models/qwen3.py`: llama's decoder plus a
+//! per-head RMS norm on queries and keys, and an explicit `head_dim`.
+
+use anyhow::Result;
+use serde::Deserialize;
+
+use super::llama::check_rope_scaling;
+use super::transformer::DecoderShape;
+use crate::lm::weights::{Quantization, Weights};
+
+#[derive(Debug, Deserialize)]
+pub struct Config {
+    pub hidden_size: i32,
+    pub num_hidden_layers: usize,
+    pub intermediate_size: i32,
+    pub num_attention_heads: i32,
+    pub num_key_value_heads: i32,
+    pub head_dim: i32,
+    pub rms_norm_eps: f32,
+    pub vocab_size: i32,
+    pub rope_theta: f32,
+    pub rope_scaling: Option<serde_json::Value>,
+    pub tie_word_embeddings: bool,
+    pub quantization: Option<Quantization>,
+}
+
+impl Config {
+    pub fn shape(&self) -> Result<DecoderShape> {
+        check_rope_scaling(self.rope_scaling.as_ref())?;
+        Ok(DecoderShape {
+            layers: self.num_hidden_layers,
+            heads: self.num_attention_heads,
+            kv_heads: self.num_key_value_heads,
+            head_dim: self.head_dim,
+            rms_norm_eps: self.rms_norm_eps,
+            rope_theta: self.rope_theta,
+            rope_traditional: false,
+            tie_word_embeddings: self.tie_word_embeddings,
+            qk_norm: true,
+            quantization: self.quantization,
+        })
+    }
+}
+
+pub fn sanitize(weights: &mut Weights) {
+    super::llama::sanitize(weights);
+}

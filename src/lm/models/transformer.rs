@@ -1,0 +1,217 @@
+//! The decoder both `llama` and `qwen3` are made of: pre-norm blocks of attention
+//! (grouped-query, RoPE, KV cache) and a SwiGLU feed-forward. The architecture files
+//! say which pieces a model has; this file says how a token flows through them.
+
+use anyhow::Result;
+use mlx_rs::fast::{rms_norm, rope, scaled_dot_product_attention, ScaledDotProductAttentionMask};
+use mlx_rs::nn::silu;
+use mlx_rs::Array;
+
+use crate::lm::cache::KvCache;
+use crate::lm::weights::{Embedding, Linear, Quantization, Weights};
+
+/// Shapes and constants of a decoder, after each architecture has read its config.
+#[derive(Clone, Debug)]
+pub struct DecoderShape {
+    pub layers: usize,
+    pub heads: i32,
+    pub kv_heads: i32,
+    pub head_dim: i32,
+    pub rms_norm_eps: f32,
+    pub rope_theta: f32,
+    pub rope_traditional: bool,
+    pub tie_word_embeddings: bool,
+    /// Qwen3 normalizes queries and keys per head before RoPE.
+    pub qk_norm: bool,
+    pub quantization: Option<Quantization>,
+}
+
+pub struct RmsNorm {
+    weight: Array,
+    eps: f32,
+}
+
+impl RmsNorm {
+    fn load(w: &mut Weights, name: &str, eps: f32) -> Result<Self> {
+        Ok(Self { weight: w.take(&format!("{name}.weight"))?, eps })
+    }
+    fn forward(&self, x: &Array) -> Result<Array> {
+        Ok(rms_norm(x, Some(&self.weight), self.eps)?)
+    }
+}
+
+struct Attention {
+    q_proj: Linear,
+    k_proj: Linear,
+    v_proj: Linear,
+    o_proj: Linear,
+    qk_norm: Option<(RmsNorm, RmsNorm)>,
+    heads: i32,
+    kv_heads: i32,
+    head_dim: i32,
+    rope_theta: f32,
+    rope_traditional: bool,
+}
+
+impl Attention {
+    fn load(w: &mut Weights, p: &str, s: &DecoderShape) -> Result<Self> {
+        let q = s.quantization;
+        let qk_norm = if s.qk_norm {
+            Some((
+                RmsNorm::load(w, &format!("{p}.q_norm"), s.rms_norm_eps)?,
+                RmsNorm::load(w, &format!("{p}.k_norm"), s.rms_norm_eps)?,
+            ))
+        } else {
+            None
+        };
+        Ok(Self {
+            q_proj: w.linear(&format!("{p}.q_proj"), q)?,
+            k_proj: w.linear(&format!("{p}.k_proj"), q)?,
+            v_proj: w.linear(&format!("{p}.v_proj"), q)?,
+            o_proj: w.linear(&format!("{p}.o_proj"), q)?,
+            qk_norm,
+            heads: s.heads,
+            kv_heads: s.kv_heads,
+            head_dim: s.head_dim,
+            rope_theta: s.rope_theta,
+            rope_traditional: s.rope_traditional,
+        })
+    }
+
+    fn forward(&self, x: &Array, cache: &mut KvCache) -> Result<Array> {
+        let (b, l) = (x.shape()[0], x.shape()[1]);
+        // [B, L, H*D] -> [B, H, L, D]
+        let split = |t: Array, heads: i32| t.reshape(&[b, l, heads, self.head_dim]);
+        let mut q = split(self.q_proj.forward(x)?, self.heads)?;
+        let mut k = split(self.k_proj.forward(x)?, self.kv_heads)?;
+        let v = split(self.v_proj.forward(x)?, self.kv_heads)?.transpose_axes(&[0, 2, 1, 3])?;
+        if let Some((q_norm, k_norm)) = &self.qk_norm {
+            q = q_norm.forward(&q)?;
+            k = k_norm.forward(&k)?;
+        }
+        let q = q.transpose_axes(&[0, 2, 1, 3])?;
+        let k = k.transpose_axes(&[0, 2, 1, 3])?;
+        // Positions continue where the cache ends: that is what makes one-token steps work.
+        let rotate = |t: &Array| {
+            rope(t, self.head_dim, self.rope_traditional, self.rope_theta, 1.0, cache.offset, None)
+        };
+        let (q, k) = (rotate(&q)?, rotate(&k)?);
+        let (keys, values) = cache.update_and_fetch(&k, &v)?;
+        let scale = (self.head_dim as f32).powf(-0.5);
+        // One query attends to everything; a prompt needs the causal mask.
+        let mask = (l > 1).then_some(ScaledDotProductAttentionMask::Causal);
+        let out = scaled_dot_product_attention(&q, &keys, &values, scale, mask, None)?;
+        let out = out.transpose_axes(&[0, 2, 1, 3])?.reshape(&[b, l, -1])?;
+        self.o_proj.forward(&out)
+    }
+
+    fn nbytes(&self) -> usize {
+        [&self.q_proj, &self.k_proj, &self.v_proj, &self.o_proj].iter().map(|l| l.nbytes()).sum()
+    }
+}
+
+struct Mlp {
+    gate_proj: Linear,
+    up_proj: Linear,
+    down_proj: Linear,
+}
+
+impl Mlp {
+    fn load(w: &mut Weights, p: &str, q: Option<Quantization>) -> Result<Self> {
+        Ok(Self {
+            gate_proj: w.linear(&format!("{p}.gate_proj"), q)?,
+            up_proj: w.linear(&format!("{p}.up_proj"), q)?,
+            down_proj: w.linear(&format!("{p}.down_proj"), q)?,
+        })
+    }
+
+    fn forward(&self, x: &Array) -> Result<Array> {
+        let gate = silu(self.gate_proj.forward(x)?)?;
+        self.down_proj.forward(&gate.multiply(self.up_proj.forward(x)?)?)
+    }
+
+    fn nbytes(&self) -> usize {
+        self.gate_proj.nbytes() + self.up_proj.nbytes() + self.down_proj.nbytes()
+    }
+}
+
+struct Block {
+    input_layernorm: RmsNorm,
+    self_attn: Attention,
+    post_attention_layernorm: RmsNorm,
+    mlp: Mlp,
+}
+
+/// Embeddings, the blocks, the final norm and the language-model head.
+pub struct Decoder {
+    embed_tokens: Embedding,
+    layers: Vec<Block>,
+    norm: RmsNorm,
+    lm_head: Option<Linear>,
+    pub shape: DecoderShape,
+}
+
+impl Decoder {
+    /// Builds the decoder from HF/MLX-named weights (`model.layers.N.self_attn.q_proj…`).
+    pub fn load(mut w: Weights, shape: DecoderShape) -> Result<Self> {
+        let q = shape.quantization;
+        let eps = shape.rms_norm_eps;
+        let embed_tokens = w.embedding("model.embed_tokens", q)?;
+        let layers = (0..shape.layers)
+            .map(|i| {
+                let p = format!("model.layers.{i}");
+                Ok(Block {
+                    input_layernorm: RmsNorm::load(&mut w, &format!("{p}.input_layernorm"), eps)?,
+                    self_attn: Attention::load(&mut w, &format!("{p}.self_attn"), &shape)?,
+                    post_attention_layernorm: RmsNorm::load(&mut w, &format!("{p}.post_attention_layernorm"), eps)?,
+                    mlp: Mlp::load(&mut w, &format!("{p}.mlp"), q)?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let norm = RmsNorm::load(&mut w, "model.norm", eps)?;
+        let lm_head = if shape.tie_word_embeddings {
+            w.remove("lm_head.weight");
+            None
+        } else {
+            Some(w.linear("lm_head", q)?)
+        };
+        w.finish()?;
+        Ok(Self { embed_tokens, layers, norm, lm_head, shape })
+    }
+
+    /// `tokens` is `[B, L]` int32; returns `[B, L, vocab]` logits, lazily.
+    pub fn forward(&self, tokens: &Array, cache: &mut [KvCache]) -> Result<Array> {
+        let mut h = self.embed_tokens.forward(tokens)?;
+        for (block, layer_cache) in self.layers.iter().zip(cache.iter_mut()) {
+            let attn = block.self_attn.forward(&block.input_layernorm.forward(&h)?, layer_cache)?;
+            h = h.add(attn)?;
+            let ff = block.mlp.forward(&block.post_attention_layernorm.forward(&h)?)?;
+            h = h.add(ff)?;
+        }
+        let h = self.norm.forward(&h)?;
+        match &self.lm_head {
+            Some(head) => head.forward(&h),
+            None => self.embed_tokens.as_linear(&h),
+        }
+    }
+
+    /// Bytes of parameters one decode step reads (each weight once).
+    pub fn weight_bytes(&self) -> usize {
+        let blocks: usize = self
+            .layers
+            .iter()
+            .map(|b| {
+                b.self_attn.nbytes()
+                    + b.mlp.nbytes()
+                    + b.input_layernorm.weight.nbytes()
+                    + b.post_attention_layernorm.weight.nbytes()
+            })
+            .sum();
+        // The embedding table is only gathered from (one row a token) unless it is also the head.
+        let head = match &self.lm_head {
+            Some(head) => head.nbytes(),
+            None => self.embed_tokens.nbytes(),
+        };
+        blocks + self.norm.weight.nbytes() + head
+    }
+}

@@ -1,0 +1,202 @@
+//! A model's named tensors, and the layers built from them. Every lookup names the
+//! file it came from, so a missing or misshapen tensor is a clear error, not a panic.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use mlx_rs::ops::indexing::IndexOp;
+use mlx_rs::ops::{dequantize, matmul, quantized_matmul};
+use mlx_rs::{Array, Dtype};
+
+/// MLX's affine quantization parameters, as in `config.json`'s `quantization`.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Deserialize)]
+pub struct Quantization {
+    pub group_size: i32,
+    pub bits: i32,
+}
+
+/// Tensors by name, taken out one by one as the model is built.
+pub struct Weights {
+    tensors: HashMap<String, Array>,
+    source: PathBuf,
+    /// The dtype float tensors are cast to (f32 on CPU: bf16 is slow there and sums in bf16).
+    pub float_dtype: Dtype,
+}
+
+impl Weights {
+    pub fn new(tensors: HashMap<String, Array>, source: &Path, float_dtype: Dtype) -> Self {
+        Self { tensors, source: source.to_path_buf(), float_dtype }
+    }
+
+    pub fn source(&self) -> &Path {
+        &self.source
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.tensors.contains_key(name)
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &String> {
+        self.tensors.keys()
+    }
+
+    pub fn rename(&mut self, from: &str, to: String) {
+        if let Some(t) = self.tensors.remove(from) {
+            self.tensors.insert(to, t);
+        }
+    }
+
+    pub fn remove(&mut self, name: &str) -> Option<Array> {
+        self.tensors.remove(name)
+    }
+
+    pub fn insert(&mut self, name: String, tensor: Array) {
+        self.tensors.insert(name, tensor);
+    }
+
+    /// A tensor that must exist, cast to the float dtype when it is floating point.
+    pub fn take(&mut self, name: &str) -> Result<Array> {
+        let t = self.tensors.remove(name).with_context(|| {
+            format!(
+                "the model file {} has no tensor `{name}`; it is incomplete or not of this architecture",
+                self.source.display()
+            )
+        })?;
+        self.to_float(t)
+    }
+
+    fn to_float(&self, t: Array) -> Result<Array> {
+        if t.dtype().is_float() && t.dtype() != self.float_dtype {
+            Ok(t.as_dtype(self.float_dtype)?)
+        } else {
+            Ok(t)
+        }
+    }
+
+    /// A linear layer `prefix.weight` (+ `.scales`/`.biases` when quantized, + `.bias`).
+    pub fn linear(&mut self, prefix: &str, quant: Option<Quantization>) -> Result<Linear> {
+        let weight = self.take(&format!("{prefix}.weight"))?;
+        let bias = match self.tensors.remove(&format!("{prefix}.bias")) {
+            Some(b) => Some(self.to_float(b)?),
+            None => None,
+        };
+        let scales_name = format!("{prefix}.scales");
+        if self.contains(&scales_name) {
+            let q = quant.with_context(|| {
+                format!(
+                    "{prefix} in {} is quantized but the config has no `quantization` (group_size, bits)",
+                    self.source.display()
+                )
+            })?;
+            let scales = self.take(&scales_name)?;
+            let biases = self.take(&format!("{prefix}.biases"))?;
+            // Layers may differ in bits (GGUF: a Q8_0 embedding beside Q4_1 matrices), so
+            // read them off the shapes: packed u32 columns * 32 = groups * group_size * bits.
+            let packed_bits = weight.shape()[1] * 32;
+            let group_bits = scales.shape()[1] * q.group_size;
+            anyhow::ensure!(
+                group_bits > 0 && packed_bits % group_bits == 0,
+                "{prefix} in {} has quantized shapes that do not fit group size {}",
+                self.source.display(),
+                q.group_size
+            );
+            let bits = packed_bits / group_bits;
+            Ok(Linear::Quantized { weight, scales, biases, bias, group_size: q.group_size, bits })
+        } else {
+            // Store the transpose once so a forward pass is a plain matmul.
+            Ok(Linear::Dense { weight_t: weight.t(), bias })
+        }
+    }
+
+    /// An embedding table; when quantized, rows are dequantized as they are looked up.
+    pub fn embedding(&mut self, prefix: &str, quant: Option<Quantization>) -> Result<Embedding> {
+        Ok(Embedding(self.linear(prefix, quant)?))
+    }
+
+    /// Anything left over means the loader and the file disagree about the architecture.
+    pub fn finish(self) -> Result<()> {
+        let mut left: Vec<_> = self.tensors.into_keys().collect();
+        if left.is_empty() {
+            return Ok(());
+        }
+        left.sort();
+        bail!(
+            "{} has {} tensor(s) this model does not use (first: {}); is the architecture right?",
+            self.source.display(),
+            left.len(),
+            left[0]
+        )
+    }
+}
+
+/// `y = x W^T (+ b)`, dense or 4/8-bit affine quantized.
+pub enum Linear {
+    Dense { weight_t: Array, bias: Option<Array> },
+    Quantized { weight: Array, scales: Array, biases: Array, bias: Option<Array>, group_size: i32, bits: i32 },
+}
+
+impl Linear {
+    pub fn forward(&self, x: &Array) -> Result<Array> {
+        let (y, bias) = match self {
+            Linear::Dense { weight_t, bias } => (matmul(x, weight_t)?, bias),
+            Linear::Quantized { weight, scales, biases, bias, group_size, bits } => (
+                quantized_matmul(x, weight, scales, biases, true, *group_size, *bits)?,
+                bias,
+            ),
+        };
+        Ok(match bias {
+            Some(b) => y.add(b)?,
+            None => y,
+        })
+    }
+
+    /// Bytes this layer's parameters occupy (what a decode step streams from memory).
+    pub fn nbytes(&self) -> usize {
+        match self {
+            Linear::Dense { weight_t, bias } => weight_t.nbytes() + bias.as_ref().map_or(0, Array::nbytes),
+            Linear::Quantized { weight, scales, biases, bias, .. } => {
+                weight.nbytes() + scales.nbytes() + biases.nbytes() + bias.as_ref().map_or(0, Array::nbytes)
+            }
+        }
+    }
+}
+
+/// Token embeddings; also usable as the output projection when the two are tied.
+pub struct Embedding(Linear);
+
+impl Embedding {
+    pub fn forward(&self, ids: &Array) -> Result<Array> {
+        match &self.0 {
+            Linear::Dense { weight_t, .. } => Ok(weight_t.t().take_axis(ids, 0)?),
+            Linear::Quantized { weight, scales, biases, group_size, bits, .. } => {
+                let rows = |a: &Array| a.take_axis(ids, 0);
+                let biases = rows(biases)?;
+                Ok(dequantize(rows(weight)?, rows(scales)?, &biases, *group_size, *bits)?)
+            }
+        }
+    }
+
+    /// `x E^T`: the tied language-model head.
+    pub fn as_linear(&self, x: &Array) -> Result<Array> {
+        self.0.forward(x)
+    }
+
+    pub fn nbytes(&self) -> usize {
+        self.0.nbytes()
+    }
+
+    /// The embedding width (the model's hidden size).
+    pub fn dims(&self) -> i32 {
+        match &self.0 {
+            Linear::Dense { weight_t, .. } => weight_t.shape()[0],
+            Linear::Quantized { weight, bits, .. } => weight.shape()[1] * 32 / bits,
+        }
+    }
+}
+
+/// Reads the last position's row of `[B, L, V]` logits.
+pub fn last_position(logits: &Array) -> Array {
+    let len = logits.shape()[1];
+    logits.index((.., len - 1, ..))
+}
