@@ -1,0 +1,186 @@
+//! The course: which lessons exist and in what order, the strings the CLI
+//! shows, and the lessons themselves (front matter, sections, code blocks).
+//!
+//! Everything a learner reads lives in `lessons/`; this module only loads and
+//! checks it.
+
+mod exercise;
+mod lang;
+mod lesson;
+mod sections;
+mod translation;
+mod yaml_error;
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use serde::Deserialize;
+
+pub use exercise::sync_exercise_code;
+pub use lang::{Lang, Localized};
+pub use lesson::{FrontMatter, Lesson, Quote};
+pub use sections::{markdown_options, CodeBlock, Section, INTRO, REQUIRED_SECTIONS};
+pub use translation::{sha256_hex, source_hash, TranslationStatus};
+
+/// The course file inside the lessons folder.
+pub const COURSE_FILE: &str = "quest.yaml";
+
+/// `lessons/quest.yaml`: tracks, UI strings, levels and achievements.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Course {
+    pub tracks: Vec<Track>,
+    /// CLI strings by key; values may hold `{name}` placeholders.
+    pub ui: BTreeMap<String, Localized>,
+    /// Kept untyped here: the progress module gives them their types.
+    #[serde(default)]
+    pub levels: serde_yaml::Value,
+    #[serde(default)]
+    pub achievements: serde_yaml::Value,
+    /// The folder `quest.yaml` was read from.
+    #[serde(skip)]
+    pub dir: PathBuf,
+}
+
+/// A named sequence of lessons, taken in order.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Track {
+    pub id: String,
+    pub title: Localized,
+    pub lessons: Vec<String>,
+}
+
+impl Course {
+    pub fn load(lessons_dir: &Path) -> Result<Course> {
+        let path = lessons_dir.join(COURSE_FILE);
+        let text = fs::read_to_string(&path)
+            .with_context(|| format!("reading the course file {}", path.display()))?;
+        let mut course: Course =
+            serde_yaml::from_str(&text).map_err(|error| yaml_error::located(&path, 1, error))?;
+        course.dir = lessons_dir.to_path_buf();
+        course.check_lesson_ids(&path)?;
+        Ok(course)
+    }
+
+    /// Every lesson id, in track order.
+    pub fn lesson_ids(&self) -> impl Iterator<Item = &str> {
+        self.tracks
+            .iter()
+            .flat_map(|track| track.lessons.iter().map(String::as_str))
+    }
+
+    /// Loads one lesson in one language; `id` must be listed in `quest.yaml`.
+    pub fn lesson(&self, id: &str, lang: Lang) -> Result<Lesson> {
+        self.ensure_known_lesson(id, lang)?;
+        Lesson::load_file(&self.lesson_path(id, lang), id, lang)
+    }
+
+    /// Where the lesson's text in `lang` lives (it may not exist yet).
+    pub fn lesson_path(&self, id: &str, lang: Lang) -> PathBuf {
+        self.dir.join(id).join(format!("{lang}.md"))
+    }
+
+    /// Fails, in the learner's language, unless `id` names a listed lesson.
+    ///
+    /// Checking the listing (not just the spelling) also keeps ids like
+    /// `../x` from reaching the file system.
+    pub fn ensure_known_lesson(&self, id: &str, lang: Lang) -> Result<()> {
+        if is_valid_lesson_id(id) && self.lesson_ids().any(|known| known == id) {
+            return Ok(());
+        }
+        let list = self.lesson_ids().collect::<Vec<_>>().join(", ");
+        bail!(self.ui_with("unknown_lesson", lang, &[("id", id), ("list", &list)]))
+    }
+
+    /// A UI string; an unknown key comes back as itself so the CLI never
+    /// crashes over a missing string (the tests check the keys in use).
+    pub fn ui<'a>(&'a self, key: &'a str, lang: Lang) -> &'a str {
+        self.ui.get(key).map_or(key, |text| text.get(lang))
+    }
+
+    /// A UI string with its `{name}` placeholders filled in.
+    pub fn ui_with(&self, key: &str, lang: Lang, args: &[(&str, &str)]) -> String {
+        fill_placeholders(self.ui(key, lang), args)
+    }
+
+    fn check_lesson_ids(&self, path: &Path) -> Result<()> {
+        let mut seen = Vec::new();
+        for id in self.lesson_ids() {
+            if !is_valid_lesson_id(id) {
+                bail!(
+                    "{}: lesson id `{id}` may only use a-z, 0-9 and `-`",
+                    path.display()
+                );
+            }
+            if seen.contains(&id) {
+                bail!("{}: lesson `{id}` is listed twice", path.display());
+            }
+            seen.push(id);
+        }
+        Ok(())
+    }
+}
+
+/// Lesson ids double as folder names, so they stay plain: `[a-z0-9-]+`.
+pub fn is_valid_lesson_id(id: &str) -> bool {
+    !id.is_empty()
+        && id
+            .bytes()
+            .all(|byte| byte.is_ascii_lowercase() || byte.is_ascii_digit() || byte == b'-')
+}
+
+/// Replaces each `{name}` with its value; unknown placeholders stay visible.
+pub fn fill_placeholders(template: &str, args: &[(&str, &str)]) -> String {
+    args.iter()
+        .fold(template.to_string(), |text, (name, value)| {
+            text.replace(&format!("{{{name}}}"), value)
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn fixture_lessons() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/broken-lessons/lessons")
+    }
+
+    #[test]
+    fn lesson_ids_are_plain() {
+        assert!(is_valid_lesson_id("mlx-path"));
+        assert!(is_valid_lesson_id("lesson-2"));
+        for bad in ["", "../x", "MLX", "a/b", "a.b", "a b", "é"] {
+            assert!(!is_valid_lesson_id(bad), "{bad:?} should be rejected");
+        }
+    }
+
+    #[test]
+    fn placeholders_are_filled() {
+        let text = fill_placeholders(
+            "Unknown lesson {id}. Lessons: {list}",
+            &[("id", "x"), ("list", "a, b")],
+        );
+        assert_eq!(text, "Unknown lesson x. Lessons: a, b");
+    }
+
+    #[test]
+    fn unknown_and_escaping_ids_are_refused_with_the_list() {
+        let course = Course::load(&fixture_lessons()).unwrap();
+        for id in ["../x", "nope", "../../etc/passwd"] {
+            let error = course.lesson(id, Lang::En).unwrap_err().to_string();
+            assert!(error.contains(&format!("Unknown lesson {id}")), "{error}");
+            assert!(error.contains("good, bad-yaml"), "{error}");
+        }
+        let error = course.lesson("nope", Lang::Ko).unwrap_err().to_string();
+        assert!(error.contains("레슨"), "the learner's language: {error}");
+    }
+
+    #[test]
+    fn a_missing_ui_key_shows_itself() {
+        let course = Course::load(&fixture_lessons()).unwrap();
+        assert_eq!(course.ui("no_such_key", Lang::En), "no_such_key");
+    }
+}
