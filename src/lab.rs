@@ -134,3 +134,100 @@ impl Report {
         Ok(report)
     }
 }
+
+/// Which version of a lesson's loop to build and run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Code {
+    /// The learner's file under `exercises/`.
+    Exercise,
+    /// The reference under `solutions/`.
+    Solution,
+}
+
+impl Code {
+    /// The cargo package and binary that hold this code for `lesson`.
+    pub fn target(self, lesson: &str) -> (&'static str, String) {
+        match self {
+            Code::Exercise => ("quest-exercises", format!("{lesson}-decode-loop")),
+            Code::Solution => ("quest-solutions", format!("{lesson}-solution")),
+        }
+    }
+}
+
+/// What `quest run` passes to an exercise.
+#[derive(Clone, Debug)]
+pub struct RunRequest {
+    pub model: String,
+    pub prompt: String,
+    pub max_tokens: usize,
+}
+
+/// Builds `code` of `lesson` with cargo (its output streams to the terminal, compiler
+/// errors as cargo prints them) and returns the binary's path.
+pub fn build(root: &Path, lesson: &str, code: Code) -> Result<PathBuf> {
+    let (package, bin) = code.target(lesson);
+    let mut cargo = std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cargo.current_dir(root).args(["build", "-p", package, "--bin", &bin]);
+    // Build with the same profile as quest itself so one build serves both.
+    let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
+    if profile == "release" {
+        cargo.arg("--release");
+    }
+    let status = cargo.status().context("could not start cargo")?;
+    anyhow::ensure!(status.success(), BuildFailed);
+    let target_dir = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+    Ok(target_dir.join(profile).join(bin))
+}
+
+/// The build failed; cargo has already printed why.
+#[derive(Debug)]
+pub struct BuildFailed;
+
+impl std::fmt::Display for BuildFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the exercise did not build")
+    }
+}
+
+impl std::error::Error for BuildFailed {}
+
+/// Runs a built exercise once and reads the report it wrote.
+pub fn run(binary: &Path, request: &RunRequest) -> Result<Report> {
+    let report_path = std::env::temp_dir().join(format!("quest-report-{}.json", std::process::id()));
+    let _ = std::fs::remove_file(&report_path);
+    let output = std::process::Command::new(binary)
+        .env("QUEST_MODEL", &request.model)
+        .env("QUEST_PROMPT", &request.prompt)
+        .env("QUEST_MAX_TOKENS", request.max_tokens.to_string())
+        .env("QUEST_REPORT", &report_path)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .with_context(|| format!("could not start {}", binary.display()))?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        anyhow::bail!(RunFailed(stderr.trim().to_owned()));
+    }
+    let report = Report::read(&report_path);
+    let _ = std::fs::remove_file(&report_path);
+    report
+}
+
+/// The exercise ran but failed; its own error output is kept.
+#[derive(Debug)]
+pub struct RunFailed(pub String);
+
+impl std::fmt::Display for RunFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for RunFailed {}
+
+/// sha256 of a source file: which code a measurement belongs to.
+pub fn code_hash(path: &Path) -> Result<String> {
+    let bytes = std::fs::read(path).with_context(|| format!("could not read {}", path.display()))?;
+    Ok(crate::course::sha256_hex(&bytes))
+}

@@ -22,11 +22,13 @@ pub struct Weights {
     source: PathBuf,
     /// The dtype float tensors are cast to (f32 on CPU: bf16 is slow there and sums in bf16).
     pub float_dtype: Dtype,
+    /// Everything handed out, to evaluate in one go when loading is done.
+    taken: Vec<Array>,
 }
 
 impl Weights {
     pub fn new(tensors: HashMap<String, Array>, source: &Path, float_dtype: Dtype) -> Self {
-        Self { tensors, source: source.to_path_buf(), float_dtype }
+        Self { tensors, source: source.to_path_buf(), float_dtype, taken: Vec::new() }
     }
 
     pub fn source(&self) -> &Path {
@@ -63,7 +65,9 @@ impl Weights {
                 self.source.display()
             )
         })?;
-        self.to_float(t)
+        let t = self.to_float(t)?;
+        self.taken.push(t.clone());
+        Ok(t)
     }
 
     fn to_float(&self, t: Array) -> Result<Array> {
@@ -77,10 +81,8 @@ impl Weights {
     /// A linear layer `prefix.weight` (+ `.scales`/`.biases` when quantized, + `.bias`).
     pub fn linear(&mut self, prefix: &str, quant: Option<Quantization>) -> Result<Linear> {
         let weight = self.take(&format!("{prefix}.weight"))?;
-        let bias = match self.tensors.remove(&format!("{prefix}.bias")) {
-            Some(b) => Some(self.to_float(b)?),
-            None => None,
-        };
+        let bias_name = format!("{prefix}.bias");
+        let bias = if self.contains(&bias_name) { Some(self.take(&bias_name)?) } else { None };
         let scales_name = format!("{prefix}.scales");
         if self.contains(&scales_name) {
             let q = quant.with_context(|| {
@@ -114,10 +116,14 @@ impl Weights {
         Ok(Embedding(self.linear(prefix, quant)?))
     }
 
-    /// Anything left over means the loader and the file disagree about the architecture.
+    /// Reads every weight in (as mlx-lm's `load` does, so the first forward pass times the
+    /// model, not the disk and the dtype casts). Anything left over means the loader and
+    /// the file disagree about the architecture.
     pub fn finish(self) -> Result<()> {
         let mut left: Vec<_> = self.tensors.into_keys().collect();
         if left.is_empty() {
+            mlx_rs::transforms::eval(self.taken.iter())
+                .with_context(|| format!("could not read the weights of {}", self.source.display()))?;
             return Ok(());
         }
         left.sort();

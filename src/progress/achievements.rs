@@ -2,23 +2,26 @@
 //! recorded history, chosen from the small set in [`Predicate`]. In YAML:
 //! `{id: first-token, xp: 10, name: {..}, description: {..}, when: {first_run: {}}}`.
 
-use super::{CodeKind, Lang, Run, State, Text, Timestamp};
+use super::{CodeKind, LessonRecord, Run, State, Timestamp};
+use crate::course::{Lang, Localized};
+use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Achievement {
     pub id: String,
     pub xp: u32,
-    pub name: Text,
-    pub description: Text,
+    pub name: Localized,
+    pub description: Localized,
     // Written `{kind: {..}}`; serde_yaml on its own would want a `!kind` tag.
     #[serde(with = "serde_yaml::with::singleton_map")]
     pub when: Predicate,
 }
 
 /// What an achievement asks for. Each reads only what was recorded, so
-/// earning is recomputed from the file, never from what happened in memory.
+/// earned achievements can be recomputed from the file at any time.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Predicate {
@@ -61,7 +64,48 @@ impl Achievement {
     }
 }
 
+/// The course file's `achievements:` list, checked: ids are award keys, so
+/// they must be unique, and a lesson that does not exist would make an
+/// achievement that can never be earned.
+pub fn load_achievements<'a>(
+    achievements: &serde_yaml::Value,
+    lesson_ids: impl IntoIterator<Item = &'a str>,
+) -> Result<Vec<Achievement>> {
+    let achievements: Vec<Achievement> = serde_yaml::from_value(achievements.clone())
+        .context("reading `achievements` from the course file")?;
+    let lesson_ids: BTreeSet<&str> = lesson_ids.into_iter().collect();
+    let mut seen = BTreeSet::new();
+    for achievement in &achievements {
+        if !seen.insert(achievement.id.as_str()) {
+            bail!("achievement `{}` is listed twice", achievement.id);
+        }
+        if let Some(lesson) = achievement.when.lesson() {
+            if !lesson_ids.contains(lesson) {
+                bail!(
+                    "achievement `{}` names lesson `{lesson}`, which the course does not have",
+                    achievement.id
+                );
+            }
+        }
+    }
+    Ok(achievements)
+}
+
 impl Predicate {
+    /// The lesson it looks at, if just one.
+    pub fn lesson(&self) -> Option<&str> {
+        match self {
+            Predicate::RunsAtLeast { lesson, .. } => lesson.as_deref(),
+            Predicate::SpeedupAtLeast { lesson, .. }
+            | Predicate::CardHonest { lesson, .. }
+            | Predicate::BeatLibrary { lesson }
+            | Predicate::LessonDone { lesson } => Some(lesson),
+            Predicate::FirstRun {}
+            | Predicate::LessonDoneIn { .. }
+            | Predicate::LessonsDoneAtLeast { .. } => None,
+        }
+    }
+
     pub fn holds(&self, state: &State) -> bool {
         match self {
             Predicate::FirstRun {} => state.runs().next().is_some(),
@@ -96,17 +140,15 @@ impl Predicate {
                         .library_tok_s
                         .is_some_and(|library| run.decode_tok_s > library)
             }),
-            Predicate::LessonDone { lesson } => state
-                .lesson(lesson)
-                .is_some_and(|record| record.submissions.iter().any(|s| s.passed)),
+            Predicate::LessonDone { lesson } => {
+                state.lesson(lesson).is_some_and(LessonRecord::is_done)
+            }
             Predicate::LessonDoneIn { lang } => {
                 state.submissions().any(|s| s.passed && s.lang == *lang)
             }
             Predicate::LessonsDoneAtLeast { n } => {
-                let done = state.lessons.values();
-                done.filter(|record| record.submissions.iter().any(|s| s.passed))
-                    .count()
-                    >= *n
+                let done = state.lessons.values().filter(|record| record.is_done());
+                done.count() >= *n
             }
         }
     }
@@ -329,5 +371,24 @@ mod tests {
         assert!(state.has_award("achievement:first-token"));
         assert!(award_earned(&mut state, &achievements, Timestamp::now()).is_empty());
         assert_eq!(state.total_xp(), 10);
+    }
+
+    #[test]
+    fn course_lists_are_checked() {
+        let list = |yaml: &str| serde_yaml::from_str::<serde_yaml::Value>(yaml).unwrap();
+        let entry = |id: &str, when: &str| {
+            format!("{{id: {id}, xp: 1, name: {{en: A, ko: A}}, description: {{en: A, ko: A}}, when: {when}}}")
+        };
+        let first = entry("a", "{first_run: {}}");
+        let done = entry("b", "{lesson_done: {lesson: mlx-path}}");
+        let ok = list(&format!("[{first}, {done}]"));
+        assert_eq!(load_achievements(&ok, ["mlx-path"]).unwrap().len(), 2);
+        let error = load_achievements(&ok, ["other"]).unwrap_err().to_string();
+        assert!(error.contains("lesson `mlx-path`"), "{error}");
+        let twice = list(&format!("[{first}, {first}]"));
+        let error = load_achievements(&twice, ["mlx-path"])
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("`a` is listed twice"), "{error}");
     }
 }

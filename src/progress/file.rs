@@ -252,7 +252,8 @@ mod tests {
 
     #[test]
     fn refuses_to_write_what_it_could_not_read() {
-        use crate::progress::{CodeKind, CodeRef, Lang, Run};
+        use crate::course::Lang;
+        use crate::progress::{CodeKind, CodeRef, Run};
         let mut state = State::default();
         state.lesson_mut("mlx-path").runs.push(Run {
             at: Timestamp::now(),

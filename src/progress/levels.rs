@@ -1,8 +1,8 @@
 //! Levels from XP. The curve is course data, e.g. in YAML:
 //! `levels: [{xp: 0, name: {en: ..., ko: ...}}, {xp: 100, name: ...}]`.
 
-use super::Text;
-use anyhow::{bail, Result};
+use crate::course::Localized;
+use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 pub struct Level {
     /// The XP at which this level starts.
     pub xp: u64,
-    pub name: Text,
+    pub name: Localized,
 }
 
 /// Levels sorted by XP, the first starting at 0, so that every XP total has
@@ -52,6 +52,11 @@ impl From<LevelCurve> for Vec<Level> {
 }
 
 impl LevelCurve {
+    /// From the course file's `levels:` list.
+    pub fn from_course(levels: &serde_yaml::Value) -> Result<Self> {
+        serde_yaml::from_value(levels.clone()).context("reading `levels` from the course file")
+    }
+
     pub fn levels(&self) -> &[Level] {
         &self.levels
     }

@@ -2,21 +2,20 @@
 //! human-readable JSON file that survives crashes and concurrent `quest`s.
 //!
 //! - [`State`] is the file's content; [`Store`] reads and changes it safely.
-//! - [`LevelCurve`] and [`Achievement`] are course data (YAML), not code.
+//! - [`LevelCurve`] and [`Achievement`] are course data (`levels:` and
+//!   `achievements:` in `lessons/quest.yaml`), not code.
 //! - A damaged file is never reset silently: see [`BadProgressFile`] and [`repair`].
 
 mod achievements;
 mod file;
-mod lang;
 mod levels;
 mod lock;
 mod state;
 mod store;
 mod timestamp;
 
-pub use achievements::{award_earned, Achievement, Predicate};
+pub use achievements::{award_earned, load_achievements, Achievement, Predicate};
 pub use file::{parse, repair, serialize, BadProgressFile};
-pub use lang::{Lang, Text};
 pub use levels::{Level, LevelCurve};
 pub use state::{Award, Card, CodeKind, CodeRef, LessonRecord, Run, State, Submission, SCHEMA};
 pub use store::{Store, DEFAULT_LOCK_TIMEOUT};

@@ -1,9 +1,9 @@
 //! What the progress file holds. Every field is plain data so the JSON
 //! stays readable; the rules that act on it live in other files.
 
-use super::{Lang, Timestamp};
+use super::Timestamp;
+use crate::course::{sha256_hex, Lang};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 
 /// The file format version this quest writes. Files with a higher number
@@ -109,7 +109,7 @@ impl CodeRef {
     pub fn of(kind: CodeKind, source: &[u8]) -> Self {
         CodeRef {
             kind,
-            sha256: format!("{:x}", Sha256::digest(source)),
+            sha256: sha256_hex(source),
         }
     }
 }
@@ -122,6 +122,13 @@ impl Default for State {
             lessons: BTreeMap::new(),
             awards: BTreeMap::new(),
         }
+    }
+}
+
+impl LessonRecord {
+    /// Done once any submission passed.
+    pub fn is_done(&self) -> bool {
+        self.submissions.iter().any(|submission| submission.passed)
     }
 }
 

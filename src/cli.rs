@@ -1,0 +1,240 @@
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime};
+
+use anyhow::{Context, Result};
+use clap::{CommandFactory, Parser, Subcommand};
+
+use quest::course::{Course, Lang, Lesson};
+use quest::lab::{self, Code, Report, RunRequest};
+use quest::render::{self, RenderOptions};
+
+#[derive(Parser)]
+#[command(name = "quest", version, about = "A Rust workbook for LLM inference on MLX: read the lesson, write the decode loop, measure it")]
+struct Cli {
+    /// Language of lessons and messages (remembered once chosen).
+    #[arg(long, global = true, value_parser = parse_lang)]
+    lang: Option<Lang>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Show a lesson, build its exercise, run it on a real model and print TTFT and tok/s.
+    Run {
+        lesson: String,
+        /// A model name, GGUF file, MLX directory or Hugging Face repo id (offline cache).
+        #[arg(long)]
+        model: Option<String>,
+        /// Tokens to generate.
+        #[arg(long, default_value_t = lab::DEFAULT_MAX_TOKENS)]
+        max_tokens: usize,
+        /// Skip the lesson text; only build and run.
+        #[arg(long)]
+        no_lesson: bool,
+    },
+    /// List the lessons.
+    List,
+    /// Show a lesson's hint.
+    Hint { lesson: String },
+    /// Put the lesson's exercise back as it was (asks first).
+    Reset {
+        lesson: String,
+        /// Don't ask.
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Re-run the exercise every time you save it.
+    Watch {
+        lesson: String,
+        #[arg(long)]
+        model: Option<String>,
+        #[arg(long, default_value_t = lab::DEFAULT_MAX_TOKENS)]
+        max_tokens: usize,
+    },
+    /// Print shell completions (bash, zsh, fish, …).
+    Completions { shell: clap_complete::Shell },
+}
+
+fn parse_lang(text: &str) -> Result<Lang, String> {
+    text.parse::<Lang>().map_err(|_| format!("unknown language `{text}`; use en or ko"))
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match dispatch(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            // Build failures were already explained by cargo above.
+            if error.downcast_ref::<lab::BuildFailed>().is_none() {
+                eprintln!("quest: {error:#}");
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The project the lessons and exercises live in (`QUEST_ROOT` overrides, for tests).
+fn project_root() -> PathBuf {
+    std::env::var_os("QUEST_ROOT").map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
+}
+
+struct Ctx {
+    course: Course,
+    lang: Lang,
+    root: PathBuf,
+}
+
+impl Ctx {
+    fn ui<'a>(&'a self, key: &'a str) -> &'a str {
+        self.course.ui(key, self.lang)
+    }
+    fn ui_with(&self, key: &str, args: &[(&str, &str)]) -> String {
+        self.course.ui_with(key, self.lang, args)
+    }
+    fn lesson(&self, id: &str) -> Result<Lesson> {
+        self.course.ensure_known_lesson(id, self.lang)?;
+        self.course.lesson(id, self.lang)
+    }
+    fn options(&self) -> RenderOptions {
+        RenderOptions::for_stdout(self.lang)
+    }
+}
+
+fn dispatch(cli: Cli) -> Result<()> {
+    if let Command::Completions { shell } = cli.command {
+        clap_complete::generate(shell, &mut Cli::command(), "quest", &mut std::io::stdout());
+        return Ok(());
+    }
+    let root = project_root();
+    let course = Course::load(&root.join("lessons"))?;
+    let ctx = Ctx { course, lang: cli.lang.unwrap_or(Lang::En), root };
+    match cli.command {
+        Command::Run { lesson, model, max_tokens, no_lesson } => {
+            let lesson = ctx.lesson(&lesson)?;
+            if !no_lesson {
+                print!("{}", render::terminal(&lesson, &ctx.options()));
+            }
+            run_exercise(&ctx, &lesson, model, max_tokens).map(|_| ())
+        }
+        Command::List => list(&ctx),
+        Command::Hint { lesson } => {
+            let lesson = ctx.lesson(&lesson)?;
+            let hint = render::section(&lesson, "hint", &ctx.options())
+                .with_context(|| format!("{} has no hint section", lesson.path.display()))?;
+            print!("{hint}");
+            Ok(())
+        }
+        Command::Reset { lesson, yes } => reset(&ctx, &lesson, yes),
+        Command::Watch { lesson, model, max_tokens } => watch(&ctx, &lesson, model, max_tokens),
+        Command::Completions { .. } => unreachable!(),
+    }
+}
+
+fn list(ctx: &Ctx) -> Result<()> {
+    println!("{}", ctx.ui("lessons"));
+    for track in &ctx.course.tracks {
+        println!("  {}", track.title.get(ctx.lang));
+        for id in &track.lessons {
+            let lesson = ctx.course.lesson(id, ctx.lang)?;
+            let minutes = ctx.ui_with("minutes", &[("n", &lesson.meta.minutes.to_string())]);
+            println!("    {id:<12} {}  ({minutes}, {})", lesson.meta.title, ctx.ui_with("xp", &[("n", &lesson.meta.xp.to_string())]));
+        }
+    }
+    Ok(())
+}
+
+/// Builds and runs the learner's exercise once, printing what it measured.
+fn run_exercise(ctx: &Ctx, lesson: &Lesson, model: Option<String>, max_tokens: usize) -> Result<Report> {
+    let request = RunRequest {
+        model: model.unwrap_or_else(|| lesson.meta.model.clone()),
+        prompt: lab::DEFAULT_PROMPT.into(),
+        max_tokens,
+    };
+    eprintln!("\n{}", ctx.ui("building"));
+    let binary = lab::build(&ctx.root, &lesson.meta.id, Code::Exercise).map_err(|e| {
+        if e.downcast_ref::<lab::BuildFailed>().is_some() {
+            eprintln!("{}", ctx.ui("build_failed"));
+        }
+        e
+    })?;
+    let backend = quest::lm::Backend::detect();
+    let device = if backend == quest::lm::Backend::Cpu { ctx.ui("device_cpu") } else { ctx.ui("device_gpu") };
+    eprintln!("{} ({}, {})", ctx.ui_with("running_on", &[("device", device)]), backend.name(), request.model);
+    let report = lab::run(&binary, &request)
+        .map_err(|e| anyhow::anyhow!(ctx.ui_with("run_failed", &[("error", &format!("{e:#}"))])))?;
+    print_report(ctx, &report);
+    Ok(report)
+}
+
+fn print_report(ctx: &Ctx, r: &Report) {
+    let tokens = |n: usize| ctx.ui_with("tokens", &[("n", &n.to_string())]);
+    println!();
+    println!("{}: {}", ctx.ui("output"), r.text.trim());
+    println!("{}: {} ({})", ctx.ui("model"), r.model, r.backend);
+    println!("{}: {}   {}: {}", ctx.ui("prompt_tokens"), tokens(r.prompt_tokens), ctx.ui("generated_tokens"), tokens(r.generated_tokens));
+    println!("{}: {:.1} {}", ctx.ui("ttft"), r.ttft_ms, ctx.ui("ms"));
+    println!("{}: {:.2} {}", ctx.ui("decode"), r.decode_tok_s, ctx.ui("tok_per_s"));
+    if cfg!(not(target_os = "macos")) || r.backend != "metal" {
+        println!("{}", ctx.ui("numbers_differ"));
+    }
+}
+
+/// The exercise as the lesson gives it: its `exercise=` code block.
+fn original_exercise(lesson: &Lesson) -> Result<String> {
+    lesson
+        .sections
+        .iter()
+        .flat_map(|s| &s.code_blocks)
+        .find(|b| b.attrs.iter().any(|(k, _)| k == "exercise"))
+        .map(|b| b.code.clone())
+        .with_context(|| format!("{} has no exercise code block", lesson.path.display()))
+}
+
+fn reset(ctx: &Ctx, id: &str, yes: bool) -> Result<()> {
+    let lesson = ctx.lesson(id)?;
+    let path = ctx.root.join(&lesson.meta.exercise);
+    let original = original_exercise(&lesson)?;
+    if std::fs::read_to_string(&path).is_ok_and(|now| now == original) {
+        println!("{}", ctx.ui_with("reset_nothing", &[("path", &path.display().to_string())]));
+        return Ok(());
+    }
+    if !yes {
+        print!("{} ", ctx.ui_with("reset_confirm", &[("path", &path.display().to_string())]));
+        std::io::stdout().flush()?;
+        let mut answer = String::new();
+        std::io::stdin().lock().read_line(&mut answer)?;
+        if !matches!(answer.trim(), "y" | "Y" | "yes" | "예" | "네") {
+            println!("{}", ctx.ui("reset_cancelled"));
+            return Ok(());
+        }
+    }
+    std::fs::write(&path, original).with_context(|| format!("could not write {}", path.display()))?;
+    println!("{}", ctx.ui_with("reset_done", &[("path", &path.display().to_string())]));
+    Ok(())
+}
+
+fn modified(path: &Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+fn watch(ctx: &Ctx, id: &str, model: Option<String>, max_tokens: usize) -> Result<()> {
+    let lesson = ctx.lesson(id)?;
+    let path = ctx.root.join(&lesson.meta.exercise);
+    let mut last = None;
+    loop {
+        let now = modified(&path);
+        if now != last {
+            last = now;
+            if let Err(e) = run_exercise(ctx, &lesson, model.clone(), max_tokens) {
+                if e.downcast_ref::<lab::BuildFailed>().is_none() {
+                    eprintln!("quest: {e:#}");
+                }
+            }
+            eprintln!("\n{}", ctx.ui_with("watching", &[("path", &path.display().to_string())]));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
