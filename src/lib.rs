@@ -2,4 +2,5 @@
 pub mod course;
 pub mod lab;
 pub mod lm;
+pub mod progress;
 pub mod render;

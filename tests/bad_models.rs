@@ -90,8 +90,9 @@ fn a_missing_tensor_names_it_and_the_file() {
     assert!(message.contains("model.layers.2."), "{message}");
 }
 
-/// A one-tensor GGUF v3 file whose tensor is Q4_K (type 12), which MLX cannot load.
-fn gguf_with_q4_k() -> Vec<u8> {
+/// A one-tensor GGUF v3 file whose 256-element tensor has ggml type `ty`
+/// (12 = Q4_K, which MLX cannot load; 2 = Q4_0, which it can).
+fn gguf_with_type(ty: u32) -> Vec<u8> {
     fn string(out: &mut Vec<u8>, s: &str) {
         out.extend((s.len() as u64).to_le_bytes());
         out.extend(s.as_bytes());
@@ -107,19 +108,29 @@ fn gguf_with_q4_k() -> Vec<u8> {
     out.extend(2u32.to_le_bytes());
     out.extend(256u64.to_le_bytes());
     out.extend(1u64.to_le_bytes());
-    out.extend(12u32.to_le_bytes()); // Q4_K
+    out.extend(ty.to_le_bytes());
     out.extend(0u64.to_le_bytes());
     while out.len() % 32 != 0 {
         out.push(0);
     }
-    out.extend([0u8; 144]); // one Q4_K block
+    out.extend([0u8; 144]); // one Q4_K block, or eight Q4_0 blocks
     out
 }
 
 #[test]
 fn an_unsupported_gguf_quant_type_says_which_are_supported() {
     let file = temp("q4k").join("q4k.gguf");
-    std::fs::write(&file, gguf_with_q4_k()).unwrap();
+    std::fs::write(&file, gguf_with_type(12)).unwrap();
     let message = error_of(lm::load(file.to_str().unwrap()));
     assert!(message.contains("q4k.gguf") && message.contains("Q4_0, Q4_1, Q8_0"), "{message}");
+}
+
+#[test]
+fn a_truncated_gguf_is_caught_before_mlx_reads_it() {
+    let file = temp("cut").join("cut.gguf");
+    let mut bytes = gguf_with_type(2);
+    bytes.truncate(bytes.len() - 100);
+    std::fs::write(&file, bytes).unwrap();
+    let message = error_of(lm::load(file.to_str().unwrap()));
+    assert!(message.contains("cut.gguf") && message.contains("past the end"), "{message}");
 }

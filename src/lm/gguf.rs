@@ -21,6 +21,7 @@ pub struct Gguf {
 
 impl Gguf {
     pub fn open(path: &Path) -> Result<Self> {
+        super::gguf_check::check(path)?;
         let file = GgufFile::load(path).map_err(|e| {
             anyhow::anyhow!(
                 "could not read the GGUF file {}: {e}. It may be truncated or corrupt (delete it to \

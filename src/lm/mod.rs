@@ -12,6 +12,7 @@
 pub mod cache;
 pub mod fetch;
 pub mod gguf;
+mod gguf_check;
 pub mod hub;
 pub mod models;
 pub mod tokenizer;
