@@ -1,7 +1,7 @@
 //! `quest::lm`: a small mlx-lm in Rust. The API reads like the Python one, so the
 //! lesson's Rust loop and the seed's Python loop line up:
 //!
-//! ```ignore
+//! ```text
 //! let (model, tokenizer) = lm::load("smollm2-135m-instruct")?;
 //! let mut cache = lm::make_prompt_cache(&model);
 //! let logits = model.forward(&prompt, &mut cache)?;
