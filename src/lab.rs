@@ -143,6 +143,8 @@ pub enum Code {
     Exercise,
     /// The reference under `solutions/`.
     Solution,
+    /// The exercise as the lesson gives it (a pristine copy under `solutions/`).
+    HandLoop,
 }
 
 impl Code {
@@ -151,6 +153,7 @@ impl Code {
         match self {
             Code::Exercise => ("quest-exercises", format!("{lesson}-decode-loop")),
             Code::Solution => ("quest-solutions", format!("{lesson}-solution")),
+            Code::HandLoop => ("quest-solutions", format!("{lesson}-hand-loop")),
         }
     }
 }

@@ -1,4 +1,5 @@
 //! quest: a Rust workbook for LLM inference on MLX.
+pub mod check;
 pub mod course;
 pub mod lab;
 pub mod lm;

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use mlx_rs::ops::indexing::argmax_axis;
 use mlx_rs::Array;
-use quest::lm::{self, KvCache, Message, Model};
+use quest::lm::{self, KvCache, LayerCache, Message, Model};
 use serde_json::Value;
 
 /// MLX work stays on one thread at a time (a stream belongs to its thread).
@@ -31,7 +31,7 @@ fn ids(v: &Value) -> Vec<u32> {
 
 /// Prefill, then greedy one token at a time with the cache: the lesson's loop.
 fn greedy(model: &Model, prompt: &[u32], n: usize) -> (Vec<f32>, Vec<u32>) {
-    let mut cache: Vec<KvCache> = lm::make_prompt_cache(model);
+    let mut cache: Vec<LayerCache> = lm::make_prompt_cache(model);
     let logits = model.forward(&lm::tokens_array(prompt), &mut cache).unwrap();
     let last = lm::last_position(&logits);
     let prefill: Vec<f32> = last.as_slice::<f32>().to_vec();

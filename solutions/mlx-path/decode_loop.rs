@@ -1,11 +1,15 @@
-//! mlx-path: a hand-written decode loop on MLX.
+//! mlx-path, solved: the same decode loop with no host sync inside it.
 //!
-//! Load the model, prefill the prompt once, then one token per forward pass through
-//! the same weights, with a KV cache that grows by one position per step.
-//! Your task (see the lesson): take the per-token `.item()` out of the DECODE loop.
+//! Each step's token stays on the device as a lazy array and feeds the next forward pass
+//! directly; `async_eval` starts computing it without waiting, so while the device works
+//! on token n the host already builds the graph for token n+1 (the pipeline mlx-lm's
+//! `generate_step` and mlx-swift-lm's `TokenIterator` keep full). The tokens come to the
+//! host once, after the loop.
 
 use anyhow::Result;
 use mlx_rs::ops::indexing::argmax_axis;
+use mlx_rs::transforms::async_eval;
+use mlx_rs::{Device, Stream};
 use quest::lab::{Exercise, Timer};
 use quest::lm::{self, Message};
 
@@ -19,21 +23,32 @@ fn main() -> Result<()> {
     let prompt_ids = tokenizer.encode(&prompt)?;
     // One KV cache per layer.
     let mut cache = lm::make_prompt_cache(&model);
+    // Generation gets its own stream, as in mlx-lm, so nothing else queues between steps.
+    let stream = Stream::new_with_device(&Device::try_default()?);
     let mut timer = Timer::start();
 
-    // PREFILL: the whole prompt in one forward pass fills the cache.
-    let logits = model.forward(&lm::tokens_array(&prompt_ids), &mut cache)?;
-    let mut y = argmax_axis(lm::last_position(&logits), -1, None)?;
-    let mut tokens = vec![y.item_exact::<u32>()]; // the eval that forces the lazy graph
-    timer.first_token();
+    let (tokens, timer) = mlx_rs::with_stream(&stream, || -> Result<_> {
+        // PREFILL: the whole prompt in one forward pass fills the cache.
+        let logits = model.forward(&lm::tokens_array(&prompt_ids), &mut cache)?;
+        let mut y = argmax_axis(lm::last_position(&logits), -1, None)?;
+        let first = y.item_exact::<u32>(); // the first token is wanted now: that is TTFT
+        timer.first_token();
 
-    // DECODE: one token in, one forward pass through the same weights, one token out.
-    for _ in 1..run.max_tokens {
-        let logits = model.forward(&y.reshape(&[1, 1])?, &mut cache)?;
-        y = argmax_axis(lm::last_position(&logits), -1, None)?;
-        tokens.push(y.item_exact::<u32>()); // a GPU sync per token — the hand loop's cost
-    }
-    timer.done();
+        // DECODE: one token in, one forward pass, one token out — and no waiting.
+        let mut pending = Vec::with_capacity(run.max_tokens);
+        for _ in 1..run.max_tokens {
+            let logits = model.forward(&y.reshape(&[1, 1])?, &mut cache)?;
+            y = argmax_axis(lm::last_position(&logits), -1, None)?;
+            async_eval([&y])?; // start it; the token stays on the device
+            pending.push(y.clone());
+        }
+
+        // The tokens reach the host once, at the end.
+        let mut tokens = vec![first];
+        tokens.extend(pending.iter().map(|t| t.item_exact::<u32>()));
+        timer.done();
+        Ok((tokens, timer))
+    })?;
 
     let text = tokenizer.decode(lm::until_eos(&tokens, &tokenizer))?;
     println!("{text}");

@@ -1,5 +1,7 @@
-//! The KV cache: one per attention layer, preallocated in steps and written in place,
-//! as mlx-lm's `KVCache` does, so a decode step does not copy the whole history.
+//! The per-layer caches. Attention layers keep every position's keys and values
+//! ([`KvCache`], preallocated in steps and written in place, as mlx-lm's `KVCache`, so a
+//! decode step does not copy the whole history). Gated delta layers (Qwen3.5's linear
+//! attention) keep a fixed-size state instead ([`RecurrentCache`], mlx-lm's `ArraysCache`).
 
 use mlx_rs::ops::indexing::{IndexOp, TryIndexMutOp};
 use mlx_rs::ops::{concatenate, zeros_dtype};
@@ -75,6 +77,46 @@ impl KvCache {
                 (per_position(k) + per_position(v)) * self.offset as usize
             }
             _ => 0,
+        }
+    }
+}
+
+/// A gated delta layer's memory: the same size after 10 tokens or 10,000.
+#[derive(Default)]
+pub struct RecurrentCache {
+    /// The last `kernel - 1` inputs of the causal conv1d, `[batch, kernel - 1, channels]`.
+    pub conv: Option<Array>,
+    /// The recurrent state, `[batch, value_heads, value_dim, key_dim]`, float32.
+    pub state: Option<Array>,
+}
+
+impl RecurrentCache {
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+/// One layer's cache; which kind a layer needs is the model's business, so make them
+/// with `lm::make_prompt_cache(&model)`.
+pub enum LayerCache {
+    Kv(KvCache),
+    Recurrent(RecurrentCache),
+}
+
+impl LayerCache {
+    /// The cache's arrays, to evaluate together with a step's output.
+    pub fn state(&self) -> Box<dyn Iterator<Item = &Array> + '_> {
+        match self {
+            LayerCache::Kv(kv) => Box::new(kv.state()),
+            LayerCache::Recurrent(r) => Box::new(r.conv.iter().chain(r.state.iter())),
+        }
+    }
+
+    /// Bytes the cache holds for real entries: growing for KV, fixed for recurrent state.
+    pub fn nbytes_used(&self) -> usize {
+        match self {
+            LayerCache::Kv(kv) => kv.nbytes_used(),
+            LayerCache::Recurrent(r) => r.conv.iter().chain(r.state.iter()).map(Array::nbytes).sum(),
         }
     }
 }

@@ -24,7 +24,7 @@ use std::path::Path;
 use anyhow::{anyhow, Context, Result};
 use mlx_rs::{Array, Dtype};
 
-pub use cache::KvCache;
+pub use cache::{KvCache, LayerCache, RecurrentCache};
 pub use fetch::DEFAULT_MODEL;
 pub use hub::ModelSource;
 pub use models::Model;
@@ -83,9 +83,10 @@ pub fn load(model: &str) -> Result<(Model, Tokenizer)> {
     }
 }
 
-/// One KV cache per layer, empty.
-pub fn make_prompt_cache(model: &Model) -> Vec<KvCache> {
-    (0..model.num_layers()).map(|_| KvCache::new()).collect()
+/// One empty cache per layer: a KV cache for attention layers, a fixed-size recurrent
+/// state for Qwen3.5's gated delta layers (mlx-lm's `KVCache` / `ArraysCache`).
+pub fn make_prompt_cache(model: &Model) -> Vec<LayerCache> {
+    model.make_cache()
 }
 
 pub fn load_dir(dir: &Path) -> Result<(Model, Tokenizer)> {

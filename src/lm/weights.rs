@@ -59,15 +59,27 @@ impl Weights {
 
     /// A tensor that must exist, cast to the float dtype when it is floating point.
     pub fn take(&mut self, name: &str) -> Result<Array> {
-        let t = self.tensors.remove(name).with_context(|| {
+        let t = self.take_as_stored(name)?;
+        let t = self.to_float(t)?;
+        self.taken.push(t.clone());
+        Ok(t)
+    }
+
+    /// A tensor that must exist, in float32 whatever the float dtype (for parameters that
+    /// feed an `exp`, as Qwen3.5's `A_log`, which mlx-lm never casts either).
+    pub fn take_f32(&mut self, name: &str) -> Result<Array> {
+        let t = self.take_as_stored(name)?.as_dtype(Dtype::Float32)?;
+        self.taken.push(t.clone());
+        Ok(t)
+    }
+
+    fn take_as_stored(&mut self, name: &str) -> Result<Array> {
+        self.tensors.remove(name).with_context(|| {
             format!(
                 "the model file {} has no tensor `{name}`; it is incomplete or not of this architecture",
                 self.source.display()
             )
-        })?;
-        let t = self.to_float(t)?;
-        self.taken.push(t.clone());
-        Ok(t)
+        })
     }
 
     fn to_float(&self, t: Array) -> Result<Array> {

@@ -33,7 +33,8 @@ pub enum Predicate {
         #[serde(default)]
         lesson: Option<String>,
     },
-    /// The lesson's fastest decode is at least `ratio` times its first run's.
+    /// The median decode rate of the learner's edited exercise is at least `ratio`
+    /// times the median of the original hand loop, both measured on this machine.
     SpeedupAtLeast { lesson: String, ratio: f64 },
     /// Both numbers on the lesson's card match some measured run, within
     /// `tolerance` (relative; 5% unless given).
@@ -115,12 +116,18 @@ impl Predicate {
                 lesson: Some(lesson),
             } => runs_of(state, lesson).len() >= *n,
             Predicate::SpeedupAtLeast { lesson, ratio } => {
-                let runs = runs_of(state, lesson);
-                let Some(first) = runs.first() else {
-                    return false;
+                let median_of = |kind: CodeKind| {
+                    let rates: Vec<f64> = runs_of(state, lesson)
+                        .iter()
+                        .filter(|run| run.code.kind == kind)
+                        .map(|run| run.decode_tok_s)
+                        .collect();
+                    (!rates.is_empty()).then(|| crate::check::card::median(&rates))
                 };
-                let best = runs.iter().map(|run| run.decode_tok_s).fold(0.0, f64::max);
-                first.decode_tok_s > 0.0 && best >= ratio * first.decode_tok_s
+                match (median_of(CodeKind::Original), median_of(CodeKind::Exercise)) {
+                    (Some(before), Some(after)) => before > 0.0 && after >= ratio * before,
+                    _ => false,
+                }
             }
             Predicate::CardHonest { lesson, tolerance } => {
                 let Some(card) = state.lesson(lesson).and_then(|record| record.card.as_ref())
@@ -267,18 +274,23 @@ mod tests {
     }
 
     #[test]
-    fn speedup_compares_best_to_first_run() {
+    fn speedup_compares_medians_of_edited_and_original() {
         let speedup = when("{speedup_at_least: {lesson: mlx-path, ratio: 1.1}}");
-        let slow_then_fast = vec![
-            run(10.0, CodeKind::Exercise, None),
+        let faster = vec![
+            run(10.0, CodeKind::Original, None),
             run(11.5, CodeKind::Exercise, None),
+            run(9.0, CodeKind::Original, None),
+            run(11.0, CodeKind::Exercise, None),
         ];
-        assert!(speedup.holds(&state_with_runs(slow_then_fast)));
-        let fast_then_slow = vec![
-            run(11.5, CodeKind::Exercise, None),
-            run(10.0, CodeKind::Exercise, None),
+        assert!(speedup.holds(&state_with_runs(faster)));
+        let barely = vec![
+            run(10.0, CodeKind::Original, None),
+            run(10.5, CodeKind::Exercise, None),
         ];
-        assert!(!speedup.holds(&state_with_runs(fast_then_slow)));
+        assert!(!speedup.holds(&state_with_runs(barely)));
+        // One fast outlier of the same code is not a speed-up.
+        let only_original = vec![run(10.0, CodeKind::Original, None), run(20.0, CodeKind::Original, None)];
+        assert!(!speedup.holds(&state_with_runs(only_original)));
         assert!(!speedup.holds(&State::default()));
     }
 
@@ -330,6 +342,7 @@ mod tests {
             at: Timestamp::now(),
             code: CodeRef::of(CodeKind::Exercise, b""),
             passed,
+            checks_passed: passed,
             lang,
         };
         state

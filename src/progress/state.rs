@@ -77,6 +77,8 @@ pub struct CodeRef {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CodeKind {
+    /// The exercise exactly as the lesson gives it (the hand loop before any edit).
+    Original,
     /// The exercise file, as the learner edited it.
     Exercise,
     /// The course's reference solution.
@@ -101,7 +103,11 @@ pub struct Card {
 pub struct Submission {
     pub at: Timestamp,
     pub code: CodeRef,
+    /// The whole lesson passed: code, behaviour, measurements and the card.
     pub passed: bool,
+    /// Code, behaviour and measurements passed (the card may still be missing).
+    #[serde(default)]
+    pub checks_passed: bool,
     pub lang: Lang,
 }
 

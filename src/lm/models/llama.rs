@@ -37,16 +37,20 @@ fn default_true() -> bool {
 impl Config {
     pub fn shape(&self) -> Result<DecoderShape> {
         check_rope_scaling(self.rope_scaling.as_ref())?;
+        let head_dim = self.head_dim.unwrap_or(self.hidden_size / self.num_attention_heads);
         Ok(DecoderShape {
             layers: self.num_hidden_layers,
             heads: self.num_attention_heads,
             kv_heads: self.num_key_value_heads.unwrap_or(self.num_attention_heads),
-            head_dim: self.head_dim.unwrap_or(self.hidden_size / self.num_attention_heads),
+            head_dim,
             rms_norm_eps: self.rms_norm_eps,
             rope_theta: self.rope_theta,
             rope_traditional: self.rope_traditional,
             tie_word_embeddings: self.tie_word_embeddings,
             qk_norm: false,
+            rope_dims: head_dim,
+            attention_output_gate: false,
+            linear_attention: None,
             quantization: self.quantization,
         })
     }

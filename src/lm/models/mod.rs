@@ -1,18 +1,20 @@
 //! One file per architecture (config + sanitize), one shared decoder.
 
+pub mod gated_delta;
 pub mod llama;
 pub mod qwen3;
+pub mod qwen3_5;
 pub mod transformer;
 
 use anyhow::{bail, Context, Result};
 use mlx_rs::Array;
 
-use crate::lm::cache::KvCache;
+use crate::lm::cache::LayerCache;
 use crate::lm::weights::Weights;
 use transformer::Decoder;
 
 /// Architectures quest can run, by `config.json`'s `model_type`.
-pub const SUPPORTED: &[&str] = &["llama", "qwen3"];
+pub const SUPPORTED: &[&str] = &["llama", "qwen3", "qwen3_5"];
 
 /// A loaded language model.
 pub struct Model {
@@ -38,6 +40,10 @@ impl Model {
                 qwen3::sanitize(&mut weights);
                 serde_json::from_value::<qwen3::Config>(config.clone()).with_context(parse_err)?.shape()?
             }
+            "qwen3_5" => {
+                qwen3_5::sanitize(&mut weights).context("renaming the Qwen3.5 weights")?;
+                qwen3_5::Config::read(config).with_context(parse_err)?.shape()?
+            }
             other => bail!(
                 "unknown architecture `{other}` (model_type); quest supports {}",
                 SUPPORTED.join(", ")
@@ -47,8 +53,14 @@ impl Model {
     }
 
     /// `tokens`: `[1, L]` int32 ids. Returns `[1, L, vocab]` logits, lazily.
-    pub fn forward(&self, tokens: &Array, cache: &mut [KvCache]) -> Result<Array> {
+    /// `cache`: one per layer, from [`Model::make_cache`] (`lm::make_prompt_cache`).
+    pub fn forward(&self, tokens: &Array, cache: &mut [LayerCache]) -> Result<Array> {
         self.decoder.forward(tokens, cache)
+    }
+
+    /// One empty cache per layer: a KV cache for attention, a fixed-size state for gated delta.
+    pub fn make_cache(&self) -> Vec<LayerCache> {
+        self.decoder.make_cache()
     }
 
     pub fn num_layers(&self) -> usize {

@@ -37,6 +37,9 @@ impl Config {
             rope_traditional: false,
             tie_word_embeddings: self.tie_word_embeddings,
             qk_norm: true,
+            rope_dims: self.head_dim,
+            attention_output_gate: false,
+            linear_attention: None,
             quantization: self.quantization,
         })
     }

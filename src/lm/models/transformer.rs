@@ -1,13 +1,16 @@
-//! The decoder both `llama` and `qwen3` are made of: pre-norm blocks of attention
-//! (grouped-query, RoPE, KV cache) and a SwiGLU feed-forward. The architecture files
+//! The decoder `llama`, `qwen3` and `qwen3_5` are made of: pre-norm blocks of a token
+//! mixer (attention with grouped-query heads, RoPE and a KV cache; or Qwen3.5's gated
+//! delta net with a fixed-size state) and a SwiGLU feed-forward. The architecture files
 //! say which pieces a model has; this file says how a token flows through them.
 
-use anyhow::Result;
+use anyhow::{bail, ensure, Result};
 use mlx_rs::fast::{rms_norm, rope, scaled_dot_product_attention, ScaledDotProductAttentionMask};
 use mlx_rs::nn::silu;
+use mlx_rs::ops::sigmoid;
 use mlx_rs::Array;
 
-use crate::lm::cache::KvCache;
+use super::gated_delta::{GatedDeltaNet, GatedDeltaShape};
+use crate::lm::cache::{KvCache, LayerCache, RecurrentCache};
 use crate::lm::weights::{Embedding, Linear, Quantization, Weights};
 
 /// Shapes and constants of a decoder, after each architecture has read its config.
@@ -23,7 +26,29 @@ pub struct DecoderShape {
     pub tie_word_embeddings: bool,
     /// Qwen3 normalizes queries and keys per head before RoPE.
     pub qk_norm: bool,
+    /// How many leading dimensions of each head RoPE rotates (Qwen3.5: a quarter).
+    pub rope_dims: i32,
+    /// Qwen3.5: `q_proj` also yields a gate, and the output is scaled by its sigmoid.
+    pub attention_output_gate: bool,
+    /// Qwen3.5: gated delta layers, with full attention only every few layers.
+    pub linear_attention: Option<LinearAttention>,
     pub quantization: Option<Quantization>,
+}
+
+/// Which layers of a hybrid model are gated delta layers, and their shape.
+#[derive(Clone, Debug)]
+pub struct LinearAttention {
+    /// Layer `i` has full attention when `(i + 1) % full_attention_interval == 0`.
+    pub full_attention_interval: usize,
+    pub shape: GatedDeltaShape,
+}
+
+impl DecoderShape {
+    /// The gated delta shape when layer `i` is a linear-attention layer.
+    fn linear_layer(&self, i: usize) -> Option<&GatedDeltaShape> {
+        let linear = self.linear_attention.as_ref()?;
+        ((i + 1) % linear.full_attention_interval != 0).then_some(&linear.shape)
+    }
 }
 
 pub struct RmsNorm {
@@ -46,9 +71,11 @@ struct Attention {
     v_proj: Linear,
     o_proj: Linear,
     qk_norm: Option<(RmsNorm, RmsNorm)>,
+    output_gate: bool,
     heads: i32,
     kv_heads: i32,
     head_dim: i32,
+    rope_dims: i32,
     rope_theta: f32,
     rope_traditional: bool,
 }
@@ -70,9 +97,11 @@ impl Attention {
             v_proj: w.linear(&format!("{p}.v_proj"), q)?,
             o_proj: w.linear(&format!("{p}.o_proj"), q)?,
             qk_norm,
+            output_gate: s.attention_output_gate,
             heads: s.heads,
             kv_heads: s.kv_heads,
             head_dim: s.head_dim,
+            rope_dims: s.rope_dims,
             rope_theta: s.rope_theta,
             rope_traditional: s.rope_traditional,
         })
@@ -82,7 +111,14 @@ impl Attention {
         let (b, l) = (x.shape()[0], x.shape()[1]);
         // [B, L, H*D] -> [B, H, L, D]
         let split = |t: Array, heads: i32| t.reshape(&[b, l, heads, self.head_dim]);
-        let mut q = split(self.q_proj.forward(x)?, self.heads)?;
+        let (mut q, gate) = if self.output_gate {
+            // Per head: the first head_dim channels are the query, the next head_dim the gate.
+            let both = self.q_proj.forward(x)?.reshape(&[b, l, self.heads, 2 * self.head_dim])?;
+            let halves = both.split(2, -1)?;
+            (halves[0].clone(), Some(halves[1].reshape(&[b, l, -1])?))
+        } else {
+            (split(self.q_proj.forward(x)?, self.heads)?, None)
+        };
         let mut k = split(self.k_proj.forward(x)?, self.kv_heads)?;
         let v = split(self.v_proj.forward(x)?, self.kv_heads)?.transpose_axes(&[0, 2, 1, 3])?;
         if let Some((q_norm, k_norm)) = &self.qk_norm {
@@ -93,7 +129,7 @@ impl Attention {
         let k = k.transpose_axes(&[0, 2, 1, 3])?;
         // Positions continue where the cache ends: that is what makes one-token steps work.
         let rotate = |t: &Array| {
-            rope(t, self.head_dim, self.rope_traditional, self.rope_theta, 1.0, cache.offset, None)
+            rope(t, self.rope_dims, self.rope_traditional, self.rope_theta, 1.0, cache.offset, None)
         };
         let (q, k) = (rotate(&q)?, rotate(&k)?);
         let (keys, values) = cache.update_and_fetch(&k, &v)?;
@@ -102,7 +138,10 @@ impl Attention {
         let mask = (l > 1).then_some(ScaledDotProductAttentionMask::Causal);
         let out = scaled_dot_product_attention(&q, &keys, &values, scale, mask, None)?;
         let out = out.transpose_axes(&[0, 2, 1, 3])?.reshape(&[b, l, -1])?;
-        self.o_proj.forward(&out)
+        match gate {
+            Some(gate) => self.o_proj.forward(&out.multiply(sigmoid(&gate)?)?),
+            None => self.o_proj.forward(&out),
+        }
     }
 
     fn nbytes(&self) -> usize {
@@ -135,9 +174,39 @@ impl Mlp {
     }
 }
 
+/// What mixes information across positions in a block.
+enum Mixer {
+    Attention(Attention),
+    GatedDelta(GatedDeltaNet),
+}
+
+impl Mixer {
+    fn forward(&self, x: &Array, cache: &mut LayerCache) -> Result<Array> {
+        match (self, cache) {
+            (Mixer::Attention(attn), LayerCache::Kv(kv)) => attn.forward(x, kv),
+            (Mixer::GatedDelta(delta), LayerCache::Recurrent(state)) => delta.forward(x, state),
+            _ => bail!("a layer got the wrong kind of cache; make the caches with lm::make_prompt_cache(&model)"),
+        }
+    }
+
+    fn empty_cache(&self) -> LayerCache {
+        match self {
+            Mixer::Attention(_) => LayerCache::Kv(KvCache::new()),
+            Mixer::GatedDelta(_) => LayerCache::Recurrent(RecurrentCache::new()),
+        }
+    }
+
+    fn nbytes(&self) -> usize {
+        match self {
+            Mixer::Attention(attn) => attn.nbytes(),
+            Mixer::GatedDelta(delta) => delta.nbytes(),
+        }
+    }
+}
+
 struct Block {
     input_layernorm: RmsNorm,
-    self_attn: Attention,
+    mixer: Mixer,
     post_attention_layernorm: RmsNorm,
     mlp: Mlp,
 }
@@ -160,9 +229,13 @@ impl Decoder {
         let layers = (0..shape.layers)
             .map(|i| {
                 let p = format!("model.layers.{i}");
+                let mixer = match shape.linear_layer(i) {
+                    Some(delta) => Mixer::GatedDelta(GatedDeltaNet::load(&mut w, &format!("{p}.linear_attn"), delta, q)?),
+                    None => Mixer::Attention(Attention::load(&mut w, &format!("{p}.self_attn"), &shape)?),
+                };
                 Ok(Block {
                     input_layernorm: RmsNorm::load(&mut w, &format!("{p}.input_layernorm"), eps)?,
-                    self_attn: Attention::load(&mut w, &format!("{p}.self_attn"), &shape)?,
+                    mixer,
                     post_attention_layernorm: RmsNorm::load(&mut w, &format!("{p}.post_attention_layernorm"), eps)?,
                     mlp: Mlp::load(&mut w, &format!("{p}.mlp"), q)?,
                 })
@@ -180,11 +253,17 @@ impl Decoder {
     }
 
     /// `tokens` is `[B, L]` int32; returns `[B, L, vocab]` logits, lazily.
-    pub fn forward(&self, tokens: &Array, cache: &mut [KvCache]) -> Result<Array> {
+    pub fn forward(&self, tokens: &Array, cache: &mut [LayerCache]) -> Result<Array> {
+        ensure!(
+            cache.len() == self.layers.len(),
+            "the cache has {} layers but the model has {}; make it with lm::make_prompt_cache(&model)",
+            cache.len(),
+            self.layers.len()
+        );
         let mut h = self.embed_tokens.forward(tokens)?;
         for (block, layer_cache) in self.layers.iter().zip(cache.iter_mut()) {
-            let attn = block.self_attn.forward(&block.input_layernorm.forward(&h)?, layer_cache)?;
-            h = h.add(attn)?;
+            let mixed = block.mixer.forward(&block.input_layernorm.forward(&h)?, layer_cache)?;
+            h = h.add(mixed)?;
             let ff = block.mlp.forward(&block.post_attention_layernorm.forward(&h)?)?;
             h = h.add(ff)?;
         }
@@ -195,13 +274,18 @@ impl Decoder {
         }
     }
 
+    /// One empty cache per layer, of the kind the layer needs.
+    pub fn make_cache(&self) -> Vec<LayerCache> {
+        self.layers.iter().map(|block| block.mixer.empty_cache()).collect()
+    }
+
     /// Bytes of parameters one decode step reads (each weight once).
     pub fn weight_bytes(&self) -> usize {
         let blocks: usize = self
             .layers
             .iter()
             .map(|b| {
-                b.self_attn.nbytes()
+                b.mixer.nbytes()
                     + b.mlp.nbytes()
                     + b.input_layernorm.weight.nbytes()
                     + b.post_attention_layernorm.weight.nbytes()

@@ -6,9 +6,16 @@ use std::time::{Duration, SystemTime};
 use anyhow::{Context, Result};
 use clap::{CommandFactory, Parser, Subcommand};
 
+use quest::check::card::Term;
 use quest::course::{Course, Lang, Lesson};
 use quest::lab::{self, Code, Report, RunRequest};
 use quest::render::{self, RenderOptions};
+
+mod learner;
+mod status;
+mod submit;
+
+use learner::{exercise_code, run_record, Learner};
 
 #[derive(Parser)]
 #[command(name = "quest", version, about = "A Rust workbook for LLM inference on MLX: read the lesson, write the decode loop, measure it")]
@@ -53,6 +60,40 @@ enum Command {
         model: Option<String>,
         #[arg(long, default_value_t = lab::DEFAULT_MAX_TOKENS)]
         max_tokens: usize,
+    },
+    /// Check your edited exercise: no per-step sync, the reference's tokens, measured
+    /// beside the original loop; with an honest card it completes the lesson.
+    Submit {
+        lesson: String,
+        #[arg(long)]
+        model: Option<String>,
+        #[arg(long, default_value_t = lab::DEFAULT_MAX_TOKENS)]
+        max_tokens: usize,
+        /// Interleaved rounds of original and edited loop.
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+    },
+    /// Fill in the lesson's card: decode tok/s before and after, and which term changed.
+    Card {
+        lesson: String,
+        /// Decode tok/s of the original hand loop, as quest measured it.
+        #[arg(long)]
+        before: f64,
+        /// Decode tok/s of your edited loop, as quest measured it.
+        #[arg(long)]
+        after: f64,
+        /// Which term of `time per token = fixed + bytes / bandwidth` changed.
+        #[arg(long, value_enum)]
+        term: Term,
+    },
+    /// Level, XP, lessons and achievements.
+    Status {
+        /// Also list achievements and where the progress file is.
+        #[arg(long)]
+        verbose: bool,
+        /// Move a damaged progress file aside (kept as a backup) and start fresh.
+        #[arg(long)]
+        repair: bool,
     },
     /// Print shell completions (bash, zsh, fish, …).
     Completions { shell: clap_complete::Shell },
@@ -110,15 +151,29 @@ fn dispatch(cli: Cli) -> Result<()> {
     }
     let root = project_root();
     let course = Course::load(&root.join("lessons"))?;
-    let ctx = Ctx { course, lang: cli.lang.unwrap_or(Lang::En), root };
+    let mut ctx = Ctx { course, lang: cli.lang.unwrap_or(Lang::En), root };
+    if let Command::Status { repair: true, .. } = cli.command {
+        // Repair must work exactly when the progress file cannot be read.
+        return status::status(&ctx, false, true);
+    }
+    ctx.lang = remembered_lang(&ctx, cli.lang)?;
     match cli.command {
         Command::Run { lesson, model, max_tokens, no_lesson } => {
             let lesson = ctx.lesson(&lesson)?;
             if !no_lesson {
                 print!("{}", render::terminal(&lesson, &ctx.options()));
             }
-            run_exercise(&ctx, &lesson, model, max_tokens).map(|_| ())
+            run_and_record(&ctx, &lesson, model, max_tokens)
         }
+        Command::Submit { lesson, model, max_tokens, rounds } => {
+            let lesson = ctx.lesson(&lesson)?;
+            submit::submit(&ctx, &lesson, &submit::SubmitOptions { model, max_tokens, rounds: rounds.max(1) })
+        }
+        Command::Card { lesson, before, after, term } => {
+            let lesson = ctx.lesson(&lesson)?;
+            submit::card(&ctx, &lesson, before, after, term)
+        }
+        Command::Status { verbose, .. } => status::status(&ctx, verbose, false),
         Command::List => list(&ctx),
         Command::Hint { lesson } => {
             let lesson = ctx.lesson(&lesson)?;
@@ -134,16 +189,52 @@ fn dispatch(cli: Cli) -> Result<()> {
 }
 
 fn list(ctx: &Ctx) -> Result<()> {
+    let store = quest::progress::Store::open_default()?;
     println!("{}", ctx.ui("lessons"));
     for track in &ctx.course.tracks {
         println!("  {}", track.title.get(ctx.lang));
         for id in &track.lessons {
             let lesson = ctx.course.lesson(id, ctx.lang)?;
+            let record = store.state().lesson(id);
+            let status = match record {
+                Some(r) if r.is_done() => ctx.ui("done"),
+                Some(r) if !r.runs.is_empty() => ctx.ui("in_progress"),
+                _ => ctx.ui("not_started"),
+            };
             let minutes = ctx.ui_with("minutes", &[("n", &lesson.meta.minutes.to_string())]);
-            println!("    {id:<12} {}  ({minutes}, {})", lesson.meta.title, ctx.ui_with("xp", &[("n", &lesson.meta.xp.to_string())]));
+            let xp = ctx.ui_with("xp", &[("n", &lesson.meta.xp.to_string())]);
+            println!("    {id:<12} [{status}] {}  ({minutes}, {xp})", lesson.meta.title);
         }
     }
     Ok(())
+}
+
+/// `--lang` is remembered in the progress file; without it, the remembered one is used.
+fn remembered_lang(ctx: &Ctx, chosen: Option<Lang>) -> Result<Lang> {
+    let mut store = quest::progress::Store::open_default()?;
+    match chosen {
+        Some(lang) if store.state().lang != Some(lang) => {
+            store.update(|state| {
+                state.lang = Some(lang);
+                Ok(())
+            })?;
+            Ok(lang)
+        }
+        Some(lang) => Ok(lang),
+        None => Ok(store.state().lang.unwrap_or(ctx.lang)),
+    }
+}
+
+/// Runs the exercise and records the run (its code's hash, backend, numbers).
+fn run_and_record(ctx: &Ctx, lesson: &Lesson, model: Option<String>, max_tokens: usize) -> Result<()> {
+    let report = run_exercise(ctx, lesson, model, max_tokens)?;
+    let source = std::fs::read(ctx.root.join(&lesson.meta.exercise))?;
+    let code = exercise_code(&source, &original_exercise(lesson)?);
+    let mut learner = Learner::open(ctx)?;
+    learner.update(ctx, |state| {
+        state.lesson_mut(&lesson.meta.id).runs.push(run_record(&report, code, ctx.lang));
+        Ok(())
+    })
 }
 
 /// Builds and runs the learner's exercise once, printing what it measured.
@@ -183,7 +274,7 @@ fn print_report(ctx: &Ctx, r: &Report) {
 }
 
 /// The exercise as the lesson gives it: its `exercise=` code block.
-fn original_exercise(lesson: &Lesson) -> Result<String> {
+pub(crate) fn original_exercise(lesson: &Lesson) -> Result<String> {
     lesson
         .sections
         .iter()
@@ -228,7 +319,7 @@ fn watch(ctx: &Ctx, id: &str, model: Option<String>, max_tokens: usize) -> Resul
         let now = modified(&path);
         if now != last {
             last = now;
-            if let Err(e) = run_exercise(ctx, &lesson, model.clone(), max_tokens) {
+            if let Err(e) = run_and_record(ctx, &lesson, model.clone(), max_tokens) {
                 if e.downcast_ref::<lab::BuildFailed>().is_none() {
                     eprintln!("quest: {e:#}");
                 }

@@ -1,0 +1,74 @@
+//! The learner's progress as the CLI uses it: the store plus the course's levels and
+//! achievements, recording runs and announcing what was earned.
+
+use anyhow::Result;
+
+use quest::course::Lang;
+use quest::lab::Report;
+use quest::progress::{
+    award_earned, load_achievements, Achievement, CodeKind, CodeRef, LevelCurve, Run, State, Store, Timestamp,
+};
+
+use super::Ctx;
+
+pub struct Learner {
+    pub store: Store,
+    pub levels: LevelCurve,
+    pub achievements: Vec<Achievement>,
+}
+
+impl Learner {
+    pub fn open(ctx: &Ctx) -> Result<Self> {
+        let course = &ctx.course;
+        Ok(Self {
+            store: Store::open_default()?,
+            levels: LevelCurve::from_course(&course.levels)?,
+            achievements: load_achievements(&course.achievements, course.lesson_ids())?,
+        })
+    }
+
+    /// Applies `change`, then awards whatever became true, and tells the learner.
+    pub fn update<T>(&mut self, ctx: &Ctx, change: impl FnOnce(&mut State) -> Result<T>) -> Result<T> {
+        let achievements = &self.achievements;
+        let levels = &self.levels;
+        let (value, earned, level_before, level_after) = self.store.update(|state| {
+            let level_before = levels.number_for(state.total_xp());
+            let value = change(state)?;
+            let earned: Vec<(String, u32)> = award_earned(state, achievements, Timestamp::now())
+                .into_iter()
+                .map(|a| (a.name.get(ctx.lang).to_owned(), a.xp))
+                .collect();
+            Ok((value, earned, level_before, levels.number_for(state.total_xp())))
+        })?;
+        for (name, xp) in earned {
+            println!("★ {} (+{xp} XP)", ctx.ui_with("achievement_unlocked", &[("name", &name)]));
+        }
+        if level_after > level_before {
+            let xp = self.store.state().total_xp();
+            let name = self.levels.level_for(xp).name.get(ctx.lang);
+            println!("▲ {}", ctx.ui_with("level_up", &[("level", &format!("{level_after} · {name}"))]));
+        }
+        Ok(value)
+    }
+}
+
+/// Which code a run of the exercise file measured: the lesson's original hand loop, or
+/// the learner's edit of it.
+pub fn exercise_code(source: &[u8], original: &str) -> CodeRef {
+    let kind = if source == original.as_bytes() { CodeKind::Original } else { CodeKind::Exercise };
+    CodeRef::of(kind, source)
+}
+
+pub fn run_record(report: &Report, code: CodeRef, lang: Lang) -> Run {
+    Run {
+        at: Timestamp::now(),
+        code,
+        backend: format!("mlx-{}", report.backend),
+        ttft_ms: report.ttft_ms,
+        decode_tok_s: report.decode_tok_s,
+        tokens_generated: report.generated_tokens as u32,
+        prompt_tokens: report.prompt_tokens as u32,
+        lang,
+        library_tok_s: None,
+    }
+}

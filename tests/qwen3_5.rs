@@ -1,0 +1,208 @@
+//! Qwen3.5 (gated delta layers + full attention) against mlx-lm 0.32.2 on the same MLX:
+//! tiny seeded random-weights models made by tests/peer/golden_qwen3_5.py (see
+//! tests/fixtures/README.md). Tokens must be identical; logits and every greedy step's
+//! log-probabilities must agree within `TOLERANCE`.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use mlx_rs::ops::indexing::argmax_axis;
+use mlx_rs::{Array, Dtype};
+use quest::lm::weights::Weights;
+use quest::lm::{self, LayerCache, Message, Model};
+use serde_json::Value;
+
+/// MLX work stays on one thread at a time (a stream belongs to its thread).
+static MLX: Mutex<()> = Mutex::new(());
+
+/// Largest allowed |difference| of a logit or log-probability (values span about ±15).
+/// Both sides run float32 on the same MLX; what differs is op fusion (mlx-lm compiles
+/// the recurrence step) and summation order, a few 1e-6.
+const TOLERANCE: f32 = 1e-4;
+
+fn fixture(dir: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(dir)
+}
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn ids(v: &Value) -> Vec<u32> {
+    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
+}
+
+fn floats(v: &Value) -> Vec<f32> {
+    v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect()
+}
+
+fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len(), "vocab sizes differ");
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}
+
+fn log_softmax(logits: &[f32]) -> Vec<f32> {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let sum: f64 = logits.iter().map(|&x| ((x - max) as f64).exp()).sum();
+    let log_sum = max as f64 + sum.ln();
+    logits.iter().map(|&x| (x as f64 - log_sum) as f32).collect()
+}
+
+/// The lesson's loop: prefill, then greedy one token at a time with the cache. Returns each
+/// step's last-position logits (step 0 is the prefill) and the tokens.
+fn greedy(model: &Model, prompt: &[u32], n: usize) -> (Vec<Vec<f32>>, Vec<u32>) {
+    let mut cache = lm::make_prompt_cache(model);
+    let mut input = lm::tokens_array(prompt);
+    let (mut steps, mut tokens) = (Vec::new(), Vec::new());
+    while tokens.len() < n {
+        let logits = model.forward(&input, &mut cache).unwrap();
+        let last = lm::last_position(&logits);
+        steps.push(last.as_slice::<f32>().to_vec());
+        let y = argmax_axis(&last, -1, None).unwrap();
+        tokens.push(y.item_exact::<u32>());
+        input = y.reshape(&[1, 1]).unwrap();
+    }
+    (steps, tokens)
+}
+
+fn check_against_mlx_lm(dir: &str) {
+    let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
+    let g = read_json(&fixture(dir).join("golden.json"));
+    let (model, tokenizer) = lm::load_dir(&fixture(dir)).unwrap();
+    assert_eq!(model.model_type, "qwen3_5");
+
+    let messages = [Message::user(g["messages"][0]["content"].as_str().unwrap())];
+    let prompt = tokenizer.apply_chat_template(&messages, true, false).unwrap();
+    assert_eq!(prompt, g["prompt_text"].as_str().unwrap(), "{dir}: chat template renders differently");
+    let prompt_ids = tokenizer.encode(&prompt).unwrap();
+    assert_eq!(prompt_ids, ids(&g["prompt_ids"]), "{dir}: tokenizer differs");
+
+    let (steps, tokens) = greedy(&model, &prompt_ids, 16);
+    assert_eq!(tokens, ids(&g["greedy_ids"]), "{dir}: 16 greedy tokens differ from mlx-lm");
+    let diff = max_abs_diff(&steps[0], &floats(&g["prefill_logits"]));
+    assert!(diff < TOLERANCE, "{dir}: prefill logits differ by {diff} (tolerance {TOLERANCE})");
+    for (i, (logits, expected)) in steps.iter().zip(g["greedy_logprobs"].as_array().unwrap()).enumerate() {
+        let diff = max_abs_diff(&log_softmax(logits), &floats(expected));
+        assert!(diff < TOLERANCE, "{dir}: step {i} log-probabilities differ by {diff} (tolerance {TOLERANCE})");
+    }
+}
+
+#[test]
+fn qwen3_5_float32_matches_mlx_lm() {
+    check_against_mlx_lm("qwen3_5-tiny-f32");
+}
+
+#[test]
+fn qwen3_5_4bit_matches_mlx_lm() {
+    check_against_mlx_lm("qwen3_5-tiny-4bit");
+}
+
+fn f32_tensors() -> HashMap<String, Array> {
+    Array::load_safetensors(fixture("qwen3_5-tiny-f32").join("model.safetensors")).unwrap()
+}
+
+fn f32_config() -> Value {
+    read_json(&fixture("qwen3_5-tiny-f32").join("config.json"))
+}
+
+fn build(config: &Value, tensors: HashMap<String, Array>) -> anyhow::Result<Model> {
+    Model::from_config(config, Weights::new(tensors, &fixture("qwen3_5-tiny-f32"), Dtype::Float32))
+}
+
+/// The same weights in the Hugging Face layout: `model.language_model.*` names, conv1d as
+/// `[channels, 1, kernel]`, RMSNorm weights stored minus one, plus a vision tower, an MTP
+/// head and a tied `lm_head` that must all be dropped.
+#[test]
+fn a_hugging_face_checkpoint_is_sanitized_like_mlx_lm() {
+    let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
+    let shifted = [".input_layernorm.weight", ".post_attention_layernorm.weight", "model.norm.weight", "q_norm.weight", "k_norm.weight"];
+    let one = Array::from_f32(1.0);
+    let mut hf = HashMap::new();
+    for (name, t) in f32_tensors() {
+        let name = name.replace("language_model.model.", "model.language_model.");
+        let t = if name.ends_with("conv1d.weight") {
+            t.swap_axes(1, 2).unwrap()
+        } else if shifted.iter().any(|s| name.ends_with(s)) {
+            t.subtract(&one).unwrap()
+        } else {
+            t
+        };
+        hf.insert(name, t);
+    }
+    let embed = hf["model.language_model.embed_tokens.weight"].clone();
+    hf.insert("lm_head.weight".into(), embed);
+    hf.insert("model.visual.patch_embed.proj.weight".into(), Array::zeros::<f32>(&[4, 4]).unwrap());
+    hf.insert("mtp.fc.weight".into(), Array::zeros::<f32>(&[4, 4]).unwrap());
+
+    let model = build(&f32_config(), hf).unwrap();
+    let g = read_json(&fixture("qwen3_5-tiny-f32").join("golden.json"));
+    let (steps, tokens) = greedy(&model, &ids(&g["prompt_ids"]), 4);
+    assert_eq!(tokens, ids(&g["greedy_ids"])[..4]);
+    let diff = max_abs_diff(&steps[0], &floats(&g["prefill_logits"]));
+    assert!(diff < TOLERANCE, "prefill logits differ by {diff}");
+}
+
+#[test]
+fn the_prompt_cache_has_the_kind_each_layer_needs() {
+    let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
+    let model = build(&f32_config(), f32_tensors()).unwrap();
+    let mut cache = lm::make_prompt_cache(&model);
+    let kinds: Vec<&str> =
+        cache.iter().map(|c| if matches!(c, LayerCache::Kv(_)) { "kv" } else { "recurrent" }).collect();
+    assert_eq!(kinds, ["recurrent", "kv", "recurrent", "kv"]);
+
+    let used = |cache: &[LayerCache], i: usize| cache[i].nbytes_used();
+    model.forward(&lm::tokens_array(&[1, 2, 3, 4, 5]), &mut cache).unwrap();
+    let (state_before, kv_before) = (used(&cache, 0), used(&cache, 1));
+    model.forward(&lm::tokens_array(&[6, 7, 8]), &mut cache).unwrap();
+    // The recurrent state has a fixed size; the KV cache grows with every position.
+    assert_eq!(used(&cache, 0), state_before);
+    assert_eq!(used(&cache, 1), kv_before * 8 / 5);
+}
+
+fn error_of<T>(result: anyhow::Result<T>) -> String {
+    match result {
+        Ok(_) => panic!("expected an error"),
+        Err(e) => format!("{e:#}"),
+    }
+}
+
+#[test]
+fn a_cache_of_the_wrong_shape_or_kind_is_an_error() {
+    let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
+    let model = build(&f32_config(), f32_tensors()).unwrap();
+    let tokens = lm::tokens_array(&[1, 2, 3]);
+    let mut too_short: Vec<LayerCache> = lm::make_prompt_cache(&model).into_iter().take(2).collect();
+    let message = error_of(model.forward(&tokens, &mut too_short));
+    assert!(message.contains("2 layers") && message.contains("make_prompt_cache"), "{message}");
+    let mut all_kv: Vec<LayerCache> = (0..4).map(|_| LayerCache::Kv(lm::KvCache::new())).collect();
+    let message = error_of(model.forward(&tokens, &mut all_kv));
+    assert!(message.contains("wrong kind of cache"), "{message}");
+}
+
+#[test]
+fn bad_qwen3_5_configs_are_errors() {
+    let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
+    let with = |key: &str, value: Value| {
+        let mut config = f32_config();
+        config["text_config"][key] = value;
+        error_of(build(&config, f32_tensors()))
+    };
+    let message = with("full_attention_interval", 0.into());
+    assert!(message.contains("full_attention_interval"), "{message}");
+    let message = with("num_experts", 8.into());
+    assert!(message.contains("mixture-of-experts"), "{message}");
+    let message = with("layer_types", serde_json::json!(["full_attention"; 4]));
+    assert!(message.contains("layer_types"), "{message}");
+    let message = with("linear_num_key_heads", 3.into());
+    assert!(message.contains("linear_num_key_heads"), "{message}");
+    let message = with("linear_conv_kernel_dim", 3.into());
+    assert!(message.contains("conv1d.weight") && message.contains("[128, 3, 1]"), "{message}");
+    let message = with("rope_parameters", serde_json::json!({"rope_type": "yarn", "factor": 4.0}));
+    assert!(message.contains("yarn"), "{message}");
+    let mut config = f32_config();
+    config["text_config"].as_object_mut().unwrap().remove("linear_value_head_dim");
+    let message = error_of(build(&config, f32_tensors()));
+    assert!(message.contains("linear_value_head_dim"), "{message}");
+}
