@@ -171,7 +171,7 @@ pub struct RunRequest {
 pub fn build(root: &Path, lesson: &str, code: Code) -> Result<PathBuf> {
     let (package, bin) = code.target(lesson);
     let mut cargo = std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    cargo.current_dir(root).args(["build", "-p", package, "--bin", &bin]);
+    cargo.current_dir(root).args(["build", "--quiet", "-p", package, "--bin", &bin]);
     // Build with the same profile as quest itself so one build serves both.
     let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
     if profile == "release" {

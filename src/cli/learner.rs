@@ -46,7 +46,9 @@ impl Learner {
         if level_after > level_before {
             let xp = self.store.state().total_xp();
             let name = self.levels.level_for(xp).name.get(ctx.lang);
-            println!("▲ {}", ctx.ui_with("level_up", &[("level", &format!("{level_after} · {name}"))]));
+            // The course counts levels from 0.
+            let shown = level_after - 1;
+            println!("▲ {}", ctx.ui_with("level_up", &[("level", &format!("{shown} · {name}"))]));
         }
         Ok(value)
     }

@@ -1,0 +1,121 @@
+//! Black-box tests of the `quest` binary (rustlings style): each runs the real CLI with
+//! its own progress folder, no colour and a fixed width; timings are redacted in snapshots.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn home(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("quest-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn quest(home: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_quest"))
+        .args(args)
+        .env("QUEST_HOME", home)
+        .env("NO_COLOR", "1")
+        .env("COLUMNS", "80")
+        .output()
+        .unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn fixture_progress(home: &Path) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/progress/halfway.json");
+    std::fs::copy(src, home.join("progress.json")).unwrap();
+}
+
+#[test]
+fn list_in_both_languages() {
+    let h = home("list");
+    insta::assert_snapshot!("list_en", stdout(&quest(&h, &["list"])));
+    insta::assert_snapshot!("list_ko", stdout(&quest(&h, &["--lang", "ko", "list"])));
+}
+
+#[test]
+fn the_language_choice_is_remembered() {
+    let h = home("lang");
+    quest(&h, &["--lang", "ko", "list"]);
+    assert!(stdout(&quest(&h, &["list"])).contains("레슨"));
+    quest(&h, &["--lang", "en", "list"]);
+    assert!(stdout(&quest(&h, &["list"])).starts_with("Lessons"));
+}
+
+#[test]
+fn status_in_both_languages() {
+    let h = home("status");
+    fixture_progress(&h);
+    insta::assert_snapshot!("status_en", stdout(&quest(&h, &["status"])));
+    insta::assert_snapshot!("status_ko_verbose", stdout(&quest(&h, &["--lang", "ko", "status", "--verbose"])).replace(&h.display().to_string(), "[HOME]"));
+}
+
+#[test]
+fn a_fresh_learner_is_level_zero() {
+    let h = home("fresh");
+    let out = stdout(&quest(&h, &["status"]));
+    assert!(out.starts_with("Level 0 · Spec-sheet skimmer"), "{out}");
+    assert!(out.contains("100 XP to Token counter"), "{out}");
+}
+
+#[test]
+fn unknown_or_sneaky_lesson_ids_list_the_lessons() {
+    let h = home("ids");
+    for id in ["../x", "nope", "MLX-PATH"] {
+        for cmd in ["run", "hint", "submit", "reset"] {
+            let out = quest(&h, &[cmd, id]);
+            assert_eq!(out.status.code(), Some(1), "{cmd} {id}");
+            let err = stderr(&out);
+            assert!(err.contains("Unknown lesson") && err.contains("mlx-path"), "{cmd} {id}: {err}");
+        }
+    }
+    let ko = stderr(&quest(&h, &["--lang", "ko", "hint", "nope"]));
+    assert!(ko.contains("mlx-path") && !ko.contains("Unknown lesson"), "{ko}");
+}
+
+#[test]
+fn a_damaged_progress_file_is_kept_and_repair_is_offered() {
+    let h = home("damaged");
+    std::fs::write(h.join("progress.json"), b"{\"schema\": 1, \"lessons\": {").unwrap();
+    let out = quest(&h, &["status"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("progress.json") && err.contains("quest status --repair"), "{err}");
+    // Nothing was reset: the damaged bytes are still there.
+    assert_eq!(std::fs::read(h.join("progress.json")).unwrap(), b"{\"schema\": 1, \"lessons\": {");
+    let out = quest(&h, &["status", "--repair"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&quest(&h, &["status"])).starts_with("Level 0"));
+    let backups = std::fs::read_dir(&h).unwrap().filter(|e| {
+        e.as_ref().unwrap().file_name().to_string_lossy().starts_with("progress.json.bak-")
+    });
+    assert_eq!(backups.count(), 1);
+}
+
+#[test]
+fn hint_shows_the_hint_section() {
+    let h = home("hint");
+    let out = stdout(&quest(&h, &["hint", "mlx-path"]));
+    assert!(out.to_lowercase().contains("fixed term"), "{out}");
+}
+
+#[test]
+fn completions_are_printed() {
+    let h = home("completions");
+    let out = quest(&h, &["completions", "bash"]);
+    assert!(out.status.success() && stdout(&out).contains("quest"));
+}
+
+#[test]
+fn version_is_printed() {
+    let h = home("version");
+    assert!(stdout(&quest(&h, &["--version"])).starts_with("quest "));
+}
