@@ -1,0 +1,157 @@
+//! The learner's whole path on the real default model: `quest run`, then `quest submit`
+//! failing each way it can, then passing, the card refusing invented numbers and the
+//! wrong term, the lesson completing once. Slow (real decoding on the CPU): kept small.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const EXERCISE: &str = "exercises/mlx-path/decode_loop.rs";
+
+/// Puts the exercise file back however the test ends.
+struct ExerciseGuard {
+    path: PathBuf,
+    original: String,
+}
+
+impl ExerciseGuard {
+    fn new() -> Self {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(EXERCISE);
+        let original = std::fs::read_to_string(&path).unwrap();
+        Self { path, original }
+    }
+    fn write(&self, source: &str) {
+        std::fs::write(&self.path, source).unwrap();
+    }
+}
+
+impl Drop for ExerciseGuard {
+    fn drop(&mut self) {
+        std::fs::write(&self.path, &self.original).unwrap();
+    }
+}
+
+fn quest(home: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_quest"))
+        .args(args)
+        .env("QUEST_HOME", home)
+        .env("NO_COLOR", "1")
+        .env("COLUMNS", "80")
+        .output()
+        .unwrap()
+}
+
+fn text(o: &Output) -> (String, String) {
+    (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+/// Timings vary run to run; everything else in `quest run`'s output must not.
+fn assert_snapshot_redacted(name: &str, s: &str) {
+    let mut settings = insta::Settings::clone_current();
+    settings.add_filter(r"\d+\.\d+ ms", "[TTFT] ms");
+    settings.add_filter(r"\d+\.\d+ tok/s", "[RATE] tok/s");
+    settings.bind(|| insta::assert_snapshot!(name, s));
+}
+
+/// The no-sync edit the lesson asks for.
+fn edited(original: &str) -> String {
+    let hand = "    for _ in 1..run.max_tokens {
+        let logits = model.forward(&y.reshape(&[1, 1])?, &mut cache)?;
+        y = argmax_axis(lm::last_position(&logits), -1, None)?;
+        tokens.push(y.item_exact::<u32>()); // a GPU sync per token — the hand loop's cost
+    }";
+    assert!(original.contains(hand), "the exercise's decode loop changed; update this test");
+    original.replace(
+        hand,
+        "    let mut on_device = Vec::new();
+    for _ in 1..run.max_tokens {
+        let logits = model.forward(&y.reshape(&[1, 1])?, &mut cache)?;
+        y = argmax_axis(lm::last_position(&logits), -1, None)?;
+        mlx_rs::transforms::async_eval([&y])?;
+        on_device.push(y.clone());
+    }
+    tokens.extend(on_device.iter().map(|t| t.item_exact::<u32>()));",
+    )
+}
+
+/// `--before X --after Y` from submit's card hint.
+fn measured(stdout: &str) -> (String, String) {
+    let line = stdout.lines().find(|l| l.contains("quest card mlx-path --before")).expect(stdout);
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let after = |flag: &str| words[words.iter().position(|w| *w == flag).unwrap() + 1].to_owned();
+    (after("--before"), after("--after"))
+}
+
+#[test]
+fn run_submit_card_status() {
+    let home = std::env::temp_dir().join(format!("quest-flow-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&home);
+    std::fs::create_dir_all(&home).unwrap();
+    let guard = ExerciseGuard::new();
+    let small = ["--max-tokens", "8"];
+
+    // quest run: the lesson, then the exercise's numbers.
+    let out = quest(&home, &["run", "mlx-path", small[0], small[1]]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.starts_with("The MLX path: a decode loop by hand"), "{stdout}");
+    let results = &stdout[stdout.find("Output:").expect(&stdout)..];
+    assert_snapshot_redacted("run_mlx_path", results);
+
+    // Submitting the untouched hand loop: the code check names the sync and its line.
+    let out = quest(&home, &["submit", "mlx-path"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stdout.contains(&format!("{EXERCISE}:34:")) && stdout.contains("`item_exact` inside the decode loop"), "{stdout}");
+    assert!(stderr.contains("still waits for the device"), "{stderr}");
+
+    // No sync, but the loop stops one token short: behaviour differs from the reference.
+    let source = edited(&guard.original).replace("for _ in 1..run.max_tokens {", "for _ in 2..run.max_tokens {");
+    guard.write(&source);
+    let out = quest(&home, &["submit", "mlx-path", small[0], small[1], "--rounds", "1"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(stdout.contains("differ from the reference from token 7"), "{stdout}");
+
+    // A build error is shown as cargo prints it, with a non-zero exit.
+    guard.write(&source.replace("argmax_axis(lm::last_position(&logits), -1, None)?;", "argmax_axis(;"));
+    let out = quest(&home, &["run", "mlx-path", "--no-lesson"]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr.contains("error") && stderr.contains("did not build"), "{stderr}");
+
+    // The lesson's edit: passes the checks, is measured, asks for the card.
+    guard.write(&edited(&guard.original));
+    let out = quest(&home, &["submit", "mlx-path", small[0], small[1], "--rounds", "1"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("The same 8 greedy tokens as the reference"), "{stdout}");
+    let (before, after) = measured(&stdout);
+
+    // Invented numbers are refused, with what was measured.
+    let out = quest(&home, &["card", "mlx-path", "--before", "74.1", "--after", "88.0", "--term", "fixed"]);
+    let (stdout, _) = text(&out);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stdout.contains("74.10 tok/s, is not within 15 %") && stdout.contains(&before), "{stdout}");
+
+    // The wrong term is refused.
+    let out = quest(&home, &["card", "mlx-path", "--before", &before, "--after", &after, "--term", "bytes"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out).0.contains("Not that term"));
+
+    // The honest card completes the lesson.
+    let out = quest(&home, &["card", "mlx-path", "--before", &before, "--after", &after, "--term", "fixed"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("Lesson mlx-path complete: +100 XP"), "{stdout}");
+    let xp = |home: &Path| {
+        let status = text(&quest(home, &["status"])).0;
+        status.lines().nth(1).unwrap().split_whitespace().nth(2).unwrap().to_owned()
+    };
+    let xp_once = xp(&home);
+
+    // Again: nothing is awarded twice.
+    let out = quest(&home, &["card", "mlx-path", "--before", &before, "--after", &after, "--term", "fixed"]);
+    assert!(text(&out).0.contains("already complete"));
+    assert_eq!(xp(&home), xp_once);
+    assert!(text(&quest(&home, &["list"])).0.contains("[done]"));
+}
