@@ -28,7 +28,9 @@ pub struct Exercise {
 impl Exercise {
     pub fn from_env() -> Result<Self> {
         let max_tokens = match std::env::var("QUEST_MAX_TOKENS") {
-            Ok(n) => n.parse().with_context(|| format!("QUEST_MAX_TOKENS={n} is not a number"))?,
+            Ok(n) => n
+                .parse()
+                .with_context(|| format!("QUEST_MAX_TOKENS={n} is not a number"))?,
             Err(_) => DEFAULT_MAX_TOKENS,
         };
         Ok(Self {
@@ -40,7 +42,13 @@ impl Exercise {
     }
 
     /// Writes the report for quest (or prints the numbers when run by hand).
-    pub fn report(&self, timer: &Timer, prompt_tokens: usize, tokens: &[u32], text: &str) -> Result<()> {
+    pub fn report(
+        &self,
+        timer: &Timer,
+        prompt_tokens: usize,
+        tokens: &[u32],
+        text: &str,
+    ) -> Result<()> {
         let report = Report {
             schema: REPORT_SCHEMA,
             model: self.model.clone(),
@@ -55,7 +63,10 @@ impl Exercise {
         match &self.report_path {
             Some(path) => report.write(path),
             None => {
-                println!("TTFT {:.1} ms · decode {:.2} tok/s", report.ttft_ms, report.decode_tok_s);
+                println!(
+                    "TTFT {:.1} ms · decode {:.2} tok/s",
+                    report.ttft_ms, report.decode_tok_s
+                );
                 Ok(())
             }
         }
@@ -72,7 +83,11 @@ pub struct Timer {
 impl Timer {
     /// Call just before the prefill.
     pub fn start() -> Self {
-        Self { start: Instant::now(), first_token: None, done: None }
+        Self {
+            start: Instant::now(),
+            first_token: None,
+            done: None,
+        }
     }
 
     /// Call when the first token is on the host.
@@ -122,7 +137,10 @@ impl Report {
 
     pub fn read(path: &Path) -> Result<Self> {
         let bytes = std::fs::read(path).with_context(|| {
-            format!("the exercise wrote no report at {}; did it call `run.report(…)`?", path.display())
+            format!(
+                "the exercise wrote no report at {}; did it call `run.report(…)`?",
+                path.display()
+            )
         })?;
         let report: Report = serde_json::from_slice(&bytes)
             .with_context(|| format!("the report {} is not valid", path.display()))?;
@@ -170,16 +188,24 @@ pub struct RunRequest {
 /// errors as cargo prints them) and returns the binary's path.
 pub fn build(root: &Path, lesson: &str, code: Code) -> Result<PathBuf> {
     let (package, bin) = code.target(lesson);
-    let mut cargo = std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    cargo.current_dir(root).args(["build", "--quiet", "-p", package, "--bin", &bin]);
+    let mut cargo =
+        std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cargo
+        .current_dir(root)
+        .args(["build", "--quiet", "-p", package, "--bin", &bin]);
     // Build with the same profile as quest itself so one build serves both.
-    let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
+    let profile = if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    };
     if profile == "release" {
         cargo.arg("--release");
     }
     let status = cargo.status().context("could not start cargo")?;
     anyhow::ensure!(status.success(), BuildFailed);
-    let target_dir = std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+    let target_dir =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
     Ok(target_dir.join(profile).join(bin))
 }
 
@@ -197,7 +223,8 @@ impl std::error::Error for BuildFailed {}
 
 /// Runs a built exercise once and reads the report it wrote.
 pub fn run(binary: &Path, request: &RunRequest) -> Result<Report> {
-    let report_path = std::env::temp_dir().join(format!("quest-report-{}.json", std::process::id()));
+    let report_path =
+        std::env::temp_dir().join(format!("quest-report-{}.json", std::process::id()));
     let _ = std::fs::remove_file(&report_path);
     let output = std::process::Command::new(binary)
         .env("QUEST_MODEL", &request.model)
@@ -231,6 +258,7 @@ impl std::error::Error for RunFailed {}
 
 /// sha256 of a source file: which code a measurement belongs to.
 pub fn code_hash(path: &Path) -> Result<String> {
-    let bytes = std::fs::read(path).with_context(|| format!("could not read {}", path.display()))?;
+    let bytes =
+        std::fs::read(path).with_context(|| format!("could not read {}", path.display()))?;
     Ok(crate::course::sha256_hex(&bytes))
 }

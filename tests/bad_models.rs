@@ -30,7 +30,8 @@ fn tiny_qwen3_copy(name: &str) -> PathBuf {
 
 fn edit_config(dir: &Path, edit: impl FnOnce(&mut serde_json::Map<String, serde_json::Value>)) {
     let path = dir.join("config.json");
-    let mut config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let mut config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     edit(config.as_object_mut().unwrap());
     std::fs::write(path, config.to_string()).unwrap();
 }
@@ -45,9 +46,16 @@ fn a_missing_model_says_what_was_tried() {
 #[test]
 fn a_corrupt_gguf_names_the_file() {
     let file = temp("corrupt").join("broken.gguf");
-    std::fs::write(&file, b"GGUF\x03\x00\x00\x00garbage that is not a gguf header").unwrap();
+    std::fs::write(
+        &file,
+        b"GGUF\x03\x00\x00\x00garbage that is not a gguf header",
+    )
+    .unwrap();
     let message = error_of(lm::load(file.to_str().unwrap()));
-    assert!(message.contains("broken.gguf") && message.contains("corrupt"), "{message}");
+    assert!(
+        message.contains("broken.gguf") && message.contains("corrupt"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -57,7 +65,10 @@ fn a_truncated_safetensors_file_names_the_file() {
     let bytes = std::fs::read(&weights).unwrap();
     std::fs::write(&weights, &bytes[..bytes.len() / 2]).unwrap();
     let message = error_of(lm::load_model_dir(&dir));
-    assert!(message.contains("model.safetensors") && message.contains("corrupt"), "{message}");
+    assert!(
+        message.contains("model.safetensors") && message.contains("corrupt"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -67,7 +78,10 @@ fn an_unknown_architecture_lists_the_supported_ones() {
         c.insert("model_type".into(), "gpt9".into());
     });
     let message = error_of(lm::load_model_dir(&dir));
-    assert!(message.contains("`gpt9`") && message.contains("llama, qwen3"), "{message}");
+    assert!(
+        message.contains("`gpt9`") && message.contains("llama, qwen3"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -77,7 +91,10 @@ fn a_config_without_a_needed_key_names_it() {
         c.remove("hidden_size");
     });
     let message = error_of(lm::load_model_dir(&dir));
-    assert!(message.contains("hidden_size") && message.contains(dir.to_str().unwrap()), "{message}");
+    assert!(
+        message.contains("hidden_size") && message.contains(dir.to_str().unwrap()),
+        "{message}"
+    );
 }
 
 #[test]
@@ -122,7 +139,10 @@ fn an_unsupported_gguf_quant_type_says_which_are_supported() {
     let file = temp("q4k").join("q4k.gguf");
     std::fs::write(&file, gguf_with_type(12)).unwrap();
     let message = error_of(lm::load(file.to_str().unwrap()));
-    assert!(message.contains("q4k.gguf") && message.contains("Q4_0, Q4_1, Q8_0"), "{message}");
+    assert!(
+        message.contains("q4k.gguf") && message.contains("Q4_0, Q4_1, Q8_0"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -132,5 +152,8 @@ fn a_truncated_gguf_is_caught_before_mlx_reads_it() {
     bytes.truncate(bytes.len() - 100);
     std::fs::write(&file, bytes).unwrap();
     let message = error_of(lm::load(file.to_str().unwrap()));
-    assert!(message.contains("cut.gguf") && message.contains("past the end"), "{message}");
+    assert!(
+        message.contains("cut.gguf") && message.contains("past the end"),
+        "{message}"
+    );
 }

@@ -55,7 +55,11 @@ fn status_in_both_languages() {
     let h = home("status");
     fixture_progress(&h);
     insta::assert_snapshot!("status_en", stdout(&quest(&h, &["status"])));
-    insta::assert_snapshot!("status_ko_verbose", stdout(&quest(&h, &["--lang", "ko", "status", "--verbose"])).replace(&h.display().to_string(), "[HOME]"));
+    insta::assert_snapshot!(
+        "status_ko_verbose",
+        stdout(&quest(&h, &["--lang", "ko", "status", "--verbose"]))
+            .replace(&h.display().to_string(), "[HOME]")
+    );
 }
 
 #[test]
@@ -74,11 +78,17 @@ fn unknown_or_sneaky_lesson_ids_list_the_lessons() {
             let out = quest(&h, &[cmd, id]);
             assert_eq!(out.status.code(), Some(1), "{cmd} {id}");
             let err = stderr(&out);
-            assert!(err.contains("Unknown lesson") && err.contains("mlx-path"), "{cmd} {id}: {err}");
+            assert!(
+                err.contains("Unknown lesson") && err.contains("mlx-path"),
+                "{cmd} {id}: {err}"
+            );
         }
     }
     let ko = stderr(&quest(&h, &["--lang", "ko", "hint", "nope"]));
-    assert!(ko.contains("mlx-path") && !ko.contains("Unknown lesson"), "{ko}");
+    assert!(
+        ko.contains("mlx-path") && !ko.contains("Unknown lesson"),
+        "{ko}"
+    );
 }
 
 #[test]
@@ -88,14 +98,24 @@ fn a_damaged_progress_file_is_kept_and_repair_is_offered() {
     let out = quest(&h, &["status"]);
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
-    assert!(err.contains("progress.json") && err.contains("quest status --repair"), "{err}");
+    assert!(
+        err.contains("progress.json") && err.contains("quest status --repair"),
+        "{err}"
+    );
     // Nothing was reset: the damaged bytes are still there.
-    assert_eq!(std::fs::read(h.join("progress.json")).unwrap(), b"{\"schema\": 1, \"lessons\": {");
+    assert_eq!(
+        std::fs::read(h.join("progress.json")).unwrap(),
+        b"{\"schema\": 1, \"lessons\": {"
+    );
     let out = quest(&h, &["status", "--repair"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stdout(&quest(&h, &["status"])).starts_with("Level 0"));
     let backups = std::fs::read_dir(&h).unwrap().filter(|e| {
-        e.as_ref().unwrap().file_name().to_string_lossy().starts_with("progress.json.bak-")
+        e.as_ref()
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .starts_with("progress.json.bak-")
     });
     assert_eq!(backups.count(), 1);
 }

@@ -41,7 +41,10 @@ fn quest(home: &Path, args: &[&str]) -> Output {
 }
 
 fn text(o: &Output) -> (String, String) {
-    (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
 }
 
 /// Timings vary run to run; everything else in `quest run`'s output must not.
@@ -59,7 +62,10 @@ fn edited(original: &str) -> String {
         y = argmax_axis(lm::last_position(&logits), -1, None)?;
         tokens.push(y.item_exact::<u32>()); // a GPU sync per token — the hand loop's cost
     }";
-    assert!(original.contains(hand), "the exercise's decode loop changed; update this test");
+    assert!(
+        original.contains(hand),
+        "the exercise's decode loop changed; update this test"
+    );
     original.replace(
         hand,
         "    let mut on_device = Vec::new();
@@ -75,7 +81,10 @@ fn edited(original: &str) -> String {
 
 /// `--before X --after Y` from submit's card hint.
 fn measured(stdout: &str) -> (String, String) {
-    let line = stdout.lines().find(|l| l.contains("quest card mlx-path --before")).expect(stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("quest card mlx-path --before"))
+        .expect(stdout);
     let words: Vec<&str> = line.split_whitespace().collect();
     let after = |flag: &str| words[words.iter().position(|w| *w == flag).unwrap() + 1].to_owned();
     (after("--before"), after("--after"))
@@ -93,7 +102,10 @@ fn run_submit_card_status() {
     let out = quest(&home, &["run", "mlx-path", small[0], small[1]]);
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stderr}");
-    assert!(stdout.starts_with("The MLX path: a decode loop by hand"), "{stdout}");
+    assert!(
+        stdout.starts_with("The MLX path: a decode loop by hand"),
+        "{stdout}"
+    );
     let results = &stdout[stdout.find("Output:").expect(&stdout)..];
     assert_snapshot_redacted("run_mlx_path", results);
 
@@ -101,56 +113,114 @@ fn run_submit_card_status() {
     let out = quest(&home, &["submit", "mlx-path"]);
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stdout.contains(&format!("{EXERCISE}:34:")) && stdout.contains("`item_exact` inside the decode loop"), "{stdout}");
+    assert!(
+        stdout.contains(&format!("{EXERCISE}:34:"))
+            && stdout.contains("`item_exact` inside the decode loop"),
+        "{stdout}"
+    );
     assert!(stderr.contains("still waits for the device"), "{stderr}");
 
     // No sync, but the loop stops one token short: behaviour differs from the reference.
-    let source = edited(&guard.original).replace("for _ in 1..run.max_tokens {", "for _ in 2..run.max_tokens {");
+    let source = edited(&guard.original).replace(
+        "for _ in 1..run.max_tokens {",
+        "for _ in 2..run.max_tokens {",
+    );
     guard.write(&source);
-    let out = quest(&home, &["submit", "mlx-path", small[0], small[1], "--rounds", "1"]);
+    let out = quest(
+        &home,
+        &["submit", "mlx-path", small[0], small[1], "--rounds", "1"],
+    );
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
-    assert!(stdout.contains("differ from the reference from token 7"), "{stdout}");
+    assert!(
+        stdout.contains("differ from the reference from token 7"),
+        "{stdout}"
+    );
 
     // A build error is shown as cargo prints it, with a non-zero exit.
-    guard.write(&source.replace("argmax_axis(lm::last_position(&logits), -1, None)?;", "argmax_axis(;"));
+    guard.write(&source.replace(
+        "argmax_axis(lm::last_position(&logits), -1, None)?;",
+        "argmax_axis(;",
+    ));
     let out = quest(&home, &["run", "mlx-path", "--no-lesson"]);
     let (_, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr.contains("error") && stderr.contains("did not build"), "{stderr}");
+    assert!(
+        stderr.contains("error") && stderr.contains("did not build"),
+        "{stderr}"
+    );
 
     // The lesson's edit: passes the checks, is measured, asks for the card.
     guard.write(&edited(&guard.original));
-    let out = quest(&home, &["submit", "mlx-path", small[0], small[1], "--rounds", "1"]);
+    let out = quest(
+        &home,
+        &["submit", "mlx-path", small[0], small[1], "--rounds", "1"],
+    );
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}{stderr}");
-    assert!(stdout.contains("The same 8 greedy tokens as the reference"), "{stdout}");
+    assert!(
+        stdout.contains("The same 8 greedy tokens as the reference"),
+        "{stdout}"
+    );
     let (before, after) = measured(&stdout);
 
     // Invented numbers are refused, with what was measured.
-    let out = quest(&home, &["card", "mlx-path", "--before", "74.1", "--after", "88.0", "--term", "fixed"]);
+    let out = quest(
+        &home,
+        &[
+            "card", "mlx-path", "--before", "74.1", "--after", "88.0", "--term", "fixed",
+        ],
+    );
     let (stdout, _) = text(&out);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stdout.contains("74.10 tok/s, is not within 15 %") && stdout.contains(&before), "{stdout}");
+    assert!(
+        stdout.contains("74.10 tok/s, is not within 15 %") && stdout.contains(&before),
+        "{stdout}"
+    );
 
     // The wrong term is refused.
-    let out = quest(&home, &["card", "mlx-path", "--before", &before, "--after", &after, "--term", "bytes"]);
+    let out = quest(
+        &home,
+        &[
+            "card", "mlx-path", "--before", &before, "--after", &after, "--term", "bytes",
+        ],
+    );
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out).0.contains("Not that term"));
 
     // The honest card completes the lesson.
-    let out = quest(&home, &["card", "mlx-path", "--before", &before, "--after", &after, "--term", "fixed"]);
+    let out = quest(
+        &home,
+        &[
+            "card", "mlx-path", "--before", &before, "--after", &after, "--term", "fixed",
+        ],
+    );
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}{stderr}");
-    assert!(stdout.contains("Lesson mlx-path complete: +100 XP"), "{stdout}");
+    assert!(
+        stdout.contains("Lesson mlx-path complete: +100 XP"),
+        "{stdout}"
+    );
     let xp = |home: &Path| {
         let status = text(&quest(home, &["status"])).0;
-        status.lines().nth(1).unwrap().split_whitespace().nth(2).unwrap().to_owned()
+        status
+            .lines()
+            .nth(1)
+            .unwrap()
+            .split_whitespace()
+            .nth(2)
+            .unwrap()
+            .to_owned()
     };
     let xp_once = xp(&home);
 
     // Again: nothing is awarded twice.
-    let out = quest(&home, &["card", "mlx-path", "--before", &before, "--after", &after, "--term", "fixed"]);
+    let out = quest(
+        &home,
+        &[
+            "card", "mlx-path", "--before", &before, "--after", &after, "--term", "fixed",
+        ],
+    );
     assert!(text(&out).0.contains("already complete"));
     assert_eq!(xp(&home), xp_once);
     assert!(text(&quest(&home, &["list"])).0.contains("[done]"));

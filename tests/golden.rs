@@ -26,19 +26,27 @@ fn golden(dir: &str) -> Value {
 }
 
 fn ids(v: &Value) -> Vec<u32> {
-    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as u32)
+        .collect()
 }
 
 /// Prefill, then greedy one token at a time with the cache: the lesson's loop.
 fn greedy(model: &Model, prompt: &[u32], n: usize) -> (Vec<f32>, Vec<u32>) {
     let mut cache: Vec<LayerCache> = lm::make_prompt_cache(model);
-    let logits = model.forward(&lm::tokens_array(prompt), &mut cache).unwrap();
+    let logits = model
+        .forward(&lm::tokens_array(prompt), &mut cache)
+        .unwrap();
     let last = lm::last_position(&logits);
     let prefill: Vec<f32> = last.as_slice::<f32>().to_vec();
     let mut y = argmax_axis(&last, -1, None).unwrap();
     let mut out = vec![y.item_exact::<u32>()];
     while out.len() < n {
-        let logits = model.forward(&y.reshape(&[1, 1]).unwrap(), &mut cache).unwrap();
+        let logits = model
+            .forward(&y.reshape(&[1, 1]).unwrap(), &mut cache)
+            .unwrap();
         y = argmax_axis(lm::last_position(&logits), -1, None).unwrap();
         out.push(y.item_exact::<u32>());
     }
@@ -47,7 +55,10 @@ fn greedy(model: &Model, prompt: &[u32], n: usize) -> (Vec<f32>, Vec<u32>) {
 
 fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len(), "vocab sizes differ");
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
 }
 
 #[test]
@@ -57,22 +68,44 @@ fn smollm2_gguf_matches_mlx_lm() {
     let (model, tokenizer) = lm::load(lm::DEFAULT_MODEL).unwrap();
 
     let messages: Vec<Message> = vec![Message::user(g["messages"][0]["content"].as_str().unwrap())];
-    let prompt = tokenizer.apply_chat_template(&messages, true, false).unwrap();
-    assert_eq!(prompt, g["prompt_text"].as_str().unwrap(), "chat template renders differently");
+    let prompt = tokenizer
+        .apply_chat_template(&messages, true, false)
+        .unwrap();
+    assert_eq!(
+        prompt,
+        g["prompt_text"].as_str().unwrap(),
+        "chat template renders differently"
+    );
     let prompt_ids = tokenizer.encode(&prompt).unwrap();
-    assert_eq!(prompt_ids, ids(&g["prompt_ids"]), "tokenizer (built from GGUF metadata) differs");
+    assert_eq!(
+        prompt_ids,
+        ids(&g["prompt_ids"]),
+        "tokenizer (built from GGUF metadata) differs"
+    );
 
     let (prefill, tokens) = greedy(&model, &prompt_ids, 32);
-    assert_eq!(tokens, ids(&g["greedy_ids"]), "first 32 greedy tokens differ from mlx-lm");
     assert_eq!(
-        tokenizer.decode(lm::until_eos(&tokens, &tokenizer)).unwrap(),
+        tokens,
+        ids(&g["greedy_ids"]),
+        "first 32 greedy tokens differ from mlx-lm"
+    );
+    assert_eq!(
+        tokenizer
+            .decode(lm::until_eos(&tokens, &tokenizer))
+            .unwrap(),
         g["greedy_text_until_eos"].as_str().unwrap()
     );
 
     let bytes = std::fs::read(fixtures().join("smollm2/prefill_logits.f32")).unwrap();
-    let expected: Vec<f32> = bytes.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+    let expected: Vec<f32> = bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
     let diff = max_abs_diff(&prefill, &expected);
-    assert!(diff < LOGIT_TOLERANCE, "prefill logits differ by {diff} (tolerance {LOGIT_TOLERANCE})");
+    assert!(
+        diff < LOGIT_TOLERANCE,
+        "prefill logits differ by {diff} (tolerance {LOGIT_TOLERANCE})"
+    );
 }
 
 fn check_tiny_qwen3(dir: &str) {
@@ -81,11 +114,22 @@ fn check_tiny_qwen3(dir: &str) {
     let model = lm::load_model_dir(&fixtures().join(dir)).unwrap();
     assert_eq!(model.model_type, "qwen3");
     let (prefill, tokens) = greedy(&model, &ids(&g["prompt_ids"]), 16);
-    assert_eq!(tokens, ids(&g["greedy_ids"]), "{dir}: 16 greedy tokens differ from mlx-lm");
-    let expected: Vec<f32> =
-        g["prefill_logits"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32).collect();
+    assert_eq!(
+        tokens,
+        ids(&g["greedy_ids"]),
+        "{dir}: 16 greedy tokens differ from mlx-lm"
+    );
+    let expected: Vec<f32> = g["prefill_logits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap() as f32)
+        .collect();
     let diff = max_abs_diff(&prefill, &expected);
-    assert!(diff < LOGIT_TOLERANCE, "{dir}: prefill logits differ by {diff}");
+    assert!(
+        diff < LOGIT_TOLERANCE,
+        "{dir}: prefill logits differ by {diff}"
+    );
 }
 
 #[test]
@@ -103,15 +147,21 @@ fn kv_cache_grows_in_steps_and_keeps_entries() {
     let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
     let mut cache = KvCache::new();
     let step = |v: f32, len: i32| Array::full::<f32>(&[1, 2, len, 4], Array::from_f32(v)).unwrap();
-    let (k, _) = cache.update_and_fetch(&step(1.0, 3), &step(1.0, 3)).unwrap();
+    let (k, _) = cache
+        .update_and_fetch(&step(1.0, 3), &step(1.0, 3))
+        .unwrap();
     assert_eq!(k.shape(), &[1, 2, 3, 4]);
     for i in 0..300 {
-        let (k, v) = cache.update_and_fetch(&step(i as f32, 1), &step(i as f32, 1)).unwrap();
+        let (k, v) = cache
+            .update_and_fetch(&step(i as f32, 1), &step(i as f32, 1))
+            .unwrap();
         assert_eq!(k.shape()[2], 4 + i);
         assert_eq!(v.shape()[2], 4 + i);
     }
     assert_eq!(cache.offset, 303);
-    let (k, _) = cache.update_and_fetch(&step(7.0, 1), &step(7.0, 1)).unwrap();
+    let (k, _) = cache
+        .update_and_fetch(&step(7.0, 1), &step(7.0, 1))
+        .unwrap();
     // Earlier entries survive growing past one step of 256.
     let first = k.index((0, 0, 0, 0)).item_exact::<f32>();
     let at_299 = k.index((0, 0, 302, 0)).item_exact::<f32>();

@@ -22,7 +22,9 @@ static MLX: Mutex<()> = Mutex::new(());
 const TOLERANCE: f32 = 1e-4;
 
 fn fixture(dir: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(dir)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(dir)
 }
 
 fn read_json(path: &Path) -> Value {
@@ -30,23 +32,37 @@ fn read_json(path: &Path) -> Value {
 }
 
 fn ids(v: &Value) -> Vec<u32> {
-    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as u32)
+        .collect()
 }
 
 fn floats(v: &Value) -> Vec<f32> {
-    v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect()
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap() as f32)
+        .collect()
 }
 
 fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len(), "vocab sizes differ");
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
 }
 
 fn log_softmax(logits: &[f32]) -> Vec<f32> {
     let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let sum: f64 = logits.iter().map(|&x| ((x - max) as f64).exp()).sum();
     let log_sum = max as f64 + sum.ln();
-    logits.iter().map(|&x| (x as f64 - log_sum) as f32).collect()
+    logits
+        .iter()
+        .map(|&x| (x as f64 - log_sum) as f32)
+        .collect()
 }
 
 /// The lesson's loop: prefill, then greedy one token at a time with the cache. Returns each
@@ -73,18 +89,42 @@ fn check_against_mlx_lm(dir: &str) {
     assert_eq!(model.model_type, "qwen3_5");
 
     let messages = [Message::user(g["messages"][0]["content"].as_str().unwrap())];
-    let prompt = tokenizer.apply_chat_template(&messages, true, false).unwrap();
-    assert_eq!(prompt, g["prompt_text"].as_str().unwrap(), "{dir}: chat template renders differently");
+    let prompt = tokenizer
+        .apply_chat_template(&messages, true, false)
+        .unwrap();
+    assert_eq!(
+        prompt,
+        g["prompt_text"].as_str().unwrap(),
+        "{dir}: chat template renders differently"
+    );
     let prompt_ids = tokenizer.encode(&prompt).unwrap();
-    assert_eq!(prompt_ids, ids(&g["prompt_ids"]), "{dir}: tokenizer differs");
+    assert_eq!(
+        prompt_ids,
+        ids(&g["prompt_ids"]),
+        "{dir}: tokenizer differs"
+    );
 
     let (steps, tokens) = greedy(&model, &prompt_ids, 16);
-    assert_eq!(tokens, ids(&g["greedy_ids"]), "{dir}: 16 greedy tokens differ from mlx-lm");
+    assert_eq!(
+        tokens,
+        ids(&g["greedy_ids"]),
+        "{dir}: 16 greedy tokens differ from mlx-lm"
+    );
     let diff = max_abs_diff(&steps[0], &floats(&g["prefill_logits"]));
-    assert!(diff < TOLERANCE, "{dir}: prefill logits differ by {diff} (tolerance {TOLERANCE})");
-    for (i, (logits, expected)) in steps.iter().zip(g["greedy_logprobs"].as_array().unwrap()).enumerate() {
+    assert!(
+        diff < TOLERANCE,
+        "{dir}: prefill logits differ by {diff} (tolerance {TOLERANCE})"
+    );
+    for (i, (logits, expected)) in steps
+        .iter()
+        .zip(g["greedy_logprobs"].as_array().unwrap())
+        .enumerate()
+    {
         let diff = max_abs_diff(&log_softmax(logits), &floats(expected));
-        assert!(diff < TOLERANCE, "{dir}: step {i} log-probabilities differ by {diff} (tolerance {TOLERANCE})");
+        assert!(
+            diff < TOLERANCE,
+            "{dir}: step {i} log-probabilities differ by {diff} (tolerance {TOLERANCE})"
+        );
     }
 }
 
@@ -107,7 +147,10 @@ fn f32_config() -> Value {
 }
 
 fn build(config: &Value, tensors: HashMap<String, Array>) -> anyhow::Result<Model> {
-    Model::from_config(config, Weights::new(tensors, &fixture("qwen3_5-tiny-f32"), Dtype::Float32))
+    Model::from_config(
+        config,
+        Weights::new(tensors, &fixture("qwen3_5-tiny-f32"), Dtype::Float32),
+    )
 }
 
 /// The same weights in the Hugging Face layout: `model.language_model.*` names, conv1d as
@@ -116,7 +159,13 @@ fn build(config: &Value, tensors: HashMap<String, Array>) -> anyhow::Result<Mode
 #[test]
 fn a_hugging_face_checkpoint_is_sanitized_like_mlx_lm() {
     let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
-    let shifted = [".input_layernorm.weight", ".post_attention_layernorm.weight", "model.norm.weight", "q_norm.weight", "k_norm.weight"];
+    let shifted = [
+        ".input_layernorm.weight",
+        ".post_attention_layernorm.weight",
+        "model.norm.weight",
+        "q_norm.weight",
+        "k_norm.weight",
+    ];
     let one = Array::from_f32(1.0);
     let mut hf = HashMap::new();
     for (name, t) in f32_tensors() {
@@ -132,8 +181,14 @@ fn a_hugging_face_checkpoint_is_sanitized_like_mlx_lm() {
     }
     let embed = hf["model.language_model.embed_tokens.weight"].clone();
     hf.insert("lm_head.weight".into(), embed);
-    hf.insert("model.visual.patch_embed.proj.weight".into(), Array::zeros::<f32>(&[4, 4]).unwrap());
-    hf.insert("mtp.fc.weight".into(), Array::zeros::<f32>(&[4, 4]).unwrap());
+    hf.insert(
+        "model.visual.patch_embed.proj.weight".into(),
+        Array::zeros::<f32>(&[4, 4]).unwrap(),
+    );
+    hf.insert(
+        "mtp.fc.weight".into(),
+        Array::zeros::<f32>(&[4, 4]).unwrap(),
+    );
 
     let model = build(&f32_config(), hf).unwrap();
     let g = read_json(&fixture("qwen3_5-tiny-f32").join("golden.json"));
@@ -148,14 +203,26 @@ fn the_prompt_cache_has_the_kind_each_layer_needs() {
     let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
     let model = build(&f32_config(), f32_tensors()).unwrap();
     let mut cache = lm::make_prompt_cache(&model);
-    let kinds: Vec<&str> =
-        cache.iter().map(|c| if matches!(c, LayerCache::Kv(_)) { "kv" } else { "recurrent" }).collect();
+    let kinds: Vec<&str> = cache
+        .iter()
+        .map(|c| {
+            if matches!(c, LayerCache::Kv(_)) {
+                "kv"
+            } else {
+                "recurrent"
+            }
+        })
+        .collect();
     assert_eq!(kinds, ["recurrent", "kv", "recurrent", "kv"]);
 
     let used = |cache: &[LayerCache], i: usize| cache[i].nbytes_used();
-    model.forward(&lm::tokens_array(&[1, 2, 3, 4, 5]), &mut cache).unwrap();
+    model
+        .forward(&lm::tokens_array(&[1, 2, 3, 4, 5]), &mut cache)
+        .unwrap();
     let (state_before, kv_before) = (used(&cache, 0), used(&cache, 1));
-    model.forward(&lm::tokens_array(&[6, 7, 8]), &mut cache).unwrap();
+    model
+        .forward(&lm::tokens_array(&[6, 7, 8]), &mut cache)
+        .unwrap();
     // The recurrent state has a fixed size; the KV cache grows with every position.
     assert_eq!(used(&cache, 0), state_before);
     assert_eq!(used(&cache, 1), kv_before * 8 / 5);
@@ -173,9 +240,13 @@ fn a_cache_of_the_wrong_shape_or_kind_is_an_error() {
     let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
     let model = build(&f32_config(), f32_tensors()).unwrap();
     let tokens = lm::tokens_array(&[1, 2, 3]);
-    let mut too_short: Vec<LayerCache> = lm::make_prompt_cache(&model).into_iter().take(2).collect();
+    let mut too_short: Vec<LayerCache> =
+        lm::make_prompt_cache(&model).into_iter().take(2).collect();
     let message = error_of(model.forward(&tokens, &mut too_short));
-    assert!(message.contains("2 layers") && message.contains("make_prompt_cache"), "{message}");
+    assert!(
+        message.contains("2 layers") && message.contains("make_prompt_cache"),
+        "{message}"
+    );
     let mut all_kv: Vec<LayerCache> = (0..4).map(|_| LayerCache::Kv(lm::KvCache::new())).collect();
     let message = error_of(model.forward(&tokens, &mut all_kv));
     assert!(message.contains("wrong kind of cache"), "{message}");
@@ -193,16 +264,25 @@ fn bad_qwen3_5_configs_are_errors() {
     assert!(message.contains("full_attention_interval"), "{message}");
     let message = with("num_experts", 8.into());
     assert!(message.contains("mixture-of-experts"), "{message}");
-    let message = with("layer_types", serde_json::json!(["full_attention"; 4]));
+    let message = with("layer_types", serde_json::json!(vec!["full_attention"; 4]));
     assert!(message.contains("layer_types"), "{message}");
     let message = with("linear_num_key_heads", 3.into());
     assert!(message.contains("linear_num_key_heads"), "{message}");
     let message = with("linear_conv_kernel_dim", 3.into());
-    assert!(message.contains("conv1d.weight") && message.contains("[128, 3, 1]"), "{message}");
-    let message = with("rope_parameters", serde_json::json!({"rope_type": "yarn", "factor": 4.0}));
+    assert!(
+        message.contains("conv1d.weight") && message.contains("[128, 3, 1]"),
+        "{message}"
+    );
+    let message = with(
+        "rope_parameters",
+        serde_json::json!({"rope_type": "yarn", "factor": 4.0}),
+    );
     assert!(message.contains("yarn"), "{message}");
     let mut config = f32_config();
-    config["text_config"].as_object_mut().unwrap().remove("linear_value_head_dim");
+    config["text_config"]
+        .as_object_mut()
+        .unwrap()
+        .remove("linear_value_head_dim");
     let message = error_of(build(&config, f32_tensors()));
     assert!(message.contains("linear_value_head_dim"), "{message}");
 }

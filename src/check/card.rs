@@ -7,7 +7,9 @@ use crate::progress::{CodeKind, Run};
 pub const CARD_TOLERANCE: f64 = 0.15;
 
 /// The decode-ceiling formula's terms: time per token = fixed + bytes / bandwidth.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Term {
     /// The per-step cost that does not depend on the bytes read: syncs, launches, the host.
@@ -37,13 +39,26 @@ pub struct Refused {
 }
 
 /// Checks a claimed tok/s against recorded runs of one kind of code.
-pub fn check_claim(which: &'static str, claimed: f64, runs: &[Run], kind: CodeKind) -> Result<(), Refused> {
-    let measured: Vec<f64> = runs.iter().filter(|r| r.code.kind == kind).map(|r| r.decode_tok_s).collect();
+pub fn check_claim(
+    which: &'static str,
+    claimed: f64,
+    runs: &[Run],
+    kind: CodeKind,
+) -> Result<(), Refused> {
+    let measured: Vec<f64> = runs
+        .iter()
+        .filter(|r| r.code.kind == kind)
+        .map(|r| r.decode_tok_s)
+        .collect();
     let close = |m: &f64| claimed.is_finite() && (claimed - m).abs() <= CARD_TOLERANCE * m;
     if measured.iter().any(close) {
         Ok(())
     } else {
-        Err(Refused { which, claimed, measured })
+        Err(Refused {
+            which,
+            claimed,
+            measured,
+        })
     }
 }
 

@@ -11,10 +11,18 @@ use syn::visit::{self, Visit};
 
 /// Reading a value makes the host wait for the device.
 const HOST_READS: &[&str] = &[
-    "item", "item_exact", "item_cast", "try_item", "try_item_exact", "try_item_cast", "as_slice",
+    "item",
+    "item_exact",
+    "item_cast",
+    "try_item",
+    "try_item_exact",
+    "try_item_cast",
+    "as_slice",
     "try_as_slice",
 ];
-const PRINTS: &[&str] = &["print", "println", "eprint", "eprintln", "write", "writeln", "dbg"];
+const PRINTS: &[&str] = &[
+    "print", "println", "eprint", "eprintln", "write", "writeln", "dbg",
+];
 
 /// What a finding is about; the learner-facing text is course data keyed by these.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -71,13 +79,21 @@ pub fn check_decode_loop(source: &str) -> Vec<Finding> {
         Ok(file) => file,
         Err(e) => {
             let line = e.span().start().line;
-            return vec![Finding { line, problem: Problem::Syntax { message: e.to_string() } }];
+            return vec![Finding {
+                line,
+                problem: Problem::Syntax {
+                    message: e.to_string(),
+                },
+            }];
         }
     };
     let mut loops = LoopFinder::default();
     loops.visit_file(&file);
     let Some((decode_loop, end_line)) = loops.decode_loop else {
-        return vec![Finding { line: 1, problem: Problem::NoDecodeLoop }];
+        return vec![Finding {
+            line: 1,
+            problem: Problem::NoDecodeLoop,
+        }];
     };
     let mut inside = Calls::default();
     inside.visit_block(&decode_loop);
@@ -88,27 +104,49 @@ pub fn check_decode_loop(source: &str) -> Vec<Finding> {
             let problem = if HOST_READS.contains(&call.as_str()) || call == "eval" {
                 Problem::SyncInLoop { call: call.clone() }
             } else if PRINTS.contains(&call.as_str()) {
-                Problem::PrintInLoop { call: format!("{call}!") }
+                Problem::PrintInLoop {
+                    call: format!("{call}!"),
+                }
             } else if call == "decode" {
                 Problem::DecodeInLoop
             } else {
                 return None;
             };
-            Some(Finding { line: *line, problem })
+            Some(Finding {
+                line: *line,
+                problem,
+            })
         })
         .collect();
 
     // After the loop: every call in the file that starts below the loop's end.
     let mut all = Calls::default();
     all.visit_file(&file);
-    let after: Vec<&String> = all.calls.iter().filter(|(line, _)| *line > end_line).map(|(_, c)| c).collect();
+    let after: Vec<&String> = all
+        .calls
+        .iter()
+        .filter(|(line, _)| *line > end_line)
+        .map(|(_, c)| c)
+        .collect();
     // (A loop that syncs already brought its tokens to the host; that is reported above.)
-    let syncs_inside = findings.iter().any(|f| matches!(f.problem, Problem::SyncInLoop { .. }));
-    if !syncs_inside && !after.iter().any(|c| HOST_READS.contains(&c.as_str()) || *c == "eval") {
-        findings.push(Finding { line: end_line, problem: Problem::NoHostReadAfterLoop });
+    let syncs_inside = findings
+        .iter()
+        .any(|f| matches!(f.problem, Problem::SyncInLoop { .. }));
+    if !syncs_inside
+        && !after
+            .iter()
+            .any(|c| HOST_READS.contains(&c.as_str()) || *c == "eval")
+    {
+        findings.push(Finding {
+            line: end_line,
+            problem: Problem::NoHostReadAfterLoop,
+        });
     }
     if !after.iter().any(|c| *c == "decode") {
-        findings.push(Finding { line: end_line, problem: Problem::NoDecodeAfterLoop });
+        findings.push(Finding {
+            line: end_line,
+            problem: Problem::NoDecodeAfterLoop,
+        });
     }
     findings.sort_by_key(|f| f.line);
     findings
@@ -155,20 +193,23 @@ struct Calls {
 
 impl<'ast> Visit<'ast> for Calls {
     fn visit_expr_method_call(&mut self, e: &'ast syn::ExprMethodCall) {
-        self.calls.push((e.method.span().start().line, e.method.to_string()));
+        self.calls
+            .push((e.method.span().start().line, e.method.to_string()));
         visit::visit_expr_method_call(self, e);
     }
     fn visit_expr_call(&mut self, e: &'ast syn::ExprCall) {
         if let syn::Expr::Path(path) = &*e.func {
             if let Some(last) = path.path.segments.last() {
-                self.calls.push((last.ident.span().start().line, last.ident.to_string()));
+                self.calls
+                    .push((last.ident.span().start().line, last.ident.to_string()));
             }
         }
         visit::visit_expr_call(self, e);
     }
     fn visit_macro(&mut self, m: &'ast syn::Macro) {
         if let Some(last) = m.path.segments.last() {
-            self.calls.push((last.ident.span().start().line, last.ident.to_string()));
+            self.calls
+                .push((last.ident.span().start().line, last.ident.to_string()));
         }
         // Arguments of format macros are expressions too (`println!("{}", y.item())`).
         if let Ok(args) = m.parse_body_with(
@@ -213,7 +254,15 @@ fn main() {
     #[test]
     fn the_hand_loop_syncs_every_step() {
         let findings = check_decode_loop(HAND_LOOP);
-        assert_eq!(findings, vec![Finding { line: 7, problem: Problem::SyncInLoop { call: "item_exact".into() } }]);
+        assert_eq!(
+            findings,
+            vec![Finding {
+                line: 7,
+                problem: Problem::SyncInLoop {
+                    call: "item_exact".into()
+                }
+            }]
+        );
     }
 
     #[test]
@@ -223,32 +272,65 @@ fn main() {
 
     #[test]
     fn eval_prints_and_decodes_in_the_loop_are_syncs() {
-        let source = NO_SYNC
-            .replace("async_eval([&y])?;", "eval([&y])?; println!(\"{}\", y); let _ = tokenizer.decode(&[1]);");
-        let problems: Vec<_> = check_decode_loop(&source).into_iter().map(|f| f.problem.ui_key()).collect();
-        assert_eq!(problems, ["check_sync_in_loop", "check_print_in_loop", "check_decode_in_loop"]);
+        let source = NO_SYNC.replace(
+            "async_eval([&y])?;",
+            "eval([&y])?; println!(\"{}\", y); let _ = tokenizer.decode(&[1]);",
+        );
+        let problems: Vec<_> = check_decode_loop(&source)
+            .into_iter()
+            .map(|f| f.problem.ui_key())
+            .collect();
+        assert_eq!(
+            problems,
+            [
+                "check_sync_in_loop",
+                "check_print_in_loop",
+                "check_decode_in_loop"
+            ]
+        );
     }
 
     #[test]
     fn a_print_argument_that_reads_the_token_is_found() {
-        let source = NO_SYNC.replace("async_eval([&y])?;", "println!(\"{}\", y.item_exact::<u32>());");
-        let calls: Vec<_> = check_decode_loop(&source).into_iter().map(|f| f.problem.call().to_owned()).collect();
+        let source = NO_SYNC.replace(
+            "async_eval([&y])?;",
+            "println!(\"{}\", y.item_exact::<u32>());",
+        );
+        let calls: Vec<_> = check_decode_loop(&source)
+            .into_iter()
+            .map(|f| f.problem.call().to_owned())
+            .collect();
         assert!(calls.contains(&"item_exact".to_owned()), "{calls:?}");
     }
 
     #[test]
     fn tokens_must_come_back_and_be_decoded() {
         let source = NO_SYNC
-            .replace("let tokens: Vec<u32> = ys.iter().map(|t| t.item_exact::<u32>()).collect();", "")
+            .replace(
+                "let tokens: Vec<u32> = ys.iter().map(|t| t.item_exact::<u32>()).collect();",
+                "",
+            )
             .replace("println!(\"{}\", tokenizer.decode(&tokens)?);", "");
-        let problems: Vec<_> = check_decode_loop(&source).into_iter().map(|f| f.problem).collect();
-        assert_eq!(problems, [Problem::NoHostReadAfterLoop, Problem::NoDecodeAfterLoop]);
+        let problems: Vec<_> = check_decode_loop(&source)
+            .into_iter()
+            .map(|f| f.problem)
+            .collect();
+        assert_eq!(
+            problems,
+            [Problem::NoHostReadAfterLoop, Problem::NoDecodeAfterLoop]
+        );
     }
 
     #[test]
     fn no_loop_and_bad_syntax_are_reported() {
-        assert_eq!(check_decode_loop("fn main() {}")[0].problem, Problem::NoDecodeLoop);
-        assert!(matches!(check_decode_loop("fn main( {")[0].problem, Problem::Syntax { .. }));
+        assert_eq!(
+            check_decode_loop("fn main() {}")[0].problem,
+            Problem::NoDecodeLoop
+        );
+        assert!(matches!(
+            check_decode_loop("fn main( {")[0].problem,
+            Problem::Syntax { .. }
+        ));
     }
 
     #[test]

@@ -6,7 +6,8 @@ use anyhow::Result;
 use quest::course::Lang;
 use quest::lab::Report;
 use quest::progress::{
-    award_earned, load_achievements, Achievement, CodeKind, CodeRef, LevelCurve, Run, State, Store, Timestamp,
+    award_earned, load_achievements, Achievement, CodeKind, CodeRef, LevelCurve, Run, State, Store,
+    Timestamp,
 };
 
 use super::Ctx;
@@ -28,7 +29,11 @@ impl Learner {
     }
 
     /// Applies `change`, then awards whatever became true, and tells the learner.
-    pub fn update<T>(&mut self, ctx: &Ctx, change: impl FnOnce(&mut State) -> Result<T>) -> Result<T> {
+    pub fn update<T>(
+        &mut self,
+        ctx: &Ctx,
+        change: impl FnOnce(&mut State) -> Result<T>,
+    ) -> Result<T> {
         let achievements = &self.achievements;
         let levels = &self.levels;
         let (value, earned, level_before, level_after) = self.store.update(|state| {
@@ -38,17 +43,28 @@ impl Learner {
                 .into_iter()
                 .map(|a| (a.name.get(ctx.lang).to_owned(), a.xp))
                 .collect();
-            Ok((value, earned, level_before, levels.number_for(state.total_xp())))
+            Ok((
+                value,
+                earned,
+                level_before,
+                levels.number_for(state.total_xp()),
+            ))
         })?;
         for (name, xp) in earned {
-            println!("★ {} (+{xp} XP)", ctx.ui_with("achievement_unlocked", &[("name", &name)]));
+            println!(
+                "★ {} (+{xp} XP)",
+                ctx.ui_with("achievement_unlocked", &[("name", &name)])
+            );
         }
         if level_after > level_before {
             let xp = self.store.state().total_xp();
             let name = self.levels.level_for(xp).name.get(ctx.lang);
             // The course counts levels from 0.
             let shown = level_after - 1;
-            println!("▲ {}", ctx.ui_with("level_up", &[("level", &format!("{shown} · {name}"))]));
+            println!(
+                "▲ {}",
+                ctx.ui_with("level_up", &[("level", &format!("{shown} · {name}"))])
+            );
         }
         Ok(value)
     }
@@ -57,7 +73,11 @@ impl Learner {
 /// Which code a run of the exercise file measured: the lesson's original hand loop, or
 /// the learner's edit of it.
 pub fn exercise_code(source: &[u8], original: &str) -> CodeRef {
-    let kind = if source == original.as_bytes() { CodeKind::Original } else { CodeKind::Exercise };
+    let kind = if source == original.as_bytes() {
+        CodeKind::Original
+    } else {
+        CodeKind::Exercise
+    };
     CodeRef::of(kind, source)
 }
 

@@ -18,7 +18,11 @@ mod submit;
 use learner::{exercise_code, run_record, Learner};
 
 #[derive(Parser)]
-#[command(name = "quest", version, about = "A Rust workbook for LLM inference on MLX: read the lesson, write the decode loop, measure it")]
+#[command(
+    name = "quest",
+    version,
+    about = "A Rust workbook for LLM inference on MLX: read the lesson, write the decode loop, measure it"
+)]
 struct Cli {
     /// Language of lessons and messages (remembered once chosen).
     #[arg(long, global = true, value_parser = parse_lang)]
@@ -100,7 +104,8 @@ enum Command {
 }
 
 fn parse_lang(text: &str) -> Result<Lang, String> {
-    text.parse::<Lang>().map_err(|_| format!("unknown language `{text}`; use en or ko"))
+    text.parse::<Lang>()
+        .map_err(|_| format!("unknown language `{text}`; use en or ko"))
 }
 
 pub fn main() -> ExitCode {
@@ -119,7 +124,8 @@ pub fn main() -> ExitCode {
 
 /// The project the lessons and exercises live in (`QUEST_ROOT` overrides, for tests).
 fn project_root() -> PathBuf {
-    std::env::var_os("QUEST_ROOT").map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
+    std::env::var_os("QUEST_ROOT")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
 }
 
 struct Ctx {
@@ -151,25 +157,52 @@ fn dispatch(cli: Cli) -> Result<()> {
     }
     let root = project_root();
     let course = Course::load(&root.join("lessons"))?;
-    let mut ctx = Ctx { course, lang: cli.lang.unwrap_or(Lang::En), root };
+    let mut ctx = Ctx {
+        course,
+        lang: cli.lang.unwrap_or(Lang::En),
+        root,
+    };
     if let Command::Status { repair: true, .. } = cli.command {
         // Repair must work exactly when the progress file cannot be read.
         return status::status(&ctx, false, true);
     }
     ctx.lang = remembered_lang(&ctx, cli.lang)?;
     match cli.command {
-        Command::Run { lesson, model, max_tokens, no_lesson } => {
+        Command::Run {
+            lesson,
+            model,
+            max_tokens,
+            no_lesson,
+        } => {
             let lesson = ctx.lesson(&lesson)?;
             if !no_lesson {
                 print!("{}", render::terminal(&lesson, &ctx.options()));
             }
             run_and_record(&ctx, &lesson, model, max_tokens)
         }
-        Command::Submit { lesson, model, max_tokens, rounds } => {
+        Command::Submit {
+            lesson,
+            model,
+            max_tokens,
+            rounds,
+        } => {
             let lesson = ctx.lesson(&lesson)?;
-            submit::submit(&ctx, &lesson, &submit::SubmitOptions { model, max_tokens, rounds: rounds.max(1) })
+            submit::submit(
+                &ctx,
+                &lesson,
+                &submit::SubmitOptions {
+                    model,
+                    max_tokens,
+                    rounds: rounds.max(1),
+                },
+            )
         }
-        Command::Card { lesson, before, after, term } => {
+        Command::Card {
+            lesson,
+            before,
+            after,
+            term,
+        } => {
             let lesson = ctx.lesson(&lesson)?;
             submit::card(&ctx, &lesson, before, after, term)
         }
@@ -183,7 +216,11 @@ fn dispatch(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Reset { lesson, yes } => reset(&ctx, &lesson, yes),
-        Command::Watch { lesson, model, max_tokens } => watch(&ctx, &lesson, model, max_tokens),
+        Command::Watch {
+            lesson,
+            model,
+            max_tokens,
+        } => watch(&ctx, &lesson, model, max_tokens),
         Command::Completions { .. } => unreachable!(),
     }
 }
@@ -203,7 +240,10 @@ fn list(ctx: &Ctx) -> Result<()> {
             };
             let minutes = ctx.ui_with("minutes", &[("n", &lesson.meta.minutes.to_string())]);
             let xp = ctx.ui_with("xp", &[("n", &lesson.meta.xp.to_string())]);
-            println!("    {id:<12} [{status}] {}  ({minutes}, {xp})", lesson.meta.title);
+            println!(
+                "    {id:<12} [{status}] {}  ({minutes}, {xp})",
+                lesson.meta.title
+            );
         }
     }
     Ok(())
@@ -226,34 +266,55 @@ fn remembered_lang(ctx: &Ctx, chosen: Option<Lang>) -> Result<Lang> {
 }
 
 /// Runs the exercise and records the run (its code's hash, backend, numbers).
-fn run_and_record(ctx: &Ctx, lesson: &Lesson, model: Option<String>, max_tokens: usize) -> Result<()> {
+fn run_and_record(
+    ctx: &Ctx,
+    lesson: &Lesson,
+    model: Option<String>,
+    max_tokens: usize,
+) -> Result<()> {
     let report = run_exercise(ctx, lesson, model, max_tokens)?;
     let source = std::fs::read(ctx.root.join(&lesson.meta.exercise))?;
     let code = exercise_code(&source, &original_exercise(lesson)?);
     let mut learner = Learner::open(ctx)?;
     learner.update(ctx, |state| {
-        state.lesson_mut(&lesson.meta.id).runs.push(run_record(&report, code, ctx.lang));
+        state
+            .lesson_mut(&lesson.meta.id)
+            .runs
+            .push(run_record(&report, code, ctx.lang));
         Ok(())
     })
 }
 
 /// Builds and runs the learner's exercise once, printing what it measured.
-fn run_exercise(ctx: &Ctx, lesson: &Lesson, model: Option<String>, max_tokens: usize) -> Result<Report> {
+fn run_exercise(
+    ctx: &Ctx,
+    lesson: &Lesson,
+    model: Option<String>,
+    max_tokens: usize,
+) -> Result<Report> {
     let request = RunRequest {
         model: model.unwrap_or_else(|| lesson.meta.model.clone()),
         prompt: lab::DEFAULT_PROMPT.into(),
         max_tokens,
     };
     eprintln!("\n{}", ctx.ui("building"));
-    let binary = lab::build(&ctx.root, &lesson.meta.id, Code::Exercise).map_err(|e| {
+    let binary = lab::build(&ctx.root, &lesson.meta.id, Code::Exercise).inspect_err(|e| {
         if e.downcast_ref::<lab::BuildFailed>().is_some() {
             eprintln!("{}", ctx.ui("build_failed"));
         }
-        e
     })?;
     let backend = quest::lm::Backend::detect();
-    let device = if backend == quest::lm::Backend::Cpu { ctx.ui("device_cpu") } else { ctx.ui("device_gpu") };
-    eprintln!("{} ({}, {})", ctx.ui_with("running_on", &[("device", device)]), backend.name(), request.model);
+    let device = if backend == quest::lm::Backend::Cpu {
+        ctx.ui("device_cpu")
+    } else {
+        ctx.ui("device_gpu")
+    };
+    eprintln!(
+        "{} ({}, {})",
+        ctx.ui_with("running_on", &[("device", device)]),
+        backend.name(),
+        request.model
+    );
     let report = lab::run(&binary, &request)
         .map_err(|e| anyhow::anyhow!(ctx.ui_with("run_failed", &[("error", &format!("{e:#}"))])))?;
     print_report(ctx, &report);
@@ -265,9 +326,20 @@ fn print_report(ctx: &Ctx, r: &Report) {
     println!();
     println!("{}: {}", ctx.ui("output"), r.text.trim());
     println!("{}: {} ({})", ctx.ui("model"), r.model, r.backend);
-    println!("{}: {}   {}: {}", ctx.ui("prompt_tokens"), tokens(r.prompt_tokens), ctx.ui("generated_tokens"), tokens(r.generated_tokens));
+    println!(
+        "{}: {}   {}: {}",
+        ctx.ui("prompt_tokens"),
+        tokens(r.prompt_tokens),
+        ctx.ui("generated_tokens"),
+        tokens(r.generated_tokens)
+    );
     println!("{}: {:.1} {}", ctx.ui("ttft"), r.ttft_ms, ctx.ui("ms"));
-    println!("{}: {:.2} {}", ctx.ui("decode"), r.decode_tok_s, ctx.ui("tok_per_s"));
+    println!(
+        "{}: {:.2} {}",
+        ctx.ui("decode"),
+        r.decode_tok_s,
+        ctx.ui("tok_per_s")
+    );
     if cfg!(not(target_os = "macos")) || r.backend != "metal" {
         println!("{}", ctx.ui("numbers_differ"));
     }
@@ -289,11 +361,17 @@ fn reset(ctx: &Ctx, id: &str, yes: bool) -> Result<()> {
     let path = ctx.root.join(&lesson.meta.exercise);
     let original = original_exercise(&lesson)?;
     if std::fs::read_to_string(&path).is_ok_and(|now| now == original) {
-        println!("{}", ctx.ui_with("reset_nothing", &[("path", &path.display().to_string())]));
+        println!(
+            "{}",
+            ctx.ui_with("reset_nothing", &[("path", &path.display().to_string())])
+        );
         return Ok(());
     }
     if !yes {
-        print!("{} ", ctx.ui_with("reset_confirm", &[("path", &path.display().to_string())]));
+        print!(
+            "{} ",
+            ctx.ui_with("reset_confirm", &[("path", &path.display().to_string())])
+        );
         std::io::stdout().flush()?;
         let mut answer = String::new();
         std::io::stdin().lock().read_line(&mut answer)?;
@@ -302,8 +380,12 @@ fn reset(ctx: &Ctx, id: &str, yes: bool) -> Result<()> {
             return Ok(());
         }
     }
-    std::fs::write(&path, original).with_context(|| format!("could not write {}", path.display()))?;
-    println!("{}", ctx.ui_with("reset_done", &[("path", &path.display().to_string())]));
+    std::fs::write(&path, original)
+        .with_context(|| format!("could not write {}", path.display()))?;
+    println!(
+        "{}",
+        ctx.ui_with("reset_done", &[("path", &path.display().to_string())])
+    );
     Ok(())
 }
 
@@ -324,7 +406,10 @@ fn watch(ctx: &Ctx, id: &str, model: Option<String>, max_tokens: usize) -> Resul
                     eprintln!("quest: {e:#}");
                 }
             }
-            eprintln!("\n{}", ctx.ui_with("watching", &[("path", &path.display().to_string())]));
+            eprintln!(
+                "\n{}",
+                ctx.ui_with("watching", &[("path", &path.display().to_string())])
+            );
         }
         std::thread::sleep(Duration::from_millis(500));
     }

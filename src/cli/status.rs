@@ -16,16 +16,32 @@ pub fn status(ctx: &Ctx, verbose: bool, repair_file: bool) -> Result<()> {
         match repair(&path)? {
             Some(backup) => println!(
                 "{}",
-                ctx.ui_with("repaired", &[("path", &path.display().to_string()), ("backup", &backup.display().to_string())])
+                ctx.ui_with(
+                    "repaired",
+                    &[
+                        ("path", &path.display().to_string()),
+                        ("backup", &backup.display().to_string())
+                    ]
+                )
             ),
-            None => println!("{}", ctx.ui_with("nothing_to_repair", &[("path", &path.display().to_string())])),
+            None => println!(
+                "{}",
+                ctx.ui_with(
+                    "nothing_to_repair",
+                    &[("path", &path.display().to_string())]
+                )
+            ),
         }
         return Ok(());
     }
     let learner = Learner::open(ctx)?;
     print!("{}", render(ctx, &learner, learner.store.state(), verbose));
     if verbose {
-        println!("{}: {}", ctx.ui("progress_file"), learner.store.path().display());
+        println!(
+            "{}: {}",
+            ctx.ui("progress_file"),
+            learner.store.path().display()
+        );
     }
     Ok(())
 }
@@ -36,19 +52,38 @@ pub fn render(ctx: &Ctx, learner: &Learner, state: &State, verbose: bool) -> Str
     let levels = &learner.levels;
     let level = levels.level_for(xp);
     let number = levels.number_for(xp) - 1; // the course counts from level 0
-    let mut out = format!("{} {number} · {}\n", ctx.ui("level"), level.name.get(ctx.lang));
+    let mut out = format!(
+        "{} {number} · {}\n",
+        ctx.ui("level"),
+        level.name.get(ctx.lang)
+    );
     let filled = (levels.progress_fraction(xp) * BAR_WIDTH as f64).round() as usize;
-    let bar = format!("{}{}", "█".repeat(filled.min(BAR_WIDTH)), "░".repeat(BAR_WIDTH - filled.min(BAR_WIDTH)));
+    let bar = format!(
+        "{}{}",
+        "█".repeat(filled.min(BAR_WIDTH)),
+        "░".repeat(BAR_WIDTH - filled.min(BAR_WIDTH))
+    );
     let next = match (levels.next_level(xp), levels.xp_to_next(xp)) {
-        (Some(next), Some(missing)) => {
-            ctx.ui_with("next_level", &[("xp", &missing.to_string()), ("level", next.name.get(ctx.lang))])
-        }
+        (Some(next), Some(missing)) => ctx.ui_with(
+            "next_level",
+            &[
+                ("xp", &missing.to_string()),
+                ("level", next.name.get(ctx.lang)),
+            ],
+        ),
         _ => ctx.ui("max_level").to_owned(),
     };
     out += &format!("{} {xp}  {bar}  {next}\n", ctx.ui("total_xp"));
     let lessons: Vec<&str> = ctx.course.lesson_ids().collect();
-    let done = lessons.iter().filter(|id| state.lesson(id).is_some_and(|r| r.is_done())).count();
-    let earned = learner.achievements.iter().filter(|a| state.has_award(&a.award_key())).count();
+    let done = lessons
+        .iter()
+        .filter(|id| state.lesson(id).is_some_and(|r| r.is_done()))
+        .count();
+    let earned = learner
+        .achievements
+        .iter()
+        .filter(|a| state.has_award(&a.award_key()))
+        .count();
     out += &format!(
         "{} {done}/{}   {} {earned}/{}\n",
         ctx.ui("lessons"),
@@ -58,8 +93,17 @@ pub fn render(ctx: &Ctx, learner: &Learner, state: &State, verbose: bool) -> Str
     );
     if verbose {
         for a in &learner.achievements {
-            let mark = if state.has_award(&a.award_key()) { "✓" } else { " " };
-            out += &format!("  [{mark}] {} — {} ({} XP)\n", a.name.get(ctx.lang), a.description.get(ctx.lang), a.xp);
+            let mark = if state.has_award(&a.award_key()) {
+                "✓"
+            } else {
+                " "
+            };
+            out += &format!(
+                "  [{mark}] {} — {} ({} XP)\n",
+                a.name.get(ctx.lang),
+                a.description.get(ctx.lang),
+                a.xp
+            );
         }
     }
     out

@@ -36,8 +36,15 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
     println!("{}", ctx.ui("submit_checking_code"));
     let findings = check_decode_loop(&String::from_utf8_lossy(&source));
     for finding in &findings {
-        let text = ctx.ui_with(finding.problem.ui_key(), &[("call", finding.problem.call())]);
-        println!("  {}:{}: {text}", lesson.meta.exercise.display(), finding.line);
+        let text = ctx.ui_with(
+            finding.problem.ui_key(),
+            &[("call", finding.problem.call())],
+        );
+        println!(
+            "  {}:{}: {text}",
+            lesson.meta.exercise.display(),
+            finding.line
+        );
     }
     if !findings.is_empty() {
         record_submission(ctx, &mut learner, id, code, false, false)?;
@@ -50,7 +57,10 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
     let hand_loop = lab::build(&ctx.root, id, Code::HandLoop)?;
     let solution = lab::build(&ctx.root, id, Code::Solution)?;
     let request = RunRequest {
-        model: options.model.clone().unwrap_or_else(|| lesson.meta.model.clone()),
+        model: options
+            .model
+            .clone()
+            .unwrap_or_else(|| lesson.meta.model.clone()),
         prompt: lab::DEFAULT_PROMPT.into(),
         max_tokens: options.max_tokens,
     };
@@ -60,16 +70,35 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
     let reference = lab::run(&solution, &request)?;
     let yours = lab::run(&exercise, &request)?;
     if let Some(at) = first_difference(&reference.tokens, &yours.tokens) {
-        println!("  {}", ctx.ui_with("submit_tokens_differ", &[("at", &at.to_string())]));
-        println!("    {}: {}", ctx.ui("submit_expected"), reference.text.trim());
+        println!(
+            "  {}",
+            ctx.ui_with("submit_tokens_differ", &[("at", &at.to_string())])
+        );
+        println!(
+            "    {}: {}",
+            ctx.ui("submit_expected"),
+            reference.text.trim()
+        );
         println!("    {}: {}", ctx.ui("submit_got"), yours.text.trim());
         record_submission(ctx, &mut learner, id, code, false, false)?;
         bail!(ctx.ui("submit_behaviour_failed").to_owned());
     }
-    println!("  ✓ {}", ctx.ui_with("submit_tokens_ok", &[("n", &yours.tokens.len().to_string())]));
+    println!(
+        "  ✓ {}",
+        ctx.ui_with(
+            "submit_tokens_ok",
+            &[("n", &yours.tokens.len().to_string())]
+        )
+    );
 
     // 4. The measurements: original and yours, interleaved, medians.
-    println!("{}", ctx.ui_with("submit_measuring", &[("rounds", &options.rounds.to_string())]));
+    println!(
+        "{}",
+        ctx.ui_with(
+            "submit_measuring",
+            &[("rounds", &options.rounds.to_string())]
+        )
+    );
     let original_code = CodeRef::of(CodeKind::Original, original_exercise(lesson)?.as_bytes());
     let mut before = Vec::new();
     let mut after = vec![yours];
@@ -99,8 +128,14 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
     // 5. Record everything measured, then look at the card.
     let card_ok = learner.update(ctx, |state| {
         let record = state.lesson_mut(id);
-        record.runs.extend(before.iter().map(|r| run_record(r, original_code.clone(), ctx.lang)));
-        record.runs.extend(after.iter().map(|r| run_record(r, code.clone(), ctx.lang)));
+        record.runs.extend(
+            before
+                .iter()
+                .map(|r| run_record(r, original_code.clone(), ctx.lang)),
+        );
+        record
+            .runs
+            .extend(after.iter().map(|r| run_record(r, code.clone(), ctx.lang)));
         Ok(card_accepted(state, id, &code))
     })?;
     record_submission(ctx, &mut learner, id, code, true, card_ok)?;
@@ -111,7 +146,11 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
             "\n{}",
             ctx.ui_with(
                 "submit_fill_card",
-                &[("id", id), ("before", &format!("{median_before:.2}")), ("after", &format!("{median_after:.2}"))]
+                &[
+                    ("id", id),
+                    ("before", &format!("{median_before:.2}")),
+                    ("after", &format!("{median_after:.2}"))
+                ]
             )
         );
         Ok(())
@@ -131,7 +170,13 @@ fn record_submission(
     passed: bool,
 ) -> Result<()> {
     learner.update(ctx, |state| {
-        let submission = Submission { at: Timestamp::now(), code, passed, checks_passed, lang: ctx.lang };
+        let submission = Submission {
+            at: Timestamp::now(),
+            code,
+            passed,
+            checks_passed,
+            lang: ctx.lang,
+        };
         state.lesson_mut(id).submissions.push(submission);
         Ok(())
     })
@@ -141,11 +186,19 @@ fn record_submission(
 fn finish(ctx: &Ctx, learner: &mut Learner, lesson: &Lesson) -> Result<()> {
     let id = lesson.meta.id.as_str();
     let xp = lesson.meta.xp;
-    let new = learner.update(ctx, |state| Ok(state.award(&lesson_award(id), xp, Timestamp::now())))?;
+    let new = learner.update(ctx, |state| {
+        Ok(state.award(&lesson_award(id), xp, Timestamp::now()))
+    })?;
     if new {
-        println!("✓ {}", ctx.ui_with("lesson_complete", &[("id", id), ("xp", &xp.to_string())]));
+        println!(
+            "✓ {}",
+            ctx.ui_with("lesson_complete", &[("id", id), ("xp", &xp.to_string())])
+        );
     } else {
-        println!("✓ {}", ctx.ui_with("lesson_already_complete", &[("id", id)]));
+        println!(
+            "✓ {}",
+            ctx.ui_with("lesson_already_complete", &[("id", id)])
+        );
     }
     Ok(())
 }
@@ -154,16 +207,23 @@ fn finish(ctx: &Ctx, learner: &mut Learner, lesson: &Lesson) -> Result<()> {
 /// `after` against this version of the learner's code.
 fn unbacked_numbers(runs: &[Run], code: &CodeRef, before: f64, after: f64) -> Vec<Refused> {
     let yours: Vec<Run> = runs.iter().filter(|r| r.code == *code).cloned().collect();
-    [check_claim("before", before, runs, CodeKind::Original), check_claim("after", after, &yours, code.kind)]
-        .into_iter()
-        .filter_map(Result::err)
-        .collect()
+    [
+        check_claim("before", before, runs, CodeKind::Original),
+        check_claim("after", after, &yours, code.kind),
+    ]
+    .into_iter()
+    .filter_map(Result::err)
+    .collect()
 }
 
 /// Whether the saved card holds measured numbers for this code and the right term.
 fn card_accepted(state: &State, id: &str, code: &CodeRef) -> bool {
-    let Some(record) = state.lesson(id) else { return false };
-    let Some(card) = &record.card else { return false };
+    let Some(record) = state.lesson(id) else {
+        return false;
+    };
+    let Some(card) = &record.card else {
+        return false;
+    };
     card.which_term == CORRECT_TERM.as_str()
         && unbacked_numbers(&record.runs, code, card.before_tok_s, card.after_tok_s).is_empty()
 }
@@ -176,12 +236,21 @@ pub fn card(ctx: &Ctx, lesson: &Lesson, before: f64, after: f64, term: Term) -> 
     let mut learner = Learner::open(ctx)?;
 
     // The numbers must be ones quest measured here (for this version of the code).
-    let runs = learner.store.state().lesson(id).map(|r| r.runs.clone()).unwrap_or_default();
+    let runs = learner
+        .store
+        .state()
+        .lesson(id)
+        .map(|r| r.runs.clone())
+        .unwrap_or_default();
     let refused = unbacked_numbers(&runs, &code, before, after);
     if !refused.is_empty() {
         for r in &refused {
             let measured: Vec<String> = r.measured.iter().map(|m| format!("{m:.2}")).collect();
-            let measured = if measured.is_empty() { ctx.ui("card_nothing_measured").to_owned() } else { measured.join(", ") };
+            let measured = if measured.is_empty() {
+                ctx.ui("card_nothing_measured").to_owned()
+            } else {
+                measured.join(", ")
+            };
             println!(
                 "  {}",
                 ctx.ui_with(
@@ -204,8 +273,16 @@ pub fn card(ctx: &Ctx, lesson: &Lesson, before: f64, after: f64, term: Term) -> 
 
     let checks_passed = learner.update(ctx, |state| {
         let record = state.lesson_mut(id);
-        record.card = Some(Card { at: Timestamp::now(), before_tok_s: before, after_tok_s: after, which_term: term.as_str().into() });
-        Ok(record.submissions.iter().any(|s| s.checks_passed && s.code == code))
+        record.card = Some(Card {
+            at: Timestamp::now(),
+            before_tok_s: before,
+            after_tok_s: after,
+            which_term: term.as_str().into(),
+        });
+        Ok(record
+            .submissions
+            .iter()
+            .any(|s| s.checks_passed && s.code == code))
     })?;
     println!("✓ {}", ctx.ui_with("card_saved", &[("id", id)]));
     if checks_passed {

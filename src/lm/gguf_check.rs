@@ -8,12 +8,31 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 
 /// ggml tensor types MLX's reader supports, by their GGUF number.
-const SUPPORTED_TYPES: &[(u32, &str)] = &[(0, "F32"), (1, "F16"), (2, "Q4_0"), (3, "Q4_1"), (8, "Q8_0")];
+const SUPPORTED_TYPES: &[(u32, &str)] = &[
+    (0, "F32"),
+    (1, "F16"),
+    (2, "Q4_0"),
+    (3, "Q4_1"),
+    (8, "Q8_0"),
+];
 
 /// Other common ggml type numbers, for a clearer message.
 fn type_name(ty: u32) -> String {
-    let known = [(6, "Q5_0"), (7, "Q5_1"), (10, "Q2_K"), (11, "Q3_K"), (12, "Q4_K"), (13, "Q5_K"), (14, "Q6_K"), (30, "BF16")];
-    known.iter().chain(SUPPORTED_TYPES).find(|(n, _)| *n == ty).map_or(format!("type {ty}"), |(_, s)| s.to_string())
+    let known = [
+        (6, "Q5_0"),
+        (7, "Q5_1"),
+        (10, "Q2_K"),
+        (11, "Q3_K"),
+        (12, "Q4_K"),
+        (13, "Q5_K"),
+        (14, "Q6_K"),
+        (30, "BF16"),
+    ];
+    known
+        .iter()
+        .chain(SUPPORTED_TYPES)
+        .find(|(n, _)| *n == ty)
+        .map_or(format!("type {ty}"), |(_, s)| s.to_string())
 }
 
 /// (bytes per block, elements per block) for the supported types.
@@ -35,7 +54,10 @@ struct Reader<'a> {
 
 impl Reader<'_> {
     fn take(&mut self, n: u64) -> Result<&[u8]> {
-        let end = self.pos.checked_add(usize::try_from(n)?).filter(|&e| e <= self.bytes.len());
+        let end = self
+            .pos
+            .checked_add(usize::try_from(n)?)
+            .filter(|&e| e <= self.bytes.len());
         let end = end.context("the header runs past the end of the file")?;
         let out = &self.bytes[self.pos..end];
         self.pos = end;
@@ -80,10 +102,14 @@ impl Reader<'_> {
 /// Checks `path` is a GGUF file MLX can load, with a message that says what is wrong.
 pub fn check(path: &Path) -> Result<()> {
     use std::io::Read;
-    let file_len = std::fs::metadata(path).with_context(|| format!("could not read {}", path.display()))?.len();
+    let file_len = std::fs::metadata(path)
+        .with_context(|| format!("could not read {}", path.display()))?
+        .len();
     // The header (vocabulary included) fits in far less; tensor data is only bounds-checked.
     let mut header = Vec::new();
-    std::fs::File::open(path)?.take(HEADER_LIMIT).read_to_end(&mut header)?;
+    std::fs::File::open(path)?
+        .take(HEADER_LIMIT)
+        .read_to_end(&mut header)?;
     check_bytes(&header, file_len).map_err(|e| {
         anyhow::anyhow!(
             "{} is not a GGUF file quest can load: {e}. If it was downloaded, it may be truncated or \
@@ -124,7 +150,9 @@ fn check_bytes(bytes: &[u8], file_len: u64) -> Result<()> {
         }
         let mut elements = 1u64;
         for _ in 0..dims {
-            elements = elements.checked_mul(r.u64()?).context("a tensor's size overflows")?;
+            elements = elements
+                .checked_mul(r.u64()?)
+                .context("a tensor's size overflows")?;
         }
         let ty = r.u32()?;
         let offset = r.u64()?;
@@ -138,11 +166,17 @@ fn check_bytes(bytes: &[u8], file_len: u64) -> Result<()> {
             );
         }
         let (block_bytes, block_elements) = block(ty);
-        extents.push((name, offset, elements.div_ceil(block_elements) * block_bytes));
+        extents.push((
+            name,
+            offset,
+            elements.div_ceil(block_elements) * block_bytes,
+        ));
     }
     let data_start = (r.pos as u64).div_ceil(alignment.max(1)) * alignment.max(1);
     for (name, offset, size) in extents {
-        let end = data_start.checked_add(offset).and_then(|s| s.checked_add(size));
+        let end = data_start
+            .checked_add(offset)
+            .and_then(|s| s.checked_add(size));
         if end.is_none_or(|end| end > file_len) {
             bail!("tensor {name}'s data runs past the end of the file ({file_len} bytes)");
         }

@@ -50,8 +50,14 @@ fn from_dir(dir: &Path) -> Result<ModelSource> {
         .collect();
     match ggufs.as_slice() {
         [one] => Ok(ModelSource::Gguf(one.clone())),
-        [] => bail!("{} has neither a config.json nor a .gguf file", dir.display()),
-        _ => bail!("{} has several .gguf files; pass the one you want", dir.display()),
+        [] => bail!(
+            "{} has neither a config.json nor a .gguf file",
+            dir.display()
+        ),
+        _ => bail!(
+            "{} has several .gguf files; pass the one you want",
+            dir.display()
+        ),
     }
 }
 
@@ -62,7 +68,9 @@ fn hf_hub_dir() -> PathBuf {
     if let Some(home) = std::env::var_os("HF_HOME") {
         return Path::new(&home).join("hub");
     }
-    dirs::home_dir().unwrap_or_default().join(".cache/huggingface/hub")
+    dirs::home_dir()
+        .unwrap_or_default()
+        .join(".cache/huggingface/hub")
 }
 
 /// `org/name` → `<hub>/models--org--name/snapshots/<refs/main>` (offline, as huggingface_hub does).
@@ -99,7 +107,10 @@ mod tests {
         std::fs::write(hub.join("models--mlx-community--Tiny/refs/main"), "abc123").unwrap();
         std::fs::write(snap.join("config.json"), "{}").unwrap();
         std::env::set_var("HF_HUB_CACHE", &hub);
-        assert_eq!(resolve("mlx-community/Tiny").unwrap(), ModelSource::Directory(snap));
+        assert_eq!(
+            resolve("mlx-community/Tiny").unwrap(),
+            ModelSource::Directory(snap)
+        );
         assert!(resolve("mlx-community/Missing").is_err());
         std::fs::remove_dir_all(hub).unwrap();
     }

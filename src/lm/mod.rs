@@ -112,19 +112,25 @@ pub fn load_model_dir(dir: &Path) -> Result<Model> {
     }
     let mut tensors = HashMap::new();
     for file in &files {
-        let loaded = Array::load_safetensors(file)
-            .map_err(|e| anyhow!("could not read {}: {e}; the file may be truncated or corrupt", file.display()))?;
+        let loaded = Array::load_safetensors(file).map_err(|e| {
+            anyhow!(
+                "could not read {}: {e}; the file may be truncated or corrupt",
+                file.display()
+            )
+        })?;
         tensors.extend(loaded);
     }
     let weights = Weights::new(tensors, dir, Backend::detect().float_dtype());
-    Model::from_config(&config, weights).with_context(|| format!("loading the model in {}", dir.display()))
+    Model::from_config(&config, weights)
+        .with_context(|| format!("loading the model in {}", dir.display()))
 }
 
 pub fn load_gguf(file: &Path) -> Result<(Model, Tokenizer)> {
     let gguf = gguf::Gguf::open(file)?;
     let config = gguf.config()?;
     let weights = gguf.weights(&config, Backend::detect().float_dtype())?;
-    let model = Model::from_config(&config, weights).with_context(|| format!("loading {}", file.display()))?;
+    let model = Model::from_config(&config, weights)
+        .with_context(|| format!("loading {}", file.display()))?;
     // A tokenizer.json beside the file wins over the one rebuilt from metadata.
     let dir = file.parent().unwrap_or(Path::new("."));
     let tokenizer = if dir.join("tokenizer.json").is_file() {
@@ -148,6 +154,9 @@ pub fn last_position(logits: &Array) -> Array {
 
 /// The generated ids up to (not including) the first end-of-sequence id.
 pub fn until_eos<'a>(ids: &'a [u32], tokenizer: &Tokenizer) -> &'a [u32] {
-    let end = ids.iter().position(|id| tokenizer.eos_token_ids.contains(id)).unwrap_or(ids.len());
+    let end = ids
+        .iter()
+        .position(|id| tokenizer.eos_token_ids.contains(id))
+        .unwrap_or(ids.len());
     &ids[..end]
 }

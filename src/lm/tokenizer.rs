@@ -20,10 +20,16 @@ pub struct Message {
 
 impl Message {
     pub fn user(content: impl Into<String>) -> Self {
-        Self { role: "user".into(), content: content.into() }
+        Self {
+            role: "user".into(),
+            content: content.into(),
+        }
     }
     pub fn system(content: impl Into<String>) -> Self {
-        Self { role: "system".into(), content: content.into() }
+        Self {
+            role: "system".into(),
+            content: content.into(),
+        }
     }
 }
 
@@ -43,8 +49,12 @@ impl Tokenizer {
         let inner = tokenizers::Tokenizer::from_file(&file)
             .map_err(|e| anyhow!("could not read {}: {e}", file.display()))?;
         let config: Value = match std::fs::read_to_string(dir.join("tokenizer_config.json")) {
-            Ok(text) => serde_json::from_str(&text)
-                .with_context(|| format!("{} is not valid JSON", dir.join("tokenizer_config.json").display()))?,
+            Ok(text) => serde_json::from_str(&text).with_context(|| {
+                format!(
+                    "{} is not valid JSON",
+                    dir.join("tokenizer_config.json").display()
+                )
+            })?,
             Err(_) => json!({}),
         };
         let chat_template = std::fs::read_to_string(dir.join("chat_template.jinja"))
@@ -52,7 +62,11 @@ impl Tokenizer {
             .or_else(|| config["chat_template"].as_str().map(str::to_owned));
         let token_text = |key: &str| match &config[key] {
             Value::String(s) => s.clone(),
-            Value::Object(o) => o.get("content").and_then(Value::as_str).unwrap_or_default().to_owned(),
+            Value::Object(o) => o
+                .get("content")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
             _ => String::new(),
         };
         let (bos_token, eos_token) = (token_text("bos_token"), token_text("eos_token"));
@@ -62,20 +76,34 @@ impl Tokenizer {
             if let Ok(gen) = serde_json::from_str::<Value>(&text) {
                 match &gen["eos_token_id"] {
                     Value::Number(n) => eos_token_ids.extend(n.as_u64().map(|n| n as u32)),
-                    Value::Array(ids) => eos_token_ids.extend(ids.iter().filter_map(|v| v.as_u64()).map(|n| n as u32)),
+                    Value::Array(ids) => eos_token_ids
+                        .extend(ids.iter().filter_map(|v| v.as_u64()).map(|n| n as u32)),
                     _ => {}
                 }
             }
         }
         eos_token_ids.sort_unstable();
         eos_token_ids.dedup();
-        Ok(Self { inner, chat_template, bos_token, eos_token, eos_token_ids })
+        Ok(Self {
+            inner,
+            chat_template,
+            bos_token,
+            eos_token,
+            eos_token_ids,
+        })
     }
 
     /// From GGUF metadata (`tokenizer.ggml.*`): a byte-level BPE rebuilt as a tokenizer.json.
     pub fn from_gguf(gguf: &Gguf, path: &Path) -> Result<Self> {
-        let missing = |key: &str| format!("{} has no `{key}`; quest cannot build its tokenizer", path.display());
-        let model = gguf.string("tokenizer.ggml.model")?.with_context(|| missing("tokenizer.ggml.model"))?;
+        let missing = |key: &str| {
+            format!(
+                "{} has no `{key}`; quest cannot build its tokenizer",
+                path.display()
+            )
+        };
+        let model = gguf
+            .string("tokenizer.ggml.model")?
+            .with_context(|| missing("tokenizer.ggml.model"))?;
         if model != "gpt2" {
             bail!(
                 "{} uses a `{model}` tokenizer; quest builds only byte-level BPE (gpt2) tokenizers from GGUF. \
@@ -83,15 +111,24 @@ impl Tokenizer {
                 path.display()
             );
         }
-        let tokens = gguf.strings("tokenizer.ggml.tokens")?.with_context(|| missing("tokenizer.ggml.tokens"))?;
-        let merges = gguf.strings("tokenizer.ggml.merges")?.with_context(|| missing("tokenizer.ggml.merges"))?;
+        let tokens = gguf
+            .strings("tokenizer.ggml.tokens")?
+            .with_context(|| missing("tokenizer.ggml.tokens"))?;
+        let merges = gguf
+            .strings("tokenizer.ggml.merges")?
+            .with_context(|| missing("tokenizer.ggml.merges"))?;
         let types: Vec<i32> = match gguf.array("tokenizer.ggml.token_type")? {
             Some(a) => a.as_dtype(mlx_rs::Dtype::Int32)?.as_slice::<i32>().to_vec(),
             None => vec![1; tokens.len()],
         };
-        let pre = gguf.string("tokenizer.ggml.pre")?.unwrap_or_else(|| "default".into());
+        let pre = gguf
+            .string("tokenizer.ggml.pre")?
+            .unwrap_or_else(|| "default".into());
         let id = |key: &str| -> Result<Option<u32>> { Ok(gguf.number(key)?.map(|v| v as u32)) };
-        let (bos, eos) = (id("tokenizer.ggml.bos_token_id")?, id("tokenizer.ggml.eos_token_id")?);
+        let (bos, eos) = (
+            id("tokenizer.ggml.bos_token_id")?,
+            id("tokenizer.ggml.eos_token_id")?,
+        );
 
         // token_type 3 = control, 4 = user-defined: matched whole, never split by BPE.
         let added: Vec<Value> = tokens
@@ -103,8 +140,11 @@ impl Tokenizer {
                        "rstrip": false, "normalized": false, "special": types[i] == 3})
             })
             .collect();
-        let vocab: serde_json::Map<String, Value> =
-            tokens.iter().enumerate().map(|(i, t)| (t.clone(), json!(i))).collect();
+        let vocab: serde_json::Map<String, Value> = tokens
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.clone(), json!(i)))
+            .collect();
         let spec = json!({
             "version": "1.0",
             "truncation": null,
@@ -120,7 +160,10 @@ impl Tokenizer {
         });
         let inner = tokenizers::Tokenizer::from_bytes(serde_json::to_vec(&spec)?)
             .map_err(|e| anyhow!("could not build the tokenizer from {}: {e}", path.display()))?;
-        let name = |id: Option<u32>| id.and_then(|i| tokens.get(i as usize).cloned()).unwrap_or_default();
+        let name = |id: Option<u32>| {
+            id.and_then(|i| tokens.get(i as usize).cloned())
+                .unwrap_or_default()
+        };
         let mut eos_token_ids: Vec<u32> = eos.into_iter().collect();
         eos_token_ids.extend(id("tokenizer.ggml.eot_token_id")?);
         eos_token_ids.extend(inner.token_to_id("<|im_end|>"));
@@ -136,12 +179,17 @@ impl Tokenizer {
     }
 
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
-        let encoding = self.inner.encode(text, false).map_err(|e| anyhow!("tokenizing failed: {e}"))?;
+        let encoding = self
+            .inner
+            .encode(text, false)
+            .map_err(|e| anyhow!("tokenizing failed: {e}"))?;
         Ok(encoding.get_ids().to_vec())
     }
 
     pub fn decode(&self, ids: &[u32]) -> Result<String> {
-        self.inner.decode(ids, true).map_err(|e| anyhow!("detokenizing failed: {e}"))
+        self.inner
+            .decode(ids, true)
+            .map_err(|e| anyhow!("detokenizing failed: {e}"))
     }
 
     pub fn vocab_size(&self) -> usize {
@@ -161,10 +209,14 @@ impl Tokenizer {
             .context("this model has no chat template; give it a plain prompt instead")?;
         let mut env = Environment::new();
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
-        env.add_function("raise_exception", |msg: String| -> Result<String, JinjaError> {
-            Err(JinjaError::new(ErrorKind::InvalidOperation, msg))
-        });
-        env.add_template("chat", template).context("the model's chat template does not parse")?;
+        env.add_function(
+            "raise_exception",
+            |msg: String| -> Result<String, JinjaError> {
+                Err(JinjaError::new(ErrorKind::InvalidOperation, msg))
+            },
+        );
+        env.add_template("chat", template)
+            .context("the model's chat template does not parse")?;
         let rendered = env
             .get_template("chat")?
             .render(context! {
@@ -181,12 +233,8 @@ impl Tokenizer {
 
 /// The pre-tokenizer a GGUF `tokenizer.ggml.pre` name stands for (llama.cpp's names).
 fn pre_tokenizer(pre: &str) -> Value {
-    let byte_level = |use_regex: bool| {
-        json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": use_regex})
-    };
-    let split = |pattern: &str| {
-        json!({"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": false})
-    };
+    let byte_level = |use_regex: bool| json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": use_regex});
+    let split = |pattern: &str| json!({"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": false});
     match pre {
         // SmolLM2: digits one by one, then GPT-2's byte-level split.
         "smollm" => json!({"type": "Sequence", "pretokenizers": [

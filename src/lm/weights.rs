@@ -28,7 +28,12 @@ pub struct Weights {
 
 impl Weights {
     pub fn new(tensors: HashMap<String, Array>, source: &Path, float_dtype: Dtype) -> Self {
-        Self { tensors, source: source.to_path_buf(), float_dtype, taken: Vec::new() }
+        Self {
+            tensors,
+            source: source.to_path_buf(),
+            float_dtype,
+            taken: Vec::new(),
+        }
     }
 
     pub fn source(&self) -> &Path {
@@ -94,7 +99,11 @@ impl Weights {
     pub fn linear(&mut self, prefix: &str, quant: Option<Quantization>) -> Result<Linear> {
         let weight = self.take(&format!("{prefix}.weight"))?;
         let bias_name = format!("{prefix}.bias");
-        let bias = if self.contains(&bias_name) { Some(self.take(&bias_name)?) } else { None };
+        let bias = if self.contains(&bias_name) {
+            Some(self.take(&bias_name)?)
+        } else {
+            None
+        };
         let scales_name = format!("{prefix}.scales");
         if self.contains(&scales_name) {
             let q = quant.with_context(|| {
@@ -116,10 +125,20 @@ impl Weights {
                 q.group_size
             );
             let bits = packed_bits / group_bits;
-            Ok(Linear::Quantized { weight, scales, biases, bias, group_size: q.group_size, bits })
+            Ok(Linear::Quantized {
+                weight,
+                scales,
+                biases,
+                bias,
+                group_size: q.group_size,
+                bits,
+            })
         } else {
             // Store the transpose once so a forward pass is a plain matmul.
-            Ok(Linear::Dense { weight_t: weight.t(), bias })
+            Ok(Linear::Dense {
+                weight_t: weight.t(),
+                bias,
+            })
         }
     }
 
@@ -134,8 +153,9 @@ impl Weights {
     pub fn finish(self) -> Result<()> {
         let mut left: Vec<_> = self.tensors.into_keys().collect();
         if left.is_empty() {
-            mlx_rs::transforms::eval(self.taken.iter())
-                .with_context(|| format!("could not read the weights of {}", self.source.display()))?;
+            mlx_rs::transforms::eval(self.taken.iter()).with_context(|| {
+                format!("could not read the weights of {}", self.source.display())
+            })?;
             return Ok(());
         }
         left.sort();
@@ -150,15 +170,32 @@ impl Weights {
 
 /// `y = x W^T (+ b)`, dense or 4/8-bit affine quantized.
 pub enum Linear {
-    Dense { weight_t: Array, bias: Option<Array> },
-    Quantized { weight: Array, scales: Array, biases: Array, bias: Option<Array>, group_size: i32, bits: i32 },
+    Dense {
+        weight_t: Array,
+        bias: Option<Array>,
+    },
+    Quantized {
+        weight: Array,
+        scales: Array,
+        biases: Array,
+        bias: Option<Array>,
+        group_size: i32,
+        bits: i32,
+    },
 }
 
 impl Linear {
     pub fn forward(&self, x: &Array) -> Result<Array> {
         let (y, bias) = match self {
             Linear::Dense { weight_t, bias } => (matmul(x, weight_t)?, bias),
-            Linear::Quantized { weight, scales, biases, bias, group_size, bits } => (
+            Linear::Quantized {
+                weight,
+                scales,
+                biases,
+                bias,
+                group_size,
+                bits,
+            } => (
                 quantized_matmul(x, weight, scales, biases, true, *group_size, *bits)?,
                 bias,
             ),
@@ -172,9 +209,20 @@ impl Linear {
     /// Bytes this layer's parameters occupy (what a decode step streams from memory).
     pub fn nbytes(&self) -> usize {
         match self {
-            Linear::Dense { weight_t, bias } => weight_t.nbytes() + bias.as_ref().map_or(0, Array::nbytes),
-            Linear::Quantized { weight, scales, biases, bias, .. } => {
-                weight.nbytes() + scales.nbytes() + biases.nbytes() + bias.as_ref().map_or(0, Array::nbytes)
+            Linear::Dense { weight_t, bias } => {
+                weight_t.nbytes() + bias.as_ref().map_or(0, Array::nbytes)
+            }
+            Linear::Quantized {
+                weight,
+                scales,
+                biases,
+                bias,
+                ..
+            } => {
+                weight.nbytes()
+                    + scales.nbytes()
+                    + biases.nbytes()
+                    + bias.as_ref().map_or(0, Array::nbytes)
             }
         }
     }
@@ -187,10 +235,23 @@ impl Embedding {
     pub fn forward(&self, ids: &Array) -> Result<Array> {
         match &self.0 {
             Linear::Dense { weight_t, .. } => Ok(weight_t.t().take_axis(ids, 0)?),
-            Linear::Quantized { weight, scales, biases, group_size, bits, .. } => {
+            Linear::Quantized {
+                weight,
+                scales,
+                biases,
+                group_size,
+                bits,
+                ..
+            } => {
                 let rows = |a: &Array| a.take_axis(ids, 0);
                 let biases = rows(biases)?;
-                Ok(dequantize(rows(weight)?, rows(scales)?, &biases, *group_size, *bits)?)
+                Ok(dequantize(
+                    rows(weight)?,
+                    rows(scales)?,
+                    &biases,
+                    *group_size,
+                    *bits,
+                )?)
             }
         }
     }

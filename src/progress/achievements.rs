@@ -289,7 +289,10 @@ mod tests {
         ];
         assert!(!speedup.holds(&state_with_runs(barely)));
         // One fast outlier of the same code is not a speed-up.
-        let only_original = vec![run(10.0, CodeKind::Original, None), run(20.0, CodeKind::Original, None)];
+        let only_original = vec![
+            run(10.0, CodeKind::Original, None),
+            run(20.0, CodeKind::Original, None),
+        ];
         assert!(!speedup.holds(&state_with_runs(only_original)));
         assert!(!speedup.holds(&State::default()));
     }

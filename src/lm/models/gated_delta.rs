@@ -62,7 +62,12 @@ pub struct GatedDeltaNet {
 }
 
 impl GatedDeltaNet {
-    pub fn load(w: &mut Weights, p: &str, shape: &GatedDeltaShape, q: Option<Quantization>) -> Result<Self> {
+    pub fn load(
+        w: &mut Weights,
+        p: &str,
+        shape: &GatedDeltaShape,
+        q: Option<Quantization>,
+    ) -> Result<Self> {
         let conv_weight = w.take(&format!("{p}.conv1d.weight"))?;
         let expected = [shape.conv_channels(), shape.conv_kernel, 1];
         ensure!(
@@ -90,7 +95,10 @@ impl GatedDeltaNet {
         let s = &self.shape;
         let (b, l) = (x.shape()[0], x.shape()[1]);
         let qkv = self.in_proj_qkv.forward(x)?;
-        let z = self.in_proj_z.forward(x)?.reshape(&[b, l, s.value_heads, s.value_head_dim])?;
+        let z = self
+            .in_proj_z
+            .forward(x)?
+            .reshape(&[b, l, s.value_heads, s.value_head_dim])?;
         let beta = sigmoid(self.in_proj_b.forward(x)?)?;
         let a = self.in_proj_a.forward(x)?;
 
@@ -102,7 +110,14 @@ impl GatedDeltaNet {
         };
         let conv_input = concatenate(&[previous, qkv], 1)?;
         let conv_len = conv_input.shape()[1];
-        let conv_out = silu(conv1d(&conv_input, &self.conv_weight, 1, 0, 1, s.conv_channels())?)?;
+        let conv_out = silu(conv1d(
+            &conv_input,
+            &self.conv_weight,
+            1,
+            0,
+            1,
+            s.conv_channels(),
+        )?)?;
 
         let parts = split_at_indices(&conv_out, &[s.key_dim(), 2 * s.key_dim()], -1)?;
         let heads = |t: &Array, h: i32, d: i32| t.reshape(&[b, l, h, d]);
@@ -113,10 +128,15 @@ impl GatedDeltaNet {
 
         // Per head and token: how much of the state survives (g) and how hard to write (β).
         let decay_rate = self.a_log.exp()?.negative()?;
-        let g = decay_rate.multiply(softplus(a.add(&self.dt_bias)?)?)?.exp()?;
+        let g = decay_rate
+            .multiply(softplus(a.add(&self.dt_bias)?)?)?
+            .exp()?;
         let state = match &cache.state {
             Some(state) => state.clone(),
-            None => zeros_dtype(&[b, s.value_heads, s.value_head_dim, s.key_head_dim], Dtype::Float32)?,
+            None => zeros_dtype(
+                &[b, s.value_heads, s.value_head_dim, s.key_head_dim],
+                Dtype::Float32,
+            )?,
         };
         let (y, state) = recurrence(&q, &k, &v, &g, &beta, state)?;
 
@@ -128,9 +148,21 @@ impl GatedDeltaNet {
     }
 
     pub fn nbytes(&self) -> usize {
-        let projections = [&self.in_proj_qkv, &self.in_proj_z, &self.in_proj_b, &self.in_proj_a, &self.out_proj];
-        let small = [&self.conv_weight, &self.a_log, &self.dt_bias, &self.norm_weight];
-        projections.iter().map(|p| p.nbytes()).sum::<usize>() + small.iter().map(|a| a.nbytes()).sum::<usize>()
+        let projections = [
+            &self.in_proj_qkv,
+            &self.in_proj_z,
+            &self.in_proj_b,
+            &self.in_proj_a,
+            &self.out_proj,
+        ];
+        let small = [
+            &self.conv_weight,
+            &self.a_log,
+            &self.dt_bias,
+            &self.norm_weight,
+        ];
+        projections.iter().map(|p| p.nbytes()).sum::<usize>()
+            + small.iter().map(|a| a.nbytes()).sum::<usize>()
     }
 }
 
@@ -148,15 +180,26 @@ fn normalize_qk(q: &Array, k: &Array, key_head_dim: i32) -> Result<(Array, Array
 /// The delta rule over `L` tokens, one step at a time (mlx-lm's `gated_delta_ops`).
 /// `q`, `k`: `[B, L, Hk, Dk]`; `v`: `[B, L, Hv, Dv]`; `g`, `beta`: `[B, L, Hv]`;
 /// `state`: `[B, Hv, Dv, Dk]`. Returns `y` (`[B, L, Hv, Dv]`) and the new state.
-fn recurrence(q: &Array, k: &Array, v: &Array, g: &Array, beta: &Array, mut state: Array) -> Result<(Array, Array)> {
+fn recurrence(
+    q: &Array,
+    k: &Array,
+    v: &Array,
+    g: &Array,
+    beta: &Array,
+    mut state: Array,
+) -> Result<(Array, Array)> {
     let (key_heads, value_heads) = (q.shape()[2], v.shape()[2]);
     // Several value heads share one key head: repeat each key head for its group.
     let (q, k) = if value_heads > key_heads {
-        let repeat = |t: &Array| -> Result<Array> {
-            let [b, l, h, d] = [t.shape()[0], t.shape()[1], t.shape()[2], t.shape()[3]];
-            let grouped = t.reshape(&[b, l, h, 1, d])?;
-            Ok(mlx_rs::ops::broadcast_to(&grouped, &[b, l, h, value_heads / h, d])?.reshape(&[b, l, value_heads, d])?)
-        };
+        let repeat =
+            |t: &Array| -> Result<Array> {
+                let [b, l, h, d] = [t.shape()[0], t.shape()[1], t.shape()[2], t.shape()[3]];
+                let grouped = t.reshape(&[b, l, h, 1, d])?;
+                Ok(
+                    mlx_rs::ops::broadcast_to(&grouped, &[b, l, h, value_heads / h, d])?
+                        .reshape(&[b, l, value_heads, d])?,
+                )
+            };
         (repeat(q)?, repeat(k)?)
     } else {
         (q.clone(), k.clone())
@@ -181,7 +224,9 @@ fn recurrence(q: &Array, k: &Array, v: &Array, g: &Array, beta: &Array, mut stat
 fn gated_rms_norm(y: &Array, z: &Array, weight: &Array, eps: f32) -> Result<Array> {
     let normed = rms_norm(y, Some(weight), eps)?;
     let gate = silu(z.as_dtype(Dtype::Float32)?)?;
-    Ok(gate.multiply(normed.as_dtype(Dtype::Float32)?)?.as_dtype(y.dtype())?)
+    Ok(gate
+        .multiply(normed.as_dtype(Dtype::Float32)?)?
+        .as_dtype(y.dtype())?)
 }
 
 /// A scalar in `like`'s dtype (an f32 scalar would promote float16 activations).

@@ -37,7 +37,9 @@ fn default_true() -> bool {
 impl Config {
     pub fn shape(&self) -> Result<DecoderShape> {
         check_rope_scaling(self.rope_scaling.as_ref())?;
-        let head_dim = self.head_dim.unwrap_or(self.hidden_size / self.num_attention_heads);
+        let head_dim = self
+            .head_dim
+            .unwrap_or(self.hidden_size / self.num_attention_heads);
         Ok(DecoderShape {
             layers: self.num_hidden_layers,
             heads: self.num_attention_heads,
@@ -63,13 +65,19 @@ pub fn check_rope_scaling(scaling: Option<&serde_json::Value>) -> Result<()> {
         .and_then(|t| t.as_str());
     match kind {
         None | Some("default") => Ok(()),
-        Some(other) => bail!("rope_scaling type `{other}` is not supported by quest yet (plain RoPE only)"),
+        Some(other) => {
+            bail!("rope_scaling type `{other}` is not supported by quest yet (plain RoPE only)")
+        }
     }
 }
 
 /// Drops tensors mlx-lm also drops: precomputed rotary frequencies are recomputed here.
 pub fn sanitize(weights: &mut Weights) {
-    let rotary: Vec<String> = weights.names().filter(|n| n.contains("rotary_emb.inv_freq")).cloned().collect();
+    let rotary: Vec<String> = weights
+        .names()
+        .filter(|n| n.contains("rotary_emb.inv_freq"))
+        .cloned()
+        .collect();
     for name in rotary {
         weights.remove(&name);
     }

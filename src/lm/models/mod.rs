@@ -30,26 +30,36 @@ impl Model {
             .and_then(|t| t.as_str())
             .context("config has no `model_type`")?
             .to_owned();
-        let parse_err = || format!("config for `{model_type}` is missing a needed key or has a wrong value");
+        let parse_err =
+            || format!("config for `{model_type}` is missing a needed key or has a wrong value");
         let shape = match model_type.as_str() {
             "llama" | "mistral" => {
                 llama::sanitize(&mut weights);
-                serde_json::from_value::<llama::Config>(config.clone()).with_context(parse_err)?.shape()?
+                serde_json::from_value::<llama::Config>(config.clone())
+                    .with_context(parse_err)?
+                    .shape()?
             }
             "qwen3" => {
                 qwen3::sanitize(&mut weights);
-                serde_json::from_value::<qwen3::Config>(config.clone()).with_context(parse_err)?.shape()?
+                serde_json::from_value::<qwen3::Config>(config.clone())
+                    .with_context(parse_err)?
+                    .shape()?
             }
             "qwen3_5" => {
                 qwen3_5::sanitize(&mut weights).context("renaming the Qwen3.5 weights")?;
-                qwen3_5::Config::read(config).with_context(parse_err)?.shape()?
+                qwen3_5::Config::read(config)
+                    .with_context(parse_err)?
+                    .shape()?
             }
             other => bail!(
                 "unknown architecture `{other}` (model_type); quest supports {}",
                 SUPPORTED.join(", ")
             ),
         };
-        Ok(Self { model_type, decoder: Decoder::load(weights, shape)? })
+        Ok(Self {
+            model_type,
+            decoder: Decoder::load(weights, shape)?,
+        })
     }
 
     /// `tokens`: `[1, L]` int32 ids. Returns `[1, L, vocab]` logits, lazily.

@@ -64,7 +64,9 @@ fn default_interval() -> usize {
     4
 }
 fn default_rope_parameters() -> Option<serde_json::Map<String, Value>> {
-    serde_json::json!({"type": "default", "rope_theta": 100_000.0, "partial_rotary_factor": 0.25}).as_object().cloned()
+    serde_json::json!({"type": "default", "rope_theta": 100_000.0, "partial_rotary_factor": 0.25})
+        .as_object()
+        .cloned()
 }
 
 impl Config {
@@ -73,8 +75,12 @@ impl Config {
     pub fn read(config: &Value) -> Result<Self> {
         let text = config.get("text_config").unwrap_or(config);
         let mut parsed: Config = serde_json::from_value(text.clone())?;
-        if let Some(q) = config.get("quantization").or_else(|| text.get("quantization")) {
-            parsed.quantization = Some(serde_json::from_value(q.clone()).context("`quantization`")?);
+        if let Some(q) = config
+            .get("quantization")
+            .or_else(|| text.get("quantization"))
+        {
+            parsed.quantization =
+                Some(serde_json::from_value(q.clone()).context("`quantization`")?);
         }
         Ok(parsed)
     }
@@ -97,7 +103,10 @@ impl Config {
         for (key, value) in positive {
             ensure!(value > 0, "`{key}` must be positive, not {value}");
         }
-        ensure!(self.full_attention_interval > 0, "`full_attention_interval` must be positive");
+        ensure!(
+            self.full_attention_interval > 0,
+            "`full_attention_interval` must be positive"
+        );
         ensure!(
             self.linear_num_value_heads % self.linear_num_key_heads == 0,
             "`linear_num_value_heads` ({}) must be a multiple of `linear_num_key_heads` ({})",
@@ -106,13 +115,21 @@ impl Config {
         );
         self.check_layer_types()?;
 
-        let head_dim = self.head_dim.unwrap_or(self.hidden_size / self.num_attention_heads);
+        let head_dim = self
+            .head_dim
+            .unwrap_or(self.hidden_size / self.num_attention_heads);
         let (rope_theta, partial) = match &self.rope_parameters {
             Some(p) if !p.is_empty() => {
                 check_rope_scaling(Some(&Value::Object(p.clone())))?;
-                (number(p, "rope_theta", 100_000.0)?, number(p, "partial_rotary_factor", 0.25)?)
+                (
+                    number(p, "rope_theta", 100_000.0)?,
+                    number(p, "partial_rotary_factor", 0.25)?,
+                )
             }
-            _ => (self.rope_theta.unwrap_or(100_000.0), self.partial_rotary_factor.unwrap_or(0.25)),
+            _ => (
+                self.rope_theta.unwrap_or(100_000.0),
+                self.partial_rotary_factor.unwrap_or(0.25),
+            ),
         };
         // Python's int(): truncates.
         let rope_dims = (head_dim as f32 * partial) as i32;
@@ -151,7 +168,9 @@ impl Config {
     /// mlx-lm follows `full_attention_interval` and ignores `layer_types`; refuse a config
     /// where the two disagree rather than run the wrong layer kinds.
     fn check_layer_types(&self) -> Result<()> {
-        let Some(types) = &self.layer_types else { return Ok(()) };
+        let Some(types) = &self.layer_types else {
+            return Ok(());
+        };
         let expected = (0..self.num_hidden_layers).map(|i| {
             if (i + 1) % self.full_attention_interval == 0 {
                 "full_attention"
@@ -175,7 +194,10 @@ impl Config {
 fn number(params: &serde_json::Map<String, Value>, key: &str, default: f32) -> Result<f32> {
     match params.get(key) {
         None => Ok(default),
-        Some(v) => v.as_f64().map(|x| x as f32).with_context(|| format!("rope_parameters.{key} is not a number: {v}")),
+        Some(v) => v
+            .as_f64()
+            .map(|x| x as f32)
+            .with_context(|| format!("rope_parameters.{key} is not a number: {v}")),
     }
 }
 
@@ -186,7 +208,10 @@ fn number(params: &serde_json::Map<String, Value>, key: &str, default: f32) -> R
 pub fn sanitize(weights: &mut Weights) -> Result<()> {
     let names: Vec<String> = weights.names().cloned().collect();
     for name in names {
-        if name.starts_with("vision_tower") || name.starts_with("model.visual") || name.contains("mtp.") {
+        if name.starts_with("vision_tower")
+            || name.starts_with("model.visual")
+            || name.contains("mtp.")
+        {
             weights.remove(&name);
             continue;
         }
@@ -200,10 +225,16 @@ pub fn sanitize(weights: &mut Weights) -> Result<()> {
         weights.rename(&name, renamed);
     }
 
-    let conv_names: Vec<String> = weights.names().filter(|n| n.ends_with("conv1d.weight")).cloned().collect();
+    let conv_names: Vec<String> = weights
+        .names()
+        .filter(|n| n.ends_with("conv1d.weight"))
+        .cloned()
+        .collect();
     let mut from_hf = false;
     for name in conv_names {
-        let Some(conv) = weights.remove(&name) else { continue };
+        let Some(conv) = weights.remove(&name) else {
+            continue;
+        };
         let conv = if conv.ndim() == 3 && conv.shape()[2] != 1 {
             from_hf = true;
             conv.swap_axes(1, 2)?
@@ -213,14 +244,28 @@ pub fn sanitize(weights: &mut Weights) -> Result<()> {
         weights.insert(name, conv);
     }
     if from_hf {
-        const SHIFTED: [&str; 5] =
-            [".input_layernorm.weight", ".post_attention_layernorm.weight", "model.norm.weight", ".q_norm.weight", ".k_norm.weight"];
-        let norms: Vec<String> =
-            weights.names().filter(|n| SHIFTED.iter().any(|suffix| n.ends_with(suffix))).cloned().collect();
+        const SHIFTED: [&str; 5] = [
+            ".input_layernorm.weight",
+            ".post_attention_layernorm.weight",
+            "model.norm.weight",
+            ".q_norm.weight",
+            ".k_norm.weight",
+        ];
+        let norms: Vec<String> = weights
+            .names()
+            .filter(|n| SHIFTED.iter().any(|suffix| n.ends_with(suffix)))
+            .cloned()
+            .collect();
         for name in norms {
-            let Some(w) = weights.remove(&name) else { continue };
+            let Some(w) = weights.remove(&name) else {
+                continue;
+            };
             // Added in the stored dtype, as mlx-lm does (a bf16 checkpoint rounds the same way).
-            let w = if w.ndim() == 1 { w.add(Array::from_f32(1.0).as_dtype(w.dtype())?)? } else { w };
+            let w = if w.ndim() == 1 {
+                w.add(Array::from_f32(1.0).as_dtype(w.dtype())?)?
+            } else {
+                w
+            };
             weights.insert(name, w);
         }
     }

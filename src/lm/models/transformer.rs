@@ -58,7 +58,10 @@ pub struct RmsNorm {
 
 impl RmsNorm {
     fn load(w: &mut Weights, name: &str, eps: f32) -> Result<Self> {
-        Ok(Self { weight: w.take(&format!("{name}.weight"))?, eps })
+        Ok(Self {
+            weight: w.take(&format!("{name}.weight"))?,
+            eps,
+        })
     }
     fn forward(&self, x: &Array) -> Result<Array> {
         Ok(rms_norm(x, Some(&self.weight), self.eps)?)
@@ -113,8 +116,11 @@ impl Attention {
         let split = |t: Array, heads: i32| t.reshape(&[b, l, heads, self.head_dim]);
         let (mut q, gate) = if self.output_gate {
             // Per head: the first head_dim channels are the query, the next head_dim the gate.
-            let both = self.q_proj.forward(x)?.reshape(&[b, l, self.heads, 2 * self.head_dim])?;
-            let halves = both.split(2, -1)?;
+            let both = self
+                .q_proj
+                .forward(x)?
+                .reshape(&[b, l, self.heads, 2 * self.head_dim])?;
+            let halves = both.split_equal(2, -1)?;
             (halves[0].clone(), Some(halves[1].reshape(&[b, l, -1])?))
         } else {
             (split(self.q_proj.forward(x)?, self.heads)?, None)
@@ -129,7 +135,15 @@ impl Attention {
         let k = k.transpose_axes(&[0, 2, 1, 3])?;
         // Positions continue where the cache ends: that is what makes one-token steps work.
         let rotate = |t: &Array| {
-            rope(t, self.rope_dims, self.rope_traditional, self.rope_theta, 1.0, cache.offset, None)
+            rope(
+                t,
+                self.rope_dims,
+                self.rope_traditional,
+                self.rope_theta,
+                1.0,
+                cache.offset,
+                None,
+            )
         };
         let (q, k) = (rotate(&q)?, rotate(&k)?);
         let (keys, values) = cache.update_and_fetch(&k, &v)?;
@@ -145,7 +159,10 @@ impl Attention {
     }
 
     fn nbytes(&self) -> usize {
-        [&self.q_proj, &self.k_proj, &self.v_proj, &self.o_proj].iter().map(|l| l.nbytes()).sum()
+        [&self.q_proj, &self.k_proj, &self.v_proj, &self.o_proj]
+            .iter()
+            .map(|l| l.nbytes())
+            .sum()
     }
 }
 
@@ -166,7 +183,8 @@ impl Mlp {
 
     fn forward(&self, x: &Array) -> Result<Array> {
         let gate = silu(self.gate_proj.forward(x)?)?;
-        self.down_proj.forward(&gate.multiply(self.up_proj.forward(x)?)?)
+        self.down_proj
+            .forward(&gate.multiply(self.up_proj.forward(x)?)?)
     }
 
     fn nbytes(&self) -> usize {
@@ -230,13 +248,26 @@ impl Decoder {
             .map(|i| {
                 let p = format!("model.layers.{i}");
                 let mixer = match shape.linear_layer(i) {
-                    Some(delta) => Mixer::GatedDelta(GatedDeltaNet::load(&mut w, &format!("{p}.linear_attn"), delta, q)?),
-                    None => Mixer::Attention(Attention::load(&mut w, &format!("{p}.self_attn"), &shape)?),
+                    Some(delta) => Mixer::GatedDelta(GatedDeltaNet::load(
+                        &mut w,
+                        &format!("{p}.linear_attn"),
+                        delta,
+                        q,
+                    )?),
+                    None => Mixer::Attention(Attention::load(
+                        &mut w,
+                        &format!("{p}.self_attn"),
+                        &shape,
+                    )?),
                 };
                 Ok(Block {
                     input_layernorm: RmsNorm::load(&mut w, &format!("{p}.input_layernorm"), eps)?,
                     mixer,
-                    post_attention_layernorm: RmsNorm::load(&mut w, &format!("{p}.post_attention_layernorm"), eps)?,
+                    post_attention_layernorm: RmsNorm::load(
+                        &mut w,
+                        &format!("{p}.post_attention_layernorm"),
+                        eps,
+                    )?,
                     mlp: Mlp::load(&mut w, &format!("{p}.mlp"), q)?,
                 })
             })
@@ -249,7 +280,13 @@ impl Decoder {
             Some(w.linear("lm_head", q)?)
         };
         w.finish()?;
-        Ok(Self { embed_tokens, layers, norm, lm_head, shape })
+        Ok(Self {
+            embed_tokens,
+            layers,
+            norm,
+            lm_head,
+            shape,
+        })
     }
 
     /// `tokens` is `[B, L]` int32; returns `[B, L, vocab]` logits, lazily.
@@ -262,9 +299,13 @@ impl Decoder {
         );
         let mut h = self.embed_tokens.forward(tokens)?;
         for (block, layer_cache) in self.layers.iter().zip(cache.iter_mut()) {
-            let mixed = block.mixer.forward(&block.input_layernorm.forward(&h)?, layer_cache)?;
+            let mixed = block
+                .mixer
+                .forward(&block.input_layernorm.forward(&h)?, layer_cache)?;
             h = h.add(mixed)?;
-            let ff = block.mlp.forward(&block.post_attention_layernorm.forward(&h)?)?;
+            let ff = block
+                .mlp
+                .forward(&block.post_attention_layernorm.forward(&h)?)?;
             h = h.add(ff)?;
         }
         let h = self.norm.forward(&h)?;
@@ -276,7 +317,10 @@ impl Decoder {
 
     /// One empty cache per layer, of the kind the layer needs.
     pub fn make_cache(&self) -> Vec<LayerCache> {
-        self.layers.iter().map(|block| block.mixer.empty_cache()).collect()
+        self.layers
+            .iter()
+            .map(|block| block.mixer.empty_cache())
+            .collect()
     }
 
     /// Bytes of parameters one decode step reads (each weight once).
