@@ -1,4 +1,5 @@
 //! quest: a Rust workbook for LLM inference on MLX.
+pub mod bench;
 pub mod check;
 pub mod course;
 pub mod lab;

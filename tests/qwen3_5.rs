@@ -250,6 +250,9 @@ fn a_cache_of_the_wrong_shape_or_kind_is_an_error() {
     let mut all_kv: Vec<LayerCache> = (0..4).map(|_| LayerCache::Kv(lm::KvCache::new())).collect();
     let message = error_of(model.forward(&tokens, &mut all_kv));
     assert!(message.contains("wrong kind of cache"), "{message}");
+    let mut cache = lm::make_prompt_cache(&model);
+    let message = error_of(model.forward(&lm::tokens_array(&[]), &mut cache));
+    assert!(message.contains("at least one token"), "{message}");
 }
 
 #[test]

@@ -11,6 +11,7 @@ use quest::course::{Course, Lang, Lesson};
 use quest::lab::{self, Code, Report, RunRequest};
 use quest::render::{self, RenderOptions};
 
+mod bench;
 mod learner;
 mod status;
 mod submit;
@@ -98,6 +99,19 @@ enum Command {
         /// Move a damaged progress file aside (kept as a backup) and start fresh.
         #[arg(long)]
         repair: bool,
+    },
+    /// The lesson's loops side by side, Rust and Python (mlx-lm), against the decode ceiling.
+    Bench {
+        lesson: String,
+        #[arg(long)]
+        model: Option<String>,
+        #[arg(long, default_value_t = lab::DEFAULT_MAX_TOKENS)]
+        max_tokens: usize,
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Skip the Python peers (mlx-lm).
+        #[arg(long)]
+        no_python: bool,
     },
     /// Print shell completions (bash, zsh, fish, …).
     Completions { shell: clap_complete::Shell },
@@ -207,6 +221,22 @@ fn dispatch(cli: Cli) -> Result<()> {
             submit::card(&ctx, &lesson, before, after, term)
         }
         Command::Status { verbose, .. } => status::status(&ctx, verbose, false),
+        Command::Bench {
+            lesson,
+            model,
+            max_tokens,
+            rounds,
+            no_python,
+        } => {
+            let lesson = ctx.lesson(&lesson)?;
+            let options = bench::BenchOptions {
+                model,
+                max_tokens,
+                rounds: rounds.max(1),
+                python: !no_python,
+            };
+            bench::bench(&ctx, &lesson, &options)
+        }
         Command::List => list(&ctx),
         Command::Hint { lesson } => {
             let lesson = ctx.lesson(&lesson)?;

@@ -1,6 +1,6 @@
 //! `llama` (SmolLM2, Llama 2/3 and friends), as mlx-lm's `models/llama.py`.
 
-use anyhow::{bail, Result};
+use anyhow::{bail, ensure, Result};
 use serde::Deserialize;
 
 use super::transformer::DecoderShape;
@@ -37,6 +37,10 @@ fn default_true() -> bool {
 impl Config {
     pub fn shape(&self) -> Result<DecoderShape> {
         check_rope_scaling(self.rope_scaling.as_ref())?;
+        ensure!(
+            self.num_attention_heads > 0,
+            "`num_attention_heads` must be positive"
+        );
         let head_dim = self
             .head_dim
             .unwrap_or(self.hidden_size / self.num_attention_heads);

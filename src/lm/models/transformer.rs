@@ -297,6 +297,11 @@ impl Decoder {
             cache.len(),
             self.layers.len()
         );
+        ensure!(
+            tokens.ndim() == 2 && tokens.shape()[1] > 0,
+            "tokens must be shaped [batch, length] with at least one token, not {:?}",
+            tokens.shape()
+        );
         let mut h = self.embed_tokens.forward(tokens)?;
         for (block, layer_cache) in self.layers.iter().zip(cache.iter_mut()) {
             let mixed = block

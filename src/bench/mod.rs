@@ -1,0 +1,135 @@
+//! `quest bench <lesson>`: the lesson's loops side by side on one model, prompt and
+//! token count — the Rust hand loop, the Rust pipelined loop (the solution), the
+//! learner's exercise, and the Python peers on mlx-lm (the seed's hand loop and
+//! `generate_step`, what `stream_generate` runs) — interleaved round by round after a
+//! warm-up, as medians with min–max, ratios, and fractions of the decode ceiling.
+
+pub mod bandwidth;
+pub mod peer;
+pub mod plot;
+
+use serde::Serialize;
+
+use crate::lab::Report;
+
+/// One loop's measured rounds.
+#[derive(Clone, Debug, Serialize)]
+pub struct LoopRuns {
+    /// Short id: `rust-hand`, `rust-pipelined`, `yours`, `py-hand`, `py-generate`.
+    pub id: String,
+    pub label: String,
+    pub runs: Vec<Measured>,
+}
+
+/// One run of one loop.
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
+pub struct Measured {
+    pub ttft_ms: f64,
+    pub decode_tok_s: f64,
+    pub tokens: Vec<u32>,
+    /// Arrival of each token on the host after the first, when the loop shows it.
+    #[serde(default)]
+    pub token_ms: Vec<f64>,
+}
+
+impl From<Report> for Measured {
+    fn from(r: Report) -> Self {
+        Measured {
+            ttft_ms: r.ttft_ms,
+            decode_tok_s: r.decode_tok_s,
+            tokens: r.tokens,
+            token_ms: Vec::new(),
+        }
+    }
+}
+
+/// Median, min and max of a loop's decode rates.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Summary {
+    pub median_tok_s: f64,
+    pub min_tok_s: f64,
+    pub max_tok_s: f64,
+    pub median_ttft_ms: f64,
+}
+
+impl LoopRuns {
+    pub fn summary(&self) -> Summary {
+        let rates: Vec<f64> = self.runs.iter().map(|r| r.decode_tok_s).collect();
+        let ttfts: Vec<f64> = self.runs.iter().map(|r| r.ttft_ms).collect();
+        Summary {
+            median_tok_s: crate::check::card::median(&rates),
+            min_tok_s: rates.iter().copied().fold(f64::INFINITY, f64::min),
+            max_tok_s: rates.iter().copied().fold(0.0, f64::max),
+            median_ttft_ms: crate::check::card::median(&ttfts),
+        }
+    }
+}
+
+/// What one token's decode step must read, and what that allows at a bandwidth.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Ceiling {
+    pub weight_bytes: u64,
+    /// KV cache read per step, averaged over the decoded positions.
+    pub kv_bytes: u64,
+    pub bandwidth_gb_s: f64,
+}
+
+impl Ceiling {
+    pub fn bytes_per_token(&self) -> u64 {
+        self.weight_bytes + self.kv_bytes
+    }
+    /// tok/s if each step did nothing but stream its bytes once.
+    pub fn tok_s(&self) -> f64 {
+        self.bandwidth_gb_s * 1e9 / self.bytes_per_token() as f64
+    }
+}
+
+/// The whole result, as written to JSON.
+#[derive(Debug, Serialize)]
+pub struct BenchResult {
+    pub lesson: String,
+    pub model: String,
+    pub backend: String,
+    pub prompt_tokens: usize,
+    pub max_tokens: usize,
+    pub rounds: usize,
+    pub ceiling: Ceiling,
+    pub loops: Vec<LoopRuns>,
+    /// Why the Python peers are missing, when they are.
+    pub python_note: Option<String>,
+    pub date: String,
+}
+
+impl BenchResult {
+    /// The loop ratios are against: mlx-lm's own loop when measured, else the Rust hand loop.
+    pub fn baseline(&self) -> Option<&LoopRuns> {
+        self.loops
+            .iter()
+            .find(|l| l.id == "py-generate")
+            .or_else(|| self.loops.iter().find(|l| l.id == "rust-hand"))
+    }
+
+    /// The terminal table.
+    pub fn table(&self) -> String {
+        let base = self.baseline().map(|b| b.summary().median_tok_s);
+        let ceiling = self.ceiling.tok_s();
+        let mut out = format!(
+            "{:<34} {:>9} {:>15} {:>10} {:>8} {:>9}\n",
+            "loop", "tok/s", "min–max", "TTFT ms", "ratio", "ceiling"
+        );
+        for l in &self.loops {
+            let s = l.summary();
+            let ratio = base.map_or("-".into(), |b| format!("×{:.2}", s.median_tok_s / b));
+            out += &format!(
+                "{:<34} {:>9.2} {:>15} {:>10.0} {:>8} {:>8.1}%\n",
+                l.label,
+                s.median_tok_s,
+                format!("{:.2}–{:.2}", s.min_tok_s, s.max_tok_s),
+                s.median_ttft_ms,
+                ratio,
+                100.0 * s.median_tok_s / ceiling
+            );
+        }
+        out
+    }
+}

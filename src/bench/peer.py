@@ -1,0 +1,159 @@
+"""quest's Python peer for `quest bench`: the same decode on mlx-lm 0.32.2, same MLX.
+
+Loads a llama GGUF into an mlx-lm model (MLX's own GGUF reader, names mapped, llama.cpp's
+Q/K permutation undone, 4/8-bit affine with float32 scales) or builds a random-weights model
+from a config, then times, for the prompt ids it is given:
+  hand       the seed's hand loop: model(y[None], cache), argmax, y.item() every token
+  generate   mlx_lm.generate.generate_step (what stream_generate runs), greedy
+Prints one JSON object: per loop, per round, ttft_ms, decode_tok_s, token arrival times.
+quest writes this file into its peer venv and runs it there; it is not a test.
+"""
+
+import argparse
+import contextlib
+import json
+import sys
+import time
+from pathlib import Path
+
+import mlx.core as mx
+import mlx.nn as nn
+from mlx_lm.generate import generate_step
+from mlx_lm.models.cache import make_prompt_cache
+from mlx_lm.utils import _get_classes, quantize_model
+
+GGUF_TO_HF = {
+    "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj", "attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
+}
+
+
+def scalar(md, key):
+    v = md[key]
+    return v.item() if isinstance(v, mx.array) else v
+
+
+def unpermute(a, heads):
+    return a.reshape(heads, a.shape[0] // heads // 2, 2, *a.shape[1:]).swapaxes(1, 2).reshape(a.shape)
+
+
+def load_gguf(path):
+    raw, md = mx.load(path, return_metadata=True)
+    heads, kv = scalar(md, "llama.attention.head_count"), scalar(md, "llama.attention.head_count_kv")
+    hidden = scalar(md, "llama.embedding_length")
+    config = {
+        "model_type": "llama", "hidden_size": hidden, "num_hidden_layers": scalar(md, "llama.block_count"),
+        "intermediate_size": scalar(md, "llama.feed_forward_length"), "num_attention_heads": heads,
+        "num_key_value_heads": kv, "head_dim": hidden // heads,
+        "rms_norm_eps": float(scalar(md, "llama.attention.layer_norm_rms_epsilon")),
+        "rope_theta": float(scalar(md, "llama.rope.freq_base")), "vocab_size": raw["token_embd.weight"].shape[0],
+        "tie_word_embeddings": "output.weight" not in raw,
+    }
+    weights = {}
+    for name, a in raw.items():
+        p = name.split(".")
+        if p[0] == "blk":
+            new = f"model.layers.{p[1]}.{GGUF_TO_HF[p[2]]}.{p[3]}"
+            if p[2] in ("attn_q", "attn_k"):
+                a = unpermute(a, heads if p[2] == "attn_q" else kv)
+        else:
+            new = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}[p[0]] + "." + p[1]
+        weights[new] = a.astype(mx.float32) if a.dtype in (mx.float16, mx.bfloat16) else a
+    model_class, args_class = _get_classes(config)
+    model = model_class(args_class.from_dict(config))
+
+    def predicate(path, module):
+        if f"{path}.scales" not in weights:
+            return False
+        bits = weights[f"{path}.weight"].shape[-1] * 32 // module.weight.shape[-1]
+        return {"group_size": 32, "bits": bits, "mode": "affine"}
+
+    with contextlib.redirect_stdout(sys.stderr):  # mlx-lm prints; stdout is the JSON
+        model, _ = quantize_model(model, config, group_size=32, bits=4, quant_predicate=predicate)
+    model.load_weights(list(weights.items()), strict=True)
+    mx.eval(model.parameters())
+    return model
+
+
+def random_model(config):
+    """Random weights in the given shape, 4-bit group 32 with float32 scales: decode speed
+    depends on the shapes and bytes, not on the values."""
+    mx.random.seed(0)
+    model_class, args_class = _get_classes(config)
+    model = model_class(args_class.from_dict(config))
+    model.set_dtype(mx.float32)
+    with contextlib.redirect_stdout(sys.stderr):
+        model, _ = quantize_model(model, dict(config), group_size=32, bits=4)
+    mx.eval(model.parameters())
+    return model
+
+
+def hand_loop(model, prompt, n):
+    cache = make_prompt_cache(model)
+    start = time.perf_counter()
+    logits = model(prompt[None], cache=cache)
+    y = mx.argmax(logits[:, -1, :], axis=-1)
+    tokens, arrivals = [y.item()], [time.perf_counter()]
+    for _ in range(n - 1):
+        logits = model(y[None], cache=cache)
+        y = mx.argmax(logits[:, -1, :], axis=-1)
+        tokens.append(y.item())  # a sync per token: the hand loop's cost
+        arrivals.append(time.perf_counter())
+    return start, tokens, arrivals
+
+
+def library_loop(model, prompt, n):
+    start = time.perf_counter()
+    tokens, arrivals = [], []
+    for token, _ in generate_step(prompt, model, max_tokens=n, sampler=lambda x: mx.argmax(x, axis=-1)):
+        tokens.append(int(token))
+        arrivals.append(time.perf_counter())
+    return start, tokens, arrivals
+
+
+LOOPS = {"hand": hand_loop, "generate": library_loop}
+
+
+def measure(loop, model, prompt, n):
+    start, tokens, arrivals = loop(model, prompt, n)
+    first, last = arrivals[0], arrivals[-1]
+    return {
+        "ttft_ms": (first - start) * 1e3,
+        "decode_tok_s": (len(tokens) - 1) / (last - first) if len(tokens) > 1 and last > first else 0.0,
+        "tokens": tokens,
+        "token_ms": [(t - first) * 1e3 for t in arrivals],
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--gguf")
+    ap.add_argument("--mlx-dir", help="an MLX model directory")
+    ap.add_argument("--config", help="JSON config of a random-weights model")
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--prompt-ids", required=True)
+    ap.add_argument("--max-tokens", type=int, default=32)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--loops", default="hand,generate")
+    args = ap.parse_args()
+    if args.gguf:
+        model = load_gguf(args.gguf)
+    elif args.mlx_dir:
+        from mlx_lm.utils import load_model
+        model, _ = load_model(Path(args.mlx_dir))
+    else:
+        model = random_model(json.loads(args.config))
+    prompt = mx.array([int(t) for t in args.prompt_ids.split(",")])
+    loops = args.loops.split(",")
+    for name in loops if args.warmup else []:  # warm-up (kernels, allocator), kept short
+        measure(LOOPS[name], model, prompt[:4], 2)
+    results = {name: [] for name in loops}
+    for _ in range(args.rounds):
+        for name in loops:
+            results[name].append(measure(LOOPS[name], model, prompt, args.max_tokens))
+    json.dump({"mlx": mx.__version__, "device": str(mx.default_device()), "results": results}, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
