@@ -5,8 +5,12 @@
 //! warm-up, as medians with min–max, ratios, and fractions of the decode ceiling.
 
 pub mod bandwidth;
+pub mod fit;
+pub mod loops;
 pub mod peer;
 pub mod plot;
+pub mod random;
+pub mod slope;
 
 use serde::Serialize;
 
@@ -69,7 +73,8 @@ impl LoopRuns {
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct Ceiling {
     pub weight_bytes: u64,
-    /// KV cache read per step, averaged over the decoded positions.
+    /// Cache read per step: the KV cache averaged over the decoded positions, plus any
+    /// fixed recurrent state.
     pub kv_bytes: u64,
     pub bandwidth_gb_s: f64,
 }
@@ -132,4 +137,49 @@ impl BenchResult {
         }
         out
     }
+}
+
+/// What a model's caches hold, measured after one token through empty ones: the KV part
+/// grows by `kv_per_position` with every token of context; the recurrent state (Qwen3.5's
+/// gated delta layers) is `state` bytes whatever the context.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct CacheBytes {
+    pub kv_per_position: usize,
+    pub state: usize,
+}
+
+impl CacheBytes {
+    /// What one decode step reads from the caches at `context` tokens.
+    pub fn at(&self, context: usize) -> usize {
+        self.kv_per_position * context + self.state
+    }
+}
+
+pub fn cache_bytes(model: &crate::lm::Model) -> anyhow::Result<CacheBytes> {
+    let mut cache = crate::lm::make_prompt_cache(model);
+    let logits = model.forward(&crate::lm::tokens_array(&[0]), &mut cache)?;
+    mlx_rs::transforms::eval([&logits])?;
+    let (kv_per_position, state) = held_bytes(&cache);
+    Ok(CacheBytes {
+        kv_per_position,
+        state,
+    })
+}
+
+/// The bytes `cache` holds now: (all KV caches, all recurrent states).
+pub fn held_bytes(cache: &[crate::lm::LayerCache]) -> (usize, usize) {
+    let (mut kv, mut state) = (0, 0);
+    for layer in cache {
+        match layer {
+            crate::lm::LayerCache::Kv(_) => kv += layer.nbytes_used(),
+            crate::lm::LayerCache::Recurrent(_) => state += layer.nbytes_used(),
+        }
+    }
+    (kv, state)
+}
+
+/// KV bytes the caches hold per position, measured: one token through an empty cache
+/// (the fixed recurrent state of a hybrid model is not counted; see [`cache_bytes`]).
+pub fn kv_bytes_per_position(model: &crate::lm::Model) -> anyhow::Result<usize> {
+    Ok(cache_bytes(model)?.kv_per_position)
 }

@@ -35,7 +35,7 @@ pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
     let prompt =
         tokenizer.apply_chat_template(&[lm::Message::user(&request.prompt)], true, false)?;
     let prompt_ids = tokenizer.encode(&prompt)?;
-    let kv_per_position = kv_bytes_per_position(&model)?;
+    let cache_bytes = quest::bench::cache_bytes(&model)?;
     let mean_context = prompt_ids.len() + options.max_tokens / 2;
     eprintln!(
         "quest: measuring memory bandwidth on the {} …",
@@ -43,7 +43,7 @@ pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
     );
     let ceiling = Ceiling {
         weight_bytes: model.weight_bytes() as u64,
-        kv_bytes: (kv_per_position * mean_context) as u64,
+        kv_bytes: cache_bytes.at(mean_context) as u64,
         bandwidth_gb_s: bandwidth::measure()?,
     };
     drop(model);
@@ -152,14 +152,6 @@ pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
     Ok(())
 }
 
-/// Bytes the caches hold per position, measured: one token through an empty cache.
-fn kv_bytes_per_position(model: &lm::Model) -> Result<usize> {
-    let mut cache = lm::make_prompt_cache(model);
-    let logits = model.forward(&lm::tokens_array(&[0]), &mut cache)?;
-    mlx_rs::transforms::eval([&logits])?;
-    Ok(cache.iter().map(|c| c.nbytes_used()).sum())
-}
-
 fn report(result: &BenchResult) {
     let c = &result.ceiling;
     println!();
@@ -191,4 +183,120 @@ fn report(result: &BenchResult) {
     if result.backend == "cpu" {
         println!("On MLX's CPU backend the per-token compute dwarfs the sync the lesson removes: expect the loops within noise of each other here, and the gap on a GPU.");
     }
+}
+
+pub struct FitArgs {
+    pub shapes: Option<String>,
+    pub max_tokens: usize,
+    pub rounds: usize,
+}
+
+/// `quest fit`: the decode-ceiling formula measured on this machine.
+pub fn fit(root: &std::path::Path, args: &FitArgs) -> Result<()> {
+    use quest::bench::{fit, random};
+    let backend = Backend::detect();
+    // On a CPU the big shapes take minutes a token; default to the small ones there.
+    let default = if backend == Backend::Cpu {
+        "SmolLM2-135M,SmolLM2-360M,Qwen3-0.6B"
+    } else {
+        "all"
+    };
+    let names = args.shapes.clone().unwrap_or_else(|| default.into());
+    let shapes = if names == "all" {
+        random::SHAPES.iter().collect()
+    } else {
+        parse_shapes(&names)?
+    };
+    let options = fit::FitOptions {
+        shapes,
+        prompt_tokens: 16,
+        max_tokens: args.max_tokens,
+        rounds: args.rounds,
+    };
+    let bandwidth = bandwidth::measure()?;
+    let result = fit::run(&options, |line| eprintln!("quest: {line}"))?;
+    println!("{}", result.table());
+    println!(
+        "measured copy bandwidth on the {}: {bandwidth:.1} GB/s",
+        backend.name()
+    );
+    let dir = root.join("target/quest-bench");
+    std::fs::create_dir_all(&dir)?;
+    let json = dir.join(format!("fit-{}.json", backend.name()));
+    std::fs::write(&json, serde_json::to_vec_pretty(&result)?)?;
+    println!("JSON: {}", json.display());
+    Ok(())
+}
+
+/// Comma-separated shape names.
+fn parse_shapes(names: &str) -> Result<Vec<&'static quest::bench::random::Shape>> {
+    use quest::bench::random;
+    names
+        .split(',')
+        .map(|n| {
+            random::shape(n.trim()).ok_or_else(|| {
+                let known: Vec<_> = random::SHAPES
+                    .iter()
+                    .chain(random::HYBRID_SHAPES)
+                    .map(|s| s.name)
+                    .collect();
+                anyhow::anyhow!("unknown shape `{n}`; shapes: {}", known.join(", "))
+            })
+        })
+        .collect()
+}
+
+pub struct SlopeArgs {
+    pub shapes: Option<String>,
+    pub contexts: Option<String>,
+    pub fill: Option<quest::bench::slope::Fill>,
+    pub max_tokens: usize,
+    pub rounds: usize,
+}
+
+/// `quest slope`: decode speed against context length, full attention beside the hybrid layout.
+pub fn slope(root: &std::path::Path, args: &SlopeArgs) -> Result<()> {
+    use quest::bench::slope;
+    let backend = Backend::detect();
+    // On a CPU a 4-bit model prefills at about its decode rate (a token costs a second, not a
+    // millisecond): the small pair there, and the context filled with random keys and values.
+    let (default_shapes, default_contexts) = if backend == Backend::Cpu {
+        ("Qwen3-0.6B,Qwen3.5-0.8B", "64,1024,2048,4096")
+    } else {
+        ("Qwen3-4B,Qwen3.5-4B", "256,1024,4096,16384")
+    };
+    let shapes = parse_shapes(args.shapes.as_deref().unwrap_or(default_shapes))?;
+    let contexts = args
+        .contexts
+        .as_deref()
+        .unwrap_or(default_contexts)
+        .split(',')
+        .map(|c| match c.trim().parse::<usize>() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => Err(anyhow::anyhow!(
+                "`{c}` is not a context length (a whole number of tokens, at least 1)"
+            )),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let fill = args.fill.unwrap_or(if backend == Backend::Cpu {
+        slope::Fill::Random
+    } else {
+        slope::Fill::Prefill
+    });
+    let options = slope::SlopeOptions {
+        shapes,
+        fill,
+        contexts,
+        max_tokens: args.max_tokens,
+        rounds: args.rounds,
+    };
+    let bandwidth = bandwidth::measure()?;
+    let result = slope::run(&options, bandwidth, |line| eprintln!("quest: {line}"))?;
+    println!("{}", result.table());
+    let dir = root.join("target/quest-bench");
+    std::fs::create_dir_all(&dir)?;
+    let json = dir.join(format!("slope-{}.json", backend.name()));
+    std::fs::write(&json, serde_json::to_vec_pretty(&result)?)?;
+    println!("JSON: {}", json.display());
+    Ok(())
 }

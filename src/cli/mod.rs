@@ -113,6 +113,42 @@ enum Command {
         #[arg(long)]
         no_python: bool,
     },
+    /// Fit `time per token = fixed + bytes / bandwidth` on this machine from random-weights
+    /// models of several sizes, with the hand and pipelined loops side by side.
+    Fit {
+        /// Comma-separated shapes (SmolLM2-135M, SmolLM2-360M, Qwen3-0.6B, Qwen3-1.7B,
+        /// Qwen3-4B, Qwen3-8B) or `all`; default: the small ones on a CPU, all on a GPU.
+        #[arg(long)]
+        shapes: Option<String>,
+        #[arg(long, default_value_t = 16)]
+        max_tokens: usize,
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Print the shapes' configs as JSON (for the Python peer) and stop.
+        #[arg(long)]
+        configs: bool,
+    },
+    /// Decode tok/s as the context grows, full attention beside Qwen3.5's hybrid layout:
+    /// the context slope, from random-weights models.
+    Slope {
+        /// Comma-separated shapes (any of `quest fit`'s, or Qwen3.5-0.8B, Qwen3.5-4B);
+        /// default: Qwen3-0.6B,Qwen3.5-0.8B on a CPU, Qwen3-4B,Qwen3.5-4B on a GPU.
+        #[arg(long)]
+        shapes: Option<String>,
+        /// Comma-separated context lengths (tokens in the cache when the timed decode starts);
+        /// default: 64,1024,2048,4096 on a CPU, 256,1024,4096,16384 on a GPU.
+        #[arg(long)]
+        contexts: Option<String>,
+        /// How the context gets into the cache: `prefill` (through the model) or `random`
+        /// (random keys and values, no prefill); default: random on a CPU, prefill on a GPU.
+        #[arg(long, value_enum)]
+        fill: Option<quest::bench::slope::Fill>,
+        /// Tokens decoded (and timed) per round.
+        #[arg(long, default_value_t = 8)]
+        max_tokens: usize,
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+    },
     /// Print shell completions (bash, zsh, fish, …).
     Completions { shell: clap_complete::Shell },
 }
@@ -170,6 +206,45 @@ fn dispatch(cli: Cli) -> Result<()> {
         return Ok(());
     }
     let root = project_root();
+    if let Command::Fit { configs: true, .. } = cli.command {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&quest::bench::random::configs())?
+        );
+        return Ok(());
+    }
+    if let Command::Fit {
+        shapes,
+        max_tokens,
+        rounds,
+        ..
+    } = cli.command
+    {
+        // Needs no course: it also runs where only the binary was carried (a GPU box).
+        let args = bench::FitArgs {
+            shapes,
+            max_tokens: max_tokens.max(2),
+            rounds: rounds.max(1),
+        };
+        return bench::fit(&root, &args);
+    }
+    if let Command::Slope {
+        shapes,
+        contexts,
+        fill,
+        max_tokens,
+        rounds,
+    } = cli.command
+    {
+        let args = bench::SlopeArgs {
+            shapes,
+            contexts,
+            fill,
+            max_tokens: max_tokens.max(1),
+            rounds: rounds.max(1),
+        };
+        return bench::slope(&root, &args);
+    }
     let course = Course::load(&root.join("lessons"))?;
     let mut ctx = Ctx {
         course,
@@ -251,7 +326,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             model,
             max_tokens,
         } => watch(&ctx, &lesson, model, max_tokens),
-        Command::Completions { .. } => unreachable!(),
+        Command::Completions { .. } | Command::Fit { .. } | Command::Slope { .. } => unreachable!(),
     }
 }
 

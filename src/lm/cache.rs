@@ -11,7 +11,9 @@ use mlx_rs::Array;
 pub const CACHE_STEP: i32 = 256;
 
 /// Keys and values of one layer, shaped `[batch, kv_heads, positions, head_dim]`.
-#[derive(Default)]
+/// A clone shares the arrays (MLX arrays are values: writing to one copy leaves the other
+/// as it was), so a filled cache can be decoded from more than once.
+#[derive(Clone, Default)]
 pub struct KvCache {
     keys: Option<Array>,
     values: Option<Array>,
@@ -86,7 +88,7 @@ impl KvCache {
 }
 
 /// A gated delta layer's memory: the same size after 10 tokens or 10,000.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct RecurrentCache {
     /// The last `kernel - 1` inputs of the causal conv1d, `[batch, kernel - 1, channels]`.
     pub conv: Option<Array>,
@@ -102,6 +104,7 @@ impl RecurrentCache {
 
 /// One layer's cache; which kind a layer needs is the model's business, so make them
 /// with `lm::make_prompt_cache(&model)`.
+#[derive(Clone)]
 pub enum LayerCache {
     Kv(KvCache),
     Recurrent(RecurrentCache),

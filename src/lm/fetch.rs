@@ -31,7 +31,8 @@ pub const SMOLLM2: KnownModel = KnownModel {
 
 /// `$QUEST_CACHE`, else the platform cache dir (`~/.cache/quest` on Linux).
 pub fn cache_dir() -> Result<PathBuf> {
-    if let Some(dir) = std::env::var_os("QUEST_CACHE") {
+    // An empty value counts as unset: it must never mean "the current directory".
+    if let Some(dir) = std::env::var_os("QUEST_CACHE").filter(|d| !d.is_empty()) {
         return Ok(PathBuf::from(dir));
     }
     Ok(dirs::cache_dir()

@@ -1,6 +1,6 @@
 //! Any bytes at all: the progress-file parser must answer with a state or
 //! an error, never panic, and any state it accepts must write back out.
-//! Run with: cargo fuzz run progress_parse
+//! Run with: cargo +nightly fuzz run --fuzz-dir tests/fuzz progress_parse
 
 #![no_main]
 

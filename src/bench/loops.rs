@@ -1,0 +1,82 @@
+//! The lesson's two loops in-process, for `quest fit` (random-weights models of any
+//! size, where building an exercise per shape would be pointless): the hand loop with a
+//! host sync per token, and the pipelined loop with none until the end.
+
+use std::time::Instant;
+
+use anyhow::Result;
+use mlx_rs::ops::indexing::argmax_axis;
+use mlx_rs::transforms::async_eval;
+use mlx_rs::Array;
+
+use super::Measured;
+use crate::lm::{self, Model};
+
+/// One forward pass and the greedy choice from its last position, lazily.
+pub fn next_token(model: &Model, input: &Array, cache: &mut [lm::LayerCache]) -> Result<Array> {
+    let logits = model.forward(input, cache)?;
+    Ok(argmax_axis(lm::last_position(&logits), -1, None)?)
+}
+
+/// Prefill, then one forward pass and one `.item()` per token.
+pub fn hand(model: &Model, prompt: &[u32], n: usize) -> Result<Measured> {
+    let mut cache = lm::make_prompt_cache(model);
+    let start = Instant::now();
+    let mut y = next_token(model, &lm::tokens_array(prompt), &mut cache)?;
+    let mut tokens = vec![y.item_exact::<u32>()];
+    let first = Instant::now();
+    let mut token_ms = vec![0.0];
+    for _ in 1..n {
+        y = next_token(model, &y.reshape(&[1, 1])?, &mut cache)?;
+        tokens.push(y.item_exact::<u32>());
+        token_ms.push(first.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok(measured(start, first, tokens, token_ms))
+}
+
+/// Prefill, then each step queued with `async_eval` from the still-lazy previous token;
+/// the tokens are read once, at the end.
+pub fn pipelined(model: &Model, prompt: &[u32], n: usize) -> Result<Measured> {
+    let mut cache = lm::make_prompt_cache(model);
+    let start = Instant::now();
+    let y = next_token(model, &lm::tokens_array(prompt), &mut cache)?;
+    let (tokens, first) = pipelined_from(model, &mut cache, y, n)?;
+    Ok(measured(start, first, tokens, Vec::new()))
+}
+
+/// The pipelined decode from a filled cache and the token last sampled into it (`y`):
+/// `y` is read, then `n - 1` steps are queued and their tokens read at the end.
+/// Returns the `n` tokens and when `y` was on the host, where decode timing starts.
+pub fn pipelined_from(
+    model: &Model,
+    cache: &mut [lm::LayerCache],
+    mut y: Array,
+    n: usize,
+) -> Result<(Vec<u32>, Instant)> {
+    let mut tokens = vec![y.item_exact::<u32>()];
+    let first = Instant::now();
+    let mut pending = Vec::with_capacity(n);
+    for _ in 1..n {
+        y = next_token(model, &y.reshape(&[1, 1])?, cache)?;
+        async_eval([&y])?;
+        pending.push(y.clone());
+    }
+    tokens.extend(pending.iter().map(|t| t.item_exact::<u32>()));
+    Ok((tokens, first))
+}
+
+/// Decode rate over the tokens after the first (timed from `first`), TTFT up to `first`.
+pub fn measured(start: Instant, first: Instant, tokens: Vec<u32>, token_ms: Vec<f64>) -> Measured {
+    let decode_s = first.elapsed().as_secs_f64();
+    let n = tokens.len();
+    Measured {
+        ttft_ms: (first - start).as_secs_f64() * 1e3,
+        decode_tok_s: if n > 1 {
+            (n - 1) as f64 / decode_s
+        } else {
+            0.0
+        },
+        tokens,
+        token_ms,
+    }
+}

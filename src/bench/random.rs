@@ -1,0 +1,233 @@
+//! Random-weights models in a real model's shape. Decode speed depends on the shapes and
+//! the bytes read, not on the weights' values, so these stand in for models this
+//! machine does not have (an 8B model on a GPU box with no network, say).
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use anyhow::Result;
+use mlx_rs::ops::quantize;
+use mlx_rs::transforms::eval;
+use serde_json::{json, Value};
+
+use crate::lm::weights::Weights;
+use crate::lm::{Backend, Model};
+
+/// A named architecture shape (`model_type` llama, qwen3 or qwen3_5), as in its `config.json`.
+pub struct Shape {
+    pub name: &'static str,
+    pub config: fn() -> Value,
+}
+
+fn llama(hidden: i64, layers: i64, heads: i64, kv: i64, ffn: i64, vocab: i64) -> Value {
+    json!({"model_type": "llama", "hidden_size": hidden, "num_hidden_layers": layers,
+           "num_attention_heads": heads, "num_key_value_heads": kv, "intermediate_size": ffn,
+           "vocab_size": vocab, "rms_norm_eps": 1e-5, "rope_theta": 100000.0, "tie_word_embeddings": true})
+}
+
+fn qwen3(hidden: i64, layers: i64, heads: i64, kv: i64, ffn: i64, tied: bool) -> Value {
+    json!({"model_type": "qwen3", "hidden_size": hidden, "num_hidden_layers": layers,
+           "num_attention_heads": heads, "num_key_value_heads": kv, "head_dim": 128,
+           "intermediate_size": ffn, "vocab_size": 151936, "rms_norm_eps": 1e-6,
+           "rope_theta": 1000000.0, "tie_word_embeddings": tied, "max_position_embeddings": 40960})
+}
+
+/// Qwen3.5's hybrid layout: gated delta layers with a fixed-size state, and full attention
+/// (a KV cache, a gate on the output, RoPE on a quarter of each head) every 4th layer.
+fn qwen3_5(
+    hidden: i64,
+    layers: i64,
+    heads: i64,
+    kv: i64,
+    ffn: i64,
+    linear_k: i64,
+    linear_v: i64,
+) -> Value {
+    json!({"model_type": "qwen3_5", "hidden_size": hidden, "num_hidden_layers": layers,
+           "num_attention_heads": heads, "num_key_value_heads": kv, "head_dim": 256,
+           "intermediate_size": ffn, "vocab_size": 248320, "rms_norm_eps": 1e-6,
+           "linear_num_key_heads": linear_k, "linear_num_value_heads": linear_v,
+           "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4,
+           "full_attention_interval": 4, "tie_word_embeddings": true,
+           "rope_parameters": {"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25}})
+}
+
+/// Shapes of public full-attention models, smallest first (what `quest fit` runs).
+pub const SHAPES: &[Shape] = &[
+    Shape {
+        name: "SmolLM2-135M",
+        config: || llama(576, 30, 9, 3, 1536, 49152),
+    },
+    Shape {
+        name: "SmolLM2-360M",
+        config: || llama(960, 32, 15, 5, 2560, 49152),
+    },
+    Shape {
+        name: "Qwen3-0.6B",
+        config: || qwen3(1024, 28, 16, 8, 3072, true),
+    },
+    Shape {
+        name: "Qwen3-1.7B",
+        config: || qwen3(2048, 28, 16, 8, 6144, true),
+    },
+    Shape {
+        name: "Qwen3-4B",
+        config: || qwen3(2560, 36, 32, 8, 9728, true),
+    },
+    Shape {
+        name: "Qwen3-8B",
+        config: || qwen3(4096, 36, 32, 8, 12288, false),
+    },
+];
+
+/// Shapes of public hybrid models (Qwen3.5, dense), smallest first: each pairs with a
+/// full-attention shape above of about the same weight bytes (0.8B with Qwen3-0.6B, 4B
+/// with Qwen3-4B), for `quest slope`.
+pub const HYBRID_SHAPES: &[Shape] = &[
+    Shape {
+        name: "Qwen3.5-0.8B",
+        config: || qwen3_5(1024, 24, 8, 2, 3584, 16, 16),
+    },
+    Shape {
+        name: "Qwen3.5-4B",
+        config: || qwen3_5(2560, 32, 16, 4, 9216, 16, 32),
+    },
+];
+
+/// A shape by name, full-attention or hybrid.
+/// Every shape's config by name, for the Python peer to build the same models.
+pub fn configs() -> Value {
+    Value::Object(
+        SHAPES
+            .iter()
+            .map(|s| (s.name.to_owned(), (s.config)()))
+            .collect(),
+    )
+}
+
+pub fn shape(name: &str) -> Option<&'static Shape> {
+    SHAPES
+        .iter()
+        .chain(HYBRID_SHAPES)
+        .find(|s| s.name.eq_ignore_ascii_case(name))
+}
+
+/// Every tensor name and shape the architecture's loader takes (`[out, in]` for linears).
+fn tensor_shapes(config: &Value) -> Vec<(String, Vec<i32>)> {
+    let n = |k: &str| config[k].as_i64().unwrap() as i32;
+    let (hidden, heads, kv, ffn, vocab) = (
+        n("hidden_size"),
+        n("num_attention_heads"),
+        n("num_key_value_heads"),
+        n("intermediate_size"),
+        n("vocab_size"),
+    );
+    let head_dim = config["head_dim"]
+        .as_i64()
+        .map_or(hidden / heads, |d| d as i32);
+    let qk_norm = config["model_type"] == "qwen3" || config["model_type"] == "qwen3_5";
+    // Qwen3.5: every `full_attention_interval`-th layer has attention, the rest a gated delta net.
+    let hybrid = config["model_type"] == "qwen3_5";
+    let interval = config["full_attention_interval"].as_i64().unwrap_or(1) as i32;
+    let mut out = vec![
+        ("model.embed_tokens.weight".to_owned(), vec![vocab, hidden]),
+        ("model.norm.weight".into(), vec![hidden]),
+    ];
+    if !config["tie_word_embeddings"].as_bool().unwrap_or(true) {
+        out.push(("lm_head.weight".into(), vec![vocab, hidden]));
+    }
+    for i in 0..n("num_hidden_layers") {
+        let p = format!("model.layers.{i}");
+        out.push((format!("{p}.input_layernorm.weight"), vec![hidden]));
+        out.push((format!("{p}.post_attention_layernorm.weight"), vec![hidden]));
+        out.push((format!("{p}.mlp.gate_proj.weight"), vec![ffn, hidden]));
+        out.push((format!("{p}.mlp.up_proj.weight"), vec![ffn, hidden]));
+        out.push((format!("{p}.mlp.down_proj.weight"), vec![hidden, ffn]));
+        if hybrid && (i + 1) % interval != 0 {
+            let (key_heads, value_heads) = (n("linear_num_key_heads"), n("linear_num_value_heads"));
+            let value_head_dim = n("linear_value_head_dim");
+            let (key_dim, value_dim) = (
+                key_heads * n("linear_key_head_dim"),
+                value_heads * value_head_dim,
+            );
+            let conv = 2 * key_dim + value_dim;
+            let p = format!("{p}.linear_attn");
+            out.push((format!("{p}.in_proj_qkv.weight"), vec![conv, hidden]));
+            out.push((format!("{p}.in_proj_z.weight"), vec![value_dim, hidden]));
+            out.push((format!("{p}.in_proj_b.weight"), vec![value_heads, hidden]));
+            out.push((format!("{p}.in_proj_a.weight"), vec![value_heads, hidden]));
+            out.push((format!("{p}.out_proj.weight"), vec![hidden, value_dim]));
+            // MLX's depthwise conv layout, `[channels, kernel, 1]`.
+            out.push((
+                format!("{p}.conv1d.weight"),
+                vec![conv, n("linear_conv_kernel_dim"), 1],
+            ));
+            out.push((format!("{p}.A_log"), vec![value_heads]));
+            out.push((format!("{p}.dt_bias"), vec![value_heads]));
+            out.push((format!("{p}.norm.weight"), vec![value_head_dim]));
+            continue;
+        }
+        // Qwen3.5's q_proj also yields the output gate: twice the query width.
+        let q_out = if hybrid {
+            2 * heads * head_dim
+        } else {
+            heads * head_dim
+        };
+        out.push((format!("{p}.self_attn.q_proj.weight"), vec![q_out, hidden]));
+        out.push((
+            format!("{p}.self_attn.k_proj.weight"),
+            vec![kv * head_dim, hidden],
+        ));
+        out.push((
+            format!("{p}.self_attn.v_proj.weight"),
+            vec![kv * head_dim, hidden],
+        ));
+        out.push((
+            format!("{p}.self_attn.o_proj.weight"),
+            vec![hidden, heads * head_dim],
+        ));
+        if qk_norm {
+            out.push((format!("{p}.self_attn.q_norm.weight"), vec![head_dim]));
+            out.push((format!("{p}.self_attn.k_norm.weight"), vec![head_dim]));
+        }
+    }
+    out
+}
+
+/// A 4-bit (group 32) random model of `config`'s shape, built tensor by tensor so that
+/// no more than one float matrix exists at a time. Only matrices are quantized; vectors
+/// (norms, Qwen3.5's `A_log` and `dt_bias`) are ones and the conv1d kernel stays float.
+pub fn model(config: &Value, seed: u64) -> Result<Model> {
+    mlx_rs::random::seed(seed)?;
+    let dtype = Backend::detect().float_dtype();
+    let mut tensors = HashMap::new();
+    for (name, shape) in tensor_shapes(config) {
+        if shape.len() == 1 {
+            tensors.insert(name, mlx_rs::ops::ones_dtype(&shape, dtype)?);
+            continue;
+        }
+        let w = mlx_rs::random::normal::<f32>(&shape[..], None, 0.02, None)?.as_dtype(dtype)?;
+        if shape.len() != 2 {
+            eval([&w])?;
+            tensors.insert(name, w);
+            continue;
+        }
+        let (q, scales, biases) = quantize(&w, 32, 4)?;
+        eval([&q, &scales, &biases])?;
+        let prefix = name.trim_end_matches(".weight");
+        tensors.insert(format!("{prefix}.scales"), scales);
+        tensors.insert(format!("{prefix}.biases"), biases);
+        tensors.insert(name, q);
+    }
+    let mut config = config.clone();
+    config["quantization"] = json!({"group_size": 32, "bits": 4});
+    Model::from_config(
+        &config,
+        Weights::new(tensors, Path::new("<random weights>"), dtype),
+    )
+}
+
+/// The ids a random model decodes from (any ids below its vocabulary do).
+pub fn prompt(len: usize) -> Vec<u32> {
+    (0..len as u32).map(|i| 1 + (i * 7919) % 1000).collect()
+}
