@@ -31,7 +31,7 @@ pub enum Fill {
     Prefill,
     /// One real token (it sets up the fixed-size state), then random keys and values for
     /// the rest of the context: the same bytes and shapes to decode after, at no prefill
-    /// cost (MLX's CPU backend prefills a 4-bit model at about its decode rate).
+    /// cost (MLX's CPU backend prefills a 4-bit model barely faster than it decodes).
     Random,
 }
 

@@ -263,7 +263,7 @@ pub fn slope(root: &std::path::Path, args: &SlopeArgs) -> Result<()> {
     let (default_shapes, default_contexts) = if backend == Backend::Cpu {
         ("Qwen3-0.6B,Qwen3.5-0.8B", "64,1024,2048,4096")
     } else {
-        ("Qwen3-4B,Qwen3.5-4B", "256,1024,4096,16384")
+        ("Qwen3-4B,Qwen3.5-4B", "256,1024,4096,8192")
     };
     let shapes = parse_shapes(args.shapes.as_deref().unwrap_or(default_shapes))?;
     let contexts = args

@@ -136,7 +136,7 @@ enum Command {
         #[arg(long)]
         shapes: Option<String>,
         /// Comma-separated context lengths (tokens in the cache when the timed decode starts);
-        /// default: 64,1024,2048,4096 on a CPU, 256,1024,4096,16384 on a GPU.
+        /// default: 64,1024,2048,4096 on a CPU, 256,1024,4096,8192 on a GPU.
         #[arg(long)]
         contexts: Option<String>,
         /// How the context gets into the cache: `prefill` (through the model) or `random`
@@ -146,6 +146,7 @@ enum Command {
         /// Tokens decoded (and timed) per round.
         #[arg(long, default_value_t = 8)]
         max_tokens: usize,
+        /// Rounds decoded from the same filled cache; the median is reported.
         #[arg(long, default_value_t = 3)]
         rounds: usize,
     },

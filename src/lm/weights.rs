@@ -279,3 +279,141 @@ pub fn last_position(logits: &Array) -> Array {
     let len = logits.shape()[1];
     logits.index((.., len - 1, ..))
 }
+
+/// Linear layers that read the same input (q/k/v, gate/up), computed as one: their output
+/// rows stacked, so one matmul — one kernel launch — replaces several, then split. In a
+/// decode step, where each kernel is small, launches are much of the fixed term.
+pub enum Fused {
+    One {
+        linear: Linear,
+        splits: Vec<i32>,
+    },
+    /// Parts that cannot share one matmul (different bits, group sizes or biases).
+    Separate(Vec<Linear>),
+}
+
+impl Fused {
+    pub fn new(parts: Vec<Linear>) -> Result<Self> {
+        let Some(stacked) = Self::stack(&parts)? else {
+            return Ok(Fused::Separate(parts));
+        };
+        let outputs: Vec<i32> = parts.iter().map(Linear::out_features).collect();
+        let splits = outputs
+            .iter()
+            .scan(0, |end, n| {
+                *end += n;
+                Some(*end)
+            })
+            .take(parts.len() - 1)
+            .collect();
+        // Materialize now: the parts' memory is freed, and the first step does not pay.
+        mlx_rs::transforms::eval(stacked.arrays())?;
+        Ok(Fused::One {
+            linear: stacked,
+            splits,
+        })
+    }
+
+    fn stack(parts: &[Linear]) -> Result<Option<Linear>> {
+        use mlx_rs::ops::concatenate;
+        let biases: Vec<&Array> = parts.iter().filter_map(Linear::bias).collect();
+        let bias = match biases.len() {
+            0 => None,
+            n if n == parts.len() => Some(concatenate(&biases, 0)?),
+            _ => return Ok(None),
+        };
+        match &parts[0] {
+            Linear::Dense { .. } => {
+                let mut weights = Vec::new();
+                for part in parts {
+                    let Linear::Dense { weight_t, .. } = part else {
+                        return Ok(None);
+                    };
+                    weights.push(weight_t);
+                }
+                Ok(Some(Linear::Dense {
+                    weight_t: concatenate(&weights, 1)?,
+                    bias,
+                }))
+            }
+            Linear::Quantized {
+                weight,
+                group_size,
+                bits,
+                ..
+            } => {
+                let (group_size, bits, packed) = (*group_size, *bits, weight.shape()[1]);
+                let (mut ws, mut ss, mut bs) = (Vec::new(), Vec::new(), Vec::new());
+                for part in parts {
+                    match part {
+                        Linear::Quantized {
+                            weight,
+                            scales,
+                            biases,
+                            group_size: g,
+                            bits: b,
+                            ..
+                        } if *g == group_size && *b == bits && weight.shape()[1] == packed => {
+                            ws.push(weight);
+                            ss.push(scales);
+                            bs.push(biases);
+                        }
+                        _ => return Ok(None),
+                    }
+                }
+                Ok(Some(Linear::Quantized {
+                    weight: concatenate(&ws, 0)?,
+                    scales: concatenate(&ss, 0)?,
+                    biases: concatenate(&bs, 0)?,
+                    bias,
+                    group_size,
+                    bits,
+                }))
+            }
+        }
+    }
+
+    /// Each part's output, in the order given.
+    pub fn forward(&self, x: &Array) -> Result<Vec<Array>> {
+        match self {
+            Fused::One { linear, splits } => Ok(linear.forward(x)?.split_at_indices(splits, -1)?),
+            Fused::Separate(parts) => parts.iter().map(|p| p.forward(x)).collect(),
+        }
+    }
+
+    pub fn nbytes(&self) -> usize {
+        match self {
+            Fused::One { linear, .. } => linear.nbytes(),
+            Fused::Separate(parts) => parts.iter().map(Linear::nbytes).sum(),
+        }
+    }
+}
+
+impl Linear {
+    fn bias(&self) -> Option<&Array> {
+        match self {
+            Linear::Dense { bias, .. } | Linear::Quantized { bias, .. } => bias.as_ref(),
+        }
+    }
+
+    /// Output features (rows of the weight).
+    pub fn out_features(&self) -> i32 {
+        match self {
+            Linear::Dense { weight_t, .. } => weight_t.shape()[1],
+            Linear::Quantized { weight, .. } => weight.shape()[0],
+        }
+    }
+
+    fn arrays(&self) -> Vec<&Array> {
+        match self {
+            Linear::Dense { weight_t, bias } => std::iter::once(weight_t).chain(bias).collect(),
+            Linear::Quantized {
+                weight,
+                scales,
+                biases,
+                bias,
+                ..
+            } => [weight, scales, biases].into_iter().chain(bias).collect(),
+        }
+    }
+}

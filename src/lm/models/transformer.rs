@@ -11,7 +11,7 @@ use mlx_rs::Array;
 
 use super::gated_delta::{GatedDeltaNet, GatedDeltaShape};
 use crate::lm::cache::{KvCache, LayerCache, RecurrentCache};
-use crate::lm::weights::{Embedding, Linear, Quantization, Weights};
+use crate::lm::weights::{Embedding, Fused, Linear, Quantization, Weights};
 
 /// Shapes and constants of a decoder, after each architecture has read its config.
 #[derive(Clone, Debug)]
@@ -69,9 +69,8 @@ impl RmsNorm {
 }
 
 struct Attention {
-    q_proj: Linear,
-    k_proj: Linear,
-    v_proj: Linear,
+    /// q_proj, k_proj and v_proj as one matmul.
+    qkv_proj: Fused,
     o_proj: Linear,
     qk_norm: Option<(RmsNorm, RmsNorm)>,
     output_gate: bool,
@@ -95,9 +94,11 @@ impl Attention {
             None
         };
         Ok(Self {
-            q_proj: w.linear(&format!("{p}.q_proj"), q)?,
-            k_proj: w.linear(&format!("{p}.k_proj"), q)?,
-            v_proj: w.linear(&format!("{p}.v_proj"), q)?,
+            qkv_proj: Fused::new(vec![
+                w.linear(&format!("{p}.q_proj"), q)?,
+                w.linear(&format!("{p}.k_proj"), q)?,
+                w.linear(&format!("{p}.v_proj"), q)?,
+            ])?,
             o_proj: w.linear(&format!("{p}.o_proj"), q)?,
             qk_norm,
             output_gate: s.attention_output_gate,
@@ -113,20 +114,18 @@ impl Attention {
     fn forward(&self, x: &Array, cache: &mut KvCache) -> Result<Array> {
         let (b, l) = (x.shape()[0], x.shape()[1]);
         // [B, L, H*D] -> [B, H, L, D]
-        let split = |t: Array, heads: i32| t.reshape(&[b, l, heads, self.head_dim]);
+        let split = |t: &Array, heads: i32| t.reshape(&[b, l, heads, self.head_dim]);
+        let qkv = self.qkv_proj.forward(x)?;
         let (mut q, gate) = if self.output_gate {
             // Per head: the first head_dim channels are the query, the next head_dim the gate.
-            let both = self
-                .q_proj
-                .forward(x)?
-                .reshape(&[b, l, self.heads, 2 * self.head_dim])?;
+            let both = qkv[0].reshape(&[b, l, self.heads, 2 * self.head_dim])?;
             let halves = both.split_equal(2, -1)?;
             (halves[0].clone(), Some(halves[1].reshape(&[b, l, -1])?))
         } else {
-            (split(self.q_proj.forward(x)?, self.heads)?, None)
+            (split(&qkv[0], self.heads)?, None)
         };
-        let mut k = split(self.k_proj.forward(x)?, self.kv_heads)?;
-        let v = split(self.v_proj.forward(x)?, self.kv_heads)?.transpose_axes(&[0, 2, 1, 3])?;
+        let mut k = split(&qkv[1], self.kv_heads)?;
+        let v = split(&qkv[2], self.kv_heads)?.transpose_axes(&[0, 2, 1, 3])?;
         if let Some((q_norm, k_norm)) = &self.qk_norm {
             q = q_norm.forward(&q)?;
             k = k_norm.forward(&k)?;
@@ -159,36 +158,35 @@ impl Attention {
     }
 
     fn nbytes(&self) -> usize {
-        [&self.q_proj, &self.k_proj, &self.v_proj, &self.o_proj]
-            .iter()
-            .map(|l| l.nbytes())
-            .sum()
+        self.qkv_proj.nbytes() + self.o_proj.nbytes()
     }
 }
 
 struct Mlp {
-    gate_proj: Linear,
-    up_proj: Linear,
+    /// gate_proj and up_proj as one matmul.
+    gate_up_proj: Fused,
     down_proj: Linear,
 }
 
 impl Mlp {
     fn load(w: &mut Weights, p: &str, q: Option<Quantization>) -> Result<Self> {
         Ok(Self {
-            gate_proj: w.linear(&format!("{p}.gate_proj"), q)?,
-            up_proj: w.linear(&format!("{p}.up_proj"), q)?,
+            gate_up_proj: Fused::new(vec![
+                w.linear(&format!("{p}.gate_proj"), q)?,
+                w.linear(&format!("{p}.up_proj"), q)?,
+            ])?,
             down_proj: w.linear(&format!("{p}.down_proj"), q)?,
         })
     }
 
     fn forward(&self, x: &Array) -> Result<Array> {
-        let gate = silu(self.gate_proj.forward(x)?)?;
-        self.down_proj
-            .forward(&gate.multiply(self.up_proj.forward(x)?)?)
+        let gate_up = self.gate_up_proj.forward(x)?;
+        let gate = silu(&gate_up[0])?;
+        self.down_proj.forward(&gate.multiply(&gate_up[1])?)
     }
 
     fn nbytes(&self) -> usize {
-        self.gate_proj.nbytes() + self.up_proj.nbytes() + self.down_proj.nbytes()
+        self.gate_up_proj.nbytes() + self.down_proj.nbytes()
     }
 }
 
