@@ -29,10 +29,15 @@ PROMPT=$(python3 -c 'print(",".join(str(1 + (i * 7919) % 1000) for i in range(16
 for shape in $(python3 -c 'import json; print(" ".join(json.load(open("/tmp/configs.json"))))'); do
   config=$(python3 -c 'import json, sys; print(json.dumps(json.load(open("/tmp/configs.json"))[sys.argv[1]]))' "$shape")
   python3 src/bench/peer.py --config "$config" --prompt-ids "$PROMPT" \
-    --max-tokens "${TOKENS:-64}" --rounds "${ROUNDS:-5}" > "$OUT/py-$shape.json"
-  python3 - "$OUT/py-$shape.json" "$shape" <<'PY'
+    --max-tokens "${TOKENS:-64}" --rounds "${ROUNDS:-5}" > "/tmp/py-$shape.json"
+  python3 - "/tmp/py-$shape.json" "$shape" <<'PY'
 import json, statistics, sys
 d = json.load(open(sys.argv[1]))["results"]
 print(sys.argv[2], {k: round(statistics.median(r["decode_tok_s"] for r in v), 1) for k, v in d.items()})
 PY
 done 2>&1 | tee "$OUT/python.txt"
+python3 -c 'import json, glob, os; print(json.dumps({os.path.basename(f)[3:-5]: json.load(open(f)) for f in glob.glob("/tmp/py-*.json")}))' > "$OUT/py-all.json"
+
+# The context slope: a full-attention model against the Qwen3.5 hybrid, growing context.
+/tmp/quest slope 2>&1 | tee "$OUT/rust-slope.txt"
+cp target/quest-bench/slope-cuda.json "$OUT/"
