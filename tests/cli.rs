@@ -1,32 +1,19 @@
 //! Black-box tests of the `quest` binary (rustlings style): each runs the real CLI with
 //! its own progress folder, no colour and a fixed width; timings are redacted in snapshots.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-fn home(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("quest-cli-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+use std::path::Path;
+use std::process::Output;
 
-fn quest(home: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_quest"))
-        .args(args)
-        .env("QUEST_HOME", home)
-        .env("NO_COLOR", "1")
-        .env("COLUMNS", "80")
-        .output()
-        .unwrap()
-}
+use common::{home, quest};
 
 fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
+    common::text(o).0
 }
 
 fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
+    common::text(o).1
 }
 
 fn fixture_progress(home: &Path) {

@@ -2,8 +2,11 @@
 //! failing each way it can, then passing, the card refusing invented numbers and the
 //! wrong term, the lesson completing once. Slow (real decoding on the CPU): kept small.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+
+use common::{quest, text};
 
 const EXERCISE: &str = "exercises/mlx-path/decode_loop.rs";
 
@@ -28,23 +31,6 @@ impl Drop for ExerciseGuard {
     fn drop(&mut self) {
         std::fs::write(&self.path, &self.original).unwrap();
     }
-}
-
-fn quest(home: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_quest"))
-        .args(args)
-        .env("QUEST_HOME", home)
-        .env("NO_COLOR", "1")
-        .env("COLUMNS", "80")
-        .output()
-        .unwrap()
-}
-
-fn text(o: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
 }
 
 /// Timings vary run to run; everything else in `quest run`'s output must not.
@@ -92,9 +78,7 @@ fn measured(stdout: &str) -> (String, String) {
 
 #[test]
 fn run_submit_card_status() {
-    let home = std::env::temp_dir().join(format!("quest-flow-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&home);
-    std::fs::create_dir_all(&home).unwrap();
+    let home = common::home("flow");
     let guard = ExerciseGuard::new();
     let small = ["--max-tokens", "8"];
 
@@ -224,4 +208,18 @@ fn run_submit_card_status() {
     assert!(text(&out).0.contains("already complete"));
     assert_eq!(xp(&home), xp_once);
     assert!(text(&quest(&home, &["list"])).0.contains("[done]"));
+
+    // The same run in Korean: the lesson, the UI and the numbers.
+    guard.write(&guard.original);
+    let out = quest(
+        &home,
+        &["--lang", "ko", "run", "mlx-path", "--max-tokens", "4"],
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.starts_with("MLX 경로"), "{stdout}");
+    assert!(
+        stdout.contains("첫 토큰까지") && stdout.contains("tok/s"),
+        "{stdout}"
+    );
 }

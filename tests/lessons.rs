@@ -153,3 +153,26 @@ fn the_course_has_ui_strings_levels_and_achievements() {
         .as_sequence()
         .is_some_and(|list| list.len() >= 6));
 }
+
+/// `quest submit` measures the original hand loop from a pristine copy under solutions/,
+/// since the learner edits the exercise: that copy must stay the lesson's code.
+#[test]
+fn the_pristine_hand_loop_is_the_lesson_code() {
+    let course = Course::load(&lessons_dir()).unwrap();
+    for id in course.lesson_ids() {
+        let lesson = course.lesson(id, Lang::En).unwrap();
+        let block = lesson
+            .sections
+            .iter()
+            .flat_map(|s| &s.code_blocks)
+            .find(|b| b.attrs.iter().any(|(k, _)| k == "exercise"))
+            .expect("the lesson has an exercise block");
+        let pristine = lessons_dir().join(format!("../solutions/{id}/hand_loop.rs"));
+        let text = std::fs::read_to_string(&pristine).unwrap();
+        assert!(
+            text == block.code,
+            "{} differs from the lesson's exercise code",
+            pristine.display()
+        );
+    }
+}

@@ -37,12 +37,8 @@ enum Command {
     /// Show a lesson, build its exercise, run it on a real model and print TTFT and tok/s.
     Run {
         lesson: String,
-        /// A model name, GGUF file, MLX directory or Hugging Face repo id (offline cache).
-        #[arg(long)]
-        model: Option<String>,
-        /// Tokens to generate.
-        #[arg(long, default_value_t = lab::DEFAULT_MAX_TOKENS)]
-        max_tokens: usize,
+        #[command(flatten)]
+        run: RunArgs,
         /// Skip the lesson text; only build and run.
         #[arg(long)]
         no_lesson: bool,
@@ -61,19 +57,15 @@ enum Command {
     /// Re-run the exercise every time you save it.
     Watch {
         lesson: String,
-        #[arg(long)]
-        model: Option<String>,
-        #[arg(long, default_value_t = lab::DEFAULT_MAX_TOKENS)]
-        max_tokens: usize,
+        #[command(flatten)]
+        run: RunArgs,
     },
     /// Check your edited exercise: no per-step sync, the reference's tokens, measured
     /// beside the original loop; with an honest card it completes the lesson.
     Submit {
         lesson: String,
-        #[arg(long)]
-        model: Option<String>,
-        #[arg(long, default_value_t = lab::DEFAULT_MAX_TOKENS)]
-        max_tokens: usize,
+        #[command(flatten)]
+        run: RunArgs,
         /// Interleaved rounds of original and edited loop.
         #[arg(long, default_value_t = 3)]
         rounds: usize,
@@ -103,10 +95,8 @@ enum Command {
     /// The lesson's loops side by side, Rust and Python (mlx-lm), against the decode ceiling.
     Bench {
         lesson: String,
-        #[arg(long)]
-        model: Option<String>,
-        #[arg(long, default_value_t = lab::DEFAULT_MAX_TOKENS)]
-        max_tokens: usize,
+        #[command(flatten)]
+        run: RunArgs,
         #[arg(long, default_value_t = 3)]
         rounds: usize,
         /// Skip the Python peers (mlx-lm).
@@ -152,6 +142,17 @@ enum Command {
     },
     /// Print shell completions (bash, zsh, fish, …).
     Completions { shell: clap_complete::Shell },
+}
+
+/// Which model an exercise runs on, and for how many tokens.
+#[derive(clap::Args, Clone)]
+struct RunArgs {
+    /// A model name, GGUF file, MLX directory or Hugging Face repo id (offline cache).
+    #[arg(long)]
+    model: Option<String>,
+    /// Tokens to generate.
+    #[arg(long, default_value_t = lab::DEFAULT_MAX_TOKENS)]
+    max_tokens: usize,
 }
 
 fn parse_lang(text: &str) -> Result<Lang, String> {
@@ -260,8 +261,7 @@ fn dispatch(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Run {
             lesson,
-            model,
-            max_tokens,
+            run: RunArgs { model, max_tokens },
             no_lesson,
         } => {
             let lesson = ctx.lesson(&lesson)?;
@@ -272,8 +272,7 @@ fn dispatch(cli: Cli) -> Result<()> {
         }
         Command::Submit {
             lesson,
-            model,
-            max_tokens,
+            run: RunArgs { model, max_tokens },
             rounds,
         } => {
             let lesson = ctx.lesson(&lesson)?;
@@ -299,8 +298,7 @@ fn dispatch(cli: Cli) -> Result<()> {
         Command::Status { verbose, .. } => status::status(&ctx, verbose, false),
         Command::Bench {
             lesson,
-            model,
-            max_tokens,
+            run: RunArgs { model, max_tokens },
             rounds,
             no_python,
         } => {
@@ -324,8 +322,7 @@ fn dispatch(cli: Cli) -> Result<()> {
         Command::Reset { lesson, yes } => reset(&ctx, &lesson, yes),
         Command::Watch {
             lesson,
-            model,
-            max_tokens,
+            run: RunArgs { model, max_tokens },
         } => watch(&ctx, &lesson, model, max_tokens),
         Command::Completions { .. } | Command::Fit { .. } | Command::Slope { .. } => unreachable!(),
     }
