@@ -185,14 +185,18 @@ pub struct RunRequest {
 }
 
 /// Builds `code` of `lesson` with cargo (its output streams to the terminal, compiler
-/// errors as cargo prints them) and returns the binary's path.
-pub fn build(root: &Path, lesson: &str, code: Code) -> Result<PathBuf> {
+/// errors as cargo prints them) and returns the binary's path. `quiet` hides cargo's
+/// progress lines (errors and warnings still show).
+pub fn build(root: &Path, lesson: &str, code: Code, quiet: bool) -> Result<PathBuf> {
     let (package, bin) = code.target(lesson);
     let mut cargo =
         std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cargo
         .current_dir(root)
-        .args(["build", "--quiet", "-p", package, "--bin", &bin]);
+        .args(["build", "-p", package, "--bin", &bin]);
+    if quiet {
+        cargo.arg("--quiet");
+    }
     // Build with the same profile as quest itself so one build serves both.
     let profile = if cfg!(debug_assertions) {
         "debug"

@@ -52,17 +52,17 @@ pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
         (
             "rust-hand",
             "Rust hand loop (.item per token)",
-            lab::build(&ctx.root, id, Code::HandLoop)?,
+            lab::build(&ctx.root, id, Code::HandLoop, true)?,
         ),
         (
             "rust-pipelined",
             "Rust pipelined loop (solution)",
-            lab::build(&ctx.root, id, Code::Solution)?,
+            lab::build(&ctx.root, id, Code::Solution, true)?,
         ),
         (
             "yours",
             "your exercise",
-            lab::build(&ctx.root, id, Code::Exercise)?,
+            lab::build(&ctx.root, id, Code::Exercise, true)?,
         ),
     ];
     let peer = if options.python {

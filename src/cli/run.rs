@@ -46,11 +46,12 @@ fn run_exercise(
         max_tokens,
     };
     eprintln!("\n{}", ctx.ui("building"));
-    let binary = lab::build(&ctx.root, &lesson.meta.id, Code::Exercise).inspect_err(|e| {
-        if e.downcast_ref::<lab::BuildFailed>().is_some() {
-            eprintln!("{}", ctx.ui("build_failed"));
-        }
-    })?;
+    let binary =
+        lab::build(&ctx.root, &lesson.meta.id, Code::Exercise, false).inspect_err(|e| {
+            if e.downcast_ref::<lab::BuildFailed>().is_some() {
+                eprintln!("{}", ctx.ui("build_failed"));
+            }
+        })?;
     let backend = quest::lm::Backend::detect();
     let device = if backend == quest::lm::Backend::Cpu {
         ctx.ui("device_cpu")

@@ -53,9 +53,9 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
     println!("  ✓ {}", ctx.ui("submit_code_ok"));
 
     // 2. Build all three: the learner's loop, the original hand loop, the reference.
-    let exercise = lab::build(&ctx.root, id, Code::Exercise)?;
-    let hand_loop = lab::build(&ctx.root, id, Code::HandLoop)?;
-    let solution = lab::build(&ctx.root, id, Code::Solution)?;
+    let exercise = lab::build(&ctx.root, id, Code::Exercise, true)?;
+    let hand_loop = lab::build(&ctx.root, id, Code::HandLoop, true)?;
+    let solution = lab::build(&ctx.root, id, Code::Solution, true)?;
     let request = RunRequest {
         model: options
             .model
