@@ -1,9 +1,9 @@
 //! The learner's progress as the CLI uses it: the store plus the course's levels and
 //! achievements, recording runs and announcing what was earned.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
-use quest::course::Lang;
+use quest::course::{Lang, Lesson};
 use quest::lab::Report;
 use quest::progress::{
     award_earned, load_achievements, Achievement, CodeKind, CodeRef, LevelCurve, Run, State, Store,
@@ -68,6 +68,16 @@ impl Learner {
         }
         Ok(value)
     }
+}
+
+/// The exercise file as it is now, and which code it is. Read it before building, so a
+/// save during the run cannot mislabel what was measured.
+pub fn current_exercise(ctx: &Ctx, lesson: &Lesson) -> Result<(Vec<u8>, CodeRef)> {
+    let path = ctx.root.join(&lesson.meta.exercise);
+    let source = std::fs::read(&path)
+        .with_context(|| format!("could not read your exercise {}", path.display()))?;
+    let code = exercise_code(&source, &super::original_exercise(lesson)?);
+    Ok((source, code))
 }
 
 /// Which code a run of the exercise file measured: the lesson's original hand loop, or

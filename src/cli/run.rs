@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use quest::course::Lesson;
 use quest::lab::{self, Code, Report, RunRequest};
 
-use super::learner::{exercise_code, run_record, Learner};
+use super::learner::{current_exercise, run_record, Learner};
 use super::Ctx;
 
 /// Runs the exercise and records the run (its code's hash, backend, numbers).
@@ -20,9 +20,8 @@ pub(crate) fn run_and_record(
     model: Option<String>,
     max_tokens: usize,
 ) -> Result<()> {
+    let (_, code) = current_exercise(ctx, lesson)?;
     let report = run_exercise(ctx, lesson, model, max_tokens)?;
-    let source = std::fs::read(ctx.root.join(&lesson.meta.exercise))?;
-    let code = exercise_code(&source, &original_exercise(lesson)?);
     let mut learner = Learner::open(ctx)?;
     learner.update(ctx, |state| {
         state

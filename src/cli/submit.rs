@@ -11,7 +11,7 @@ use quest::course::Lesson;
 use quest::lab::{self, Code, Report, RunRequest};
 use quest::progress::{Card, CodeKind, CodeRef, Run, State, Submission, Timestamp};
 
-use super::learner::{exercise_code, run_record, Learner};
+use super::learner::{current_exercise, run_record, Learner};
 use super::{original_exercise, Ctx};
 
 /// The award key for finishing a lesson (its XP is the lesson's `xp`).
@@ -27,9 +27,7 @@ pub struct SubmitOptions {
 
 pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()> {
     let id = lesson.meta.id.as_str();
-    let path = ctx.root.join(&lesson.meta.exercise);
-    let source = std::fs::read(&path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    let code = exercise_code(&source, &original_exercise(lesson)?);
+    let (source, code) = current_exercise(ctx, lesson)?;
     let mut learner = Learner::open(ctx)?;
 
     // 1. The code.
@@ -230,9 +228,7 @@ fn card_accepted(state: &State, id: &str, code: &CodeRef) -> bool {
 
 pub fn card(ctx: &Ctx, lesson: &Lesson, before: f64, after: f64, term: Term) -> Result<()> {
     let id = lesson.meta.id.as_str();
-    let path = ctx.root.join(&lesson.meta.exercise);
-    let source = std::fs::read(&path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    let code = exercise_code(&source, &original_exercise(lesson)?);
+    let (_, code) = current_exercise(ctx, lesson)?;
     let mut learner = Learner::open(ctx)?;
 
     // The numbers must be ones quest measured here (for this version of the code).
