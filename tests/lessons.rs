@@ -161,12 +161,8 @@ fn the_pristine_hand_loop_is_the_lesson_code() {
     let course = Course::load(&lessons_dir()).unwrap();
     for id in course.lesson_ids() {
         let lesson = course.lesson(id, Lang::En).unwrap();
-        let block = lesson
-            .sections
-            .iter()
-            .flat_map(|s| &s.code_blocks)
-            .find(|b| b.attrs.iter().any(|(k, _)| k == "exercise"))
-            .expect("the lesson has an exercise block");
+        let blocks = lesson.exercise_blocks();
+        let block = blocks.first().expect("the lesson has an exercise block");
         let pristine = lessons_dir().join(format!("../solutions/{id}/hand_loop.rs"));
         let text = std::fs::read_to_string(&pristine).unwrap();
         assert!(

@@ -177,9 +177,3 @@ pub fn held_bytes(cache: &[crate::lm::LayerCache]) -> (usize, usize) {
     }
     (kv, state)
 }
-
-/// KV bytes the caches hold per position, measured: one token through an empty cache
-/// (the fixed recurrent state of a hybrid model is not counted; see [`cache_bytes`]).
-pub fn kv_bytes_per_position(model: &crate::lm::Model) -> anyhow::Result<usize> {
-    Ok(cache_bytes(model)?.kv_per_position)
-}

@@ -96,10 +96,8 @@ fn print_report(ctx: &Ctx, r: &Report) {
 /// The exercise as the lesson gives it: its `exercise=` code block.
 pub(crate) fn original_exercise(lesson: &Lesson) -> Result<String> {
     lesson
-        .sections
-        .iter()
-        .flat_map(|s| &s.code_blocks)
-        .find(|b| b.attrs.iter().any(|(k, _)| k == "exercise"))
+        .exercise_blocks()
+        .first()
         .map(|b| b.code.clone())
         .with_context(|| format!("{} has no exercise code block", lesson.path.display()))
 }
