@@ -1,18 +1,26 @@
 //! The channel between quest and an exercise binary, and the timing protocol.
 //!
-//! quest starts the exercise with `QUEST_MODEL`, `QUEST_PROMPT`, `QUEST_MAX_TOKENS` and
-//! `QUEST_REPORT` set; the exercise writes a versioned JSON [`Report`] to `QUEST_REPORT`.
-//! Run by hand (`cargo run -p quest-exercises --bin …`), it uses the defaults below and
+//! quest compiles any exercise source — the learner's file, a lesson's starting code,
+//! a solution — as the one binary of the `quest-lab` package (`lab/`), which
+//! `include!`s the file named by `QUEST_LAB_SOURCE` at build time; built binaries are
+//! kept by the hash of their source. quest starts one with `QUEST_MODEL`,
+//! `QUEST_PROMPT`, `QUEST_MAX_TOKENS` and `QUEST_REPORT` set; it writes a versioned
+//! JSON [`Report`] to `QUEST_REPORT`. Run by hand, it uses the defaults below and
 //! prints its numbers.
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
+use crate::course::Metric;
+
 /// Bumped whenever a field of [`Report`] changes meaning.
-pub const REPORT_SCHEMA: u32 = 1;
+pub const REPORT_SCHEMA: u32 = 2;
 
 pub const DEFAULT_PROMPT: &str = "What is the capital of France? Answer in one sentence.";
 pub const DEFAULT_MAX_TOKENS: usize = 32;
@@ -23,6 +31,8 @@ pub struct Exercise {
     pub prompt: String,
     pub max_tokens: usize,
     report_path: Option<PathBuf>,
+    /// When the exercise began: until [`Timer::start`] it is loading.
+    began: Instant,
 }
 
 impl Exercise {
@@ -38,6 +48,7 @@ impl Exercise {
             prompt: std::env::var("QUEST_PROMPT").unwrap_or_else(|_| DEFAULT_PROMPT.into()),
             max_tokens: max_tokens.max(1),
             report_path: std::env::var_os("QUEST_REPORT").map(PathBuf::from),
+            began: Instant::now(),
         })
     }
 
@@ -55,8 +66,10 @@ impl Exercise {
             backend: crate::lm::Backend::detect().name().into(),
             prompt_tokens,
             generated_tokens: tokens.len(),
+            load_ms: timer.start.saturating_duration_since(self.began).as_secs_f64() * 1e3,
             ttft_ms: timer.ttft().as_secs_f64() * 1e3,
             decode_tok_s: timer.decode_tok_s(tokens.len()),
+            token_ms: timer.token_ms(),
             tokens: tokens.to_vec(),
             text: text.to_owned(),
         };
@@ -64,19 +77,27 @@ impl Exercise {
             Some(path) => report.write(path),
             None => {
                 println!(
-                    "TTFT {:.1} ms · decode {:.2} tok/s",
-                    report.ttft_ms, report.decode_tok_s
+                    "load {:.1} ms · TTFT {:.1} ms · decode {:.2} tok/s",
+                    report.load_ms, report.ttft_ms, report.decode_tok_s
                 );
+                if let Some(growth) = report.metric(Metric::MsPerTokenGrowth) {
+                    println!(
+                        "{:.2} ms per token, growing {growth:.2} ms per 100 tokens",
+                        report.metric(Metric::MsPerToken).unwrap_or_default()
+                    );
+                }
                 Ok(())
             }
         }
     }
 }
 
-/// Marks the three moments a decode loop is measured by.
+/// Marks the moments a decode loop is measured by: start, first token, each later
+/// token (optional), done.
 pub struct Timer {
     start: Instant,
     first_token: Option<Instant>,
+    tokens: Vec<Instant>,
     done: Option<Instant>,
 }
 
@@ -86,6 +107,7 @@ impl Timer {
         Self {
             start: Instant::now(),
             first_token: None,
+            tokens: Vec::new(),
             done: None,
         }
     }
@@ -93,6 +115,28 @@ impl Timer {
     /// Call when the first token is on the host.
     pub fn first_token(&mut self) {
         self.first_token = Some(Instant::now());
+    }
+
+    /// Call each time a later token is on the host: quest then sees the time of every
+    /// token, and how it changes over the run.
+    pub fn token(&mut self) {
+        self.tokens.push(Instant::now());
+    }
+
+    /// Milliseconds of each marked token after the first.
+    pub fn token_ms(&self) -> Vec<f64> {
+        let Some(first) = self.first_token else {
+            return Vec::new();
+        };
+        let mut previous = first;
+        self.tokens
+            .iter()
+            .map(|&at| {
+                let ms = at.saturating_duration_since(previous).as_secs_f64() * 1e3;
+                previous = at;
+                ms
+            })
+            .collect()
     }
 
     /// Call when the last token is on the host.
@@ -123,13 +167,42 @@ pub struct Report {
     pub backend: String,
     pub prompt_tokens: usize,
     pub generated_tokens: usize,
+    pub load_ms: f64,
     pub ttft_ms: f64,
     pub decode_tok_s: f64,
+    /// The time of each token after the first, when the exercise marked them
+    /// ([`Timer::token`]).
+    #[serde(default)]
+    pub token_ms: Vec<f64>,
     pub tokens: Vec<u32>,
     pub text: String,
 }
 
 impl Report {
+    /// A named number from this run; `None` when the run did not measure it
+    /// (per-token metrics need [`Timer::token`]).
+    pub fn metric(&self, metric: Metric) -> Option<f64> {
+        let value = match metric {
+            Metric::DecodeTokS => self.decode_tok_s,
+            Metric::TtftMs => self.ttft_ms,
+            Metric::LoadMs => self.load_ms,
+            Metric::MsPerToken if self.token_ms.is_empty() => {
+                (self.decode_tok_s > 0.0).then(|| 1e3 / self.decode_tok_s)?
+            }
+            Metric::MsPerToken => self.token_ms.iter().sum::<f64>() / self.token_ms.len() as f64,
+            Metric::MsPerTokenGrowth => crate::stats::slope(&self.token_ms)? * 100.0,
+        };
+        value.is_finite().then_some(value)
+    }
+
+    /// Every metric this run measured, by key.
+    pub fn metrics(&self) -> std::collections::BTreeMap<String, f64> {
+        Metric::ALL
+            .into_iter()
+            .filter_map(|metric| Some((metric.key().to_owned(), self.metric(metric)?)))
+            .collect()
+    }
+
     pub fn write(&self, path: &Path) -> Result<()> {
         std::fs::write(path, serde_json::to_vec_pretty(self)?)
             .with_context(|| format!("could not write the report {}", path.display()))
@@ -153,64 +226,86 @@ impl Report {
     }
 }
 
-/// Which version of a lesson's loop to build and run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Code {
-    /// The learner's file under `exercises/`.
-    Exercise,
-    /// The reference under `solutions/`.
-    Solution,
-    /// The exercise as the lesson gives it (a pristine copy under `solutions/`).
-    HandLoop,
-}
-
-impl Code {
-    /// The cargo package and binary that hold this code for `lesson`.
-    pub fn target(self, lesson: &str) -> (&'static str, String) {
-        match self {
-            Code::Exercise => ("quest-exercises", format!("{lesson}-decode-loop")),
-            Code::Solution => ("quest-solutions", format!("{lesson}-solution")),
-            Code::HandLoop => ("quest-solutions", format!("{lesson}-hand-loop")),
-        }
-    }
-}
-
 /// What `quest run` passes to an exercise.
 #[derive(Clone, Debug)]
 pub struct RunRequest {
     pub model: String,
     pub prompt: String,
     pub max_tokens: usize,
+    /// Stop the exercise after this long (off when `None`).
+    pub time_limit: Option<Duration>,
 }
 
-/// Builds `code` of `lesson` with cargo (its output streams to the terminal, compiler
-/// errors as cargo prints them) and returns the binary's path. `quiet` hides cargo's
-/// progress lines (errors and warnings still show).
-pub fn build(root: &Path, lesson: &str, code: Code, quiet: bool) -> Result<PathBuf> {
-    let (package, bin) = code.target(lesson);
-    let mut cargo =
-        std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    cargo
-        .current_dir(root)
-        .args(["build", "-p", package, "--bin", &bin]);
-    if quiet {
-        cargo.arg("--quiet");
-    }
-    // Build with the same profile as quest itself so one build serves both.
+/// The cargo workspace quest was built from: where exercises are compiled, whatever
+/// folder the course lives in.
+pub fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn target_dir(workspace: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| workspace.join("target"), PathBuf::from)
+}
+
+/// Builds `source` (any exercise file) as the lab binary, with cargo in `workspace`
+/// and the same profile as quest itself; returns a copy of the binary kept for this
+/// exact source. Compiler errors stream to the terminal as cargo prints them; `quiet`
+/// hides cargo's progress lines.
+pub fn build(workspace: &Path, source: &Path, quiet: bool) -> Result<PathBuf> {
     let profile = if cfg!(debug_assertions) {
         "debug"
     } else {
         "release"
     };
+    let target = target_dir(workspace);
+    let bytes =
+        std::fs::read(source).with_context(|| format!("could not read {}", source.display()))?;
+    // Keyed by the source and by this quest (a rebuilt quest may change the library).
+    let quest_stamp = std::env::current_exe()
+        .and_then(std::fs::metadata)
+        .and_then(|m| m.modified())
+        .map(|t| format!("{t:?}"))
+        .unwrap_or_default();
+    let mut key = bytes.clone();
+    key.extend_from_slice(quest_stamp.as_bytes());
+    let kept = target
+        .join(profile)
+        .join("quest-lab-builds")
+        .join(&crate::course::sha256_hex(&key)[..16]);
+    if kept.is_file() {
+        return Ok(kept);
+    }
+    std::fs::create_dir_all(kept.parent().unwrap_or(&target))?;
+    // One build at a time: the lab binary is one file, whichever source it holds.
+    let lock_path = target.join("quest-lab.lock");
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .with_context(|| format!("could not open {}", lock_path.display()))?;
+    fs4::FileExt::lock(&lock)
+        .with_context(|| format!("could not lock {}", lock_path.display()))?;
+    let source = std::path::absolute(source)?;
+    let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cargo
+        .current_dir(workspace)
+        .args(["build", "-p", "quest-lab", "--bin", "quest-lab"])
+        .env("QUEST_LAB_SOURCE", &source);
+    if quiet {
+        cargo.arg("--quiet");
+    }
     if profile == "release" {
         cargo.arg("--release");
     }
-    let status = cargo.status().context("could not start cargo")?;
+    let child = cargo.spawn().context("could not start cargo")?;
+    let status = wait_child(child, None)?.0;
     anyhow::ensure!(status.success(), BuildFailed);
-    let target_dir =
-        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
-    Ok(target_dir.join(profile).join(bin))
+    let built = target.join(profile).join("quest-lab");
+    let partial = kept.with_extension("partial");
+    std::fs::copy(&built, &partial)
+        .with_context(|| format!("could not copy {}", built.display()))?;
+    std::fs::rename(&partial, &kept)?;
+    Ok(kept)
 }
 
 /// The build failed; cargo has already printed why.
@@ -227,21 +322,30 @@ impl std::error::Error for BuildFailed {}
 
 /// Runs a built exercise once and reads the report it wrote.
 pub fn run(binary: &Path, request: &RunRequest) -> Result<Report> {
-    let report_path =
-        std::env::temp_dir().join(format!("quest-report-{}.json", std::process::id()));
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let report_path = std::env::temp_dir().join(format!(
+        "quest-report-{}-{}.json",
+        std::process::id(),
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
     let _ = std::fs::remove_file(&report_path);
-    let output = std::process::Command::new(binary)
+    let child = Command::new(binary)
         .env("QUEST_MODEL", &request.model)
         .env("QUEST_PROMPT", &request.prompt)
         .env("QUEST_MAX_TOKENS", request.max_tokens.to_string())
         .env("QUEST_REPORT", &report_path)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .output()
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
         .with_context(|| format!("could not start {}", binary.display()))?;
-    if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        anyhow::bail!(RunFailed(stderr.trim().to_owned()));
+    let (status, stderr) = wait_child(child, request.time_limit)?;
+    if !status.success() {
+        let stderr = stderr.trim();
+        anyhow::bail!(RunFailed(if stderr.is_empty() {
+            format!("the exercise ended with {status} and said nothing")
+        } else {
+            stderr.to_owned()
+        }));
     }
     let report = Report::read(&report_path);
     let _ = std::fs::remove_file(&report_path);
@@ -260,9 +364,135 @@ impl std::fmt::Display for RunFailed {
 
 impl std::error::Error for RunFailed {}
 
+/// The exercise ran longer than its time limit and was stopped.
+#[derive(Debug)]
+pub struct TimedOut(pub Duration);
+
+impl std::fmt::Display for TimedOut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "stopped after {} s (the time limit)", self.0.as_secs())
+    }
+}
+
+impl std::error::Error for TimedOut {}
+
+/// Processes quest started and is waiting for: ended with quest (see
+/// [`end_children_on_signal`]).
+static CHILDREN: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+/// Waits for `child` (collecting its stderr, if piped), killing it after `limit`.
+/// While it runs it is registered, so that a SIGINT or SIGTERM to quest ends it too.
+fn wait_child(mut child: Child, limit: Option<Duration>) -> Result<(std::process::ExitStatus, String)> {
+    let pid = child.id();
+    CHILDREN.lock().unwrap_or_else(|e| e.into_inner()).push(pid);
+    let stderr = child.stderr.take().map(|mut pipe| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = pipe.read_to_string(&mut text);
+            text
+        })
+    });
+    let started = Instant::now();
+    let result = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Ok(status),
+            Ok(None) if limit.is_some_and(|limit| started.elapsed() > limit) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break Err(anyhow::Error::new(TimedOut(limit.unwrap_or_default())));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(error) => break Err(error.into()),
+        }
+    };
+    CHILDREN
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|&p| p != pid);
+    let stderr = stderr
+        .and_then(|thread| thread.join().ok())
+        .unwrap_or_default();
+    Ok((result?, stderr))
+}
+
+/// Makes SIGINT and SIGTERM to quest end the exercise (and cargo) it started, then
+/// quest itself (exit status 130), so no exercise keeps running orphaned.
+pub fn end_children_on_signal() {
+    let _ = ctrlc::set_handler(|| {
+        let children = CHILDREN.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        for pid in children {
+            // SAFETY: kill(2) with a pid quest started and has not reaped yet.
+            unsafe {
+                libc::kill(pid as libc::pid_t, libc::SIGTERM);
+            }
+        }
+        std::process::exit(130);
+    });
+}
+
 /// sha256 of a source file: which code a measurement belongs to.
 pub fn code_hash(path: &Path) -> Result<String> {
     let bytes =
         std::fs::read(path).with_context(|| format!("could not read {}", path.display()))?;
     Ok(crate::course::sha256_hex(&bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(decode_tok_s: f64, token_ms: Vec<f64>) -> Report {
+        Report {
+            schema: REPORT_SCHEMA,
+            model: "m".into(),
+            backend: "cpu".into(),
+            prompt_tokens: 4,
+            generated_tokens: token_ms.len() + 1,
+            load_ms: 50.0,
+            ttft_ms: 100.0,
+            decode_tok_s,
+            token_ms,
+            tokens: vec![],
+            text: String::new(),
+        }
+    }
+
+    #[test]
+    fn metrics_from_a_report() {
+        let flat = report(10.0, vec![100.0, 100.0, 100.0]);
+        assert_eq!(flat.metric(Metric::MsPerToken), Some(100.0));
+        assert_eq!(flat.metric(Metric::MsPerTokenGrowth), Some(0.0));
+        assert_eq!(flat.metric(Metric::LoadMs), Some(50.0));
+        // 2 ms more per token: 200 ms per 100 tokens.
+        let rising = report(10.0, vec![100.0, 102.0, 104.0, 106.0]);
+        assert_eq!(rising.metric(Metric::MsPerTokenGrowth), Some(200.0));
+        // Without per-token marks: the mean from the rate, and no growth.
+        let unmarked = report(20.0, vec![]);
+        assert_eq!(unmarked.metric(Metric::MsPerToken), Some(50.0));
+        assert_eq!(unmarked.metric(Metric::MsPerTokenGrowth), None);
+        assert!(!unmarked.metrics().contains_key("ms_per_token_growth"));
+        assert_eq!(report(0.0, vec![]).metric(Metric::MsPerToken), None);
+    }
+
+    #[test]
+    fn token_times_are_gaps_after_the_first_token() {
+        let mut timer = Timer::start();
+        assert!(timer.token_ms().is_empty());
+        timer.first_token();
+        timer.token();
+        timer.token();
+        let gaps = timer.token_ms();
+        assert_eq!(gaps.len(), 2);
+        assert!(gaps.iter().all(|ms| *ms >= 0.0));
+    }
+
+    #[test]
+    fn a_child_over_its_time_limit_is_stopped() {
+        let child = Command::new("sleep").arg("5").spawn().unwrap();
+        let started = Instant::now();
+        let error = wait_child(child, Some(Duration::from_millis(100))).unwrap_err();
+        assert!(error.downcast_ref::<TimedOut>().is_some(), "{error:#}");
+        assert!(started.elapsed() < Duration::from_secs(4));
+        assert!(CHILDREN.lock().unwrap().is_empty());
+    }
 }

@@ -1,8 +1,8 @@
-//! mlx-path: a hand-written decode loop on MLX.
-//!
-//! Load the model, prefill the prompt once, then one token per forward pass through
-//! the same weights, with a KV cache that grows by one position per step.
-//! Your task (see the lesson): take the per-token `.item()` out of the DECODE loop.
+// mlx-path: a hand-written decode loop on MLX.
+//
+// Load the model, prefill the prompt once, then one token per forward pass through
+// the same weights, with a KV cache that grows by one position per step.
+// Your task (see the lesson): take the per-token `.item()` out of the DECODE loop.
 
 use anyhow::Result;
 use mlx_rs::ops::indexing::argmax_axis;

@@ -1,10 +1,10 @@
-//! mlx-path, solved: the same decode loop with no host sync inside it.
-//!
-//! Each step's token stays on the device as a lazy array and feeds the next forward pass
-//! directly; `async_eval` starts computing it without waiting, so while the device works
-//! on token n the host already builds the graph for token n+1 (the pipeline mlx-lm's
-//! `generate_step` and mlx-swift-lm's `TokenIterator` keep full). The tokens come to the
-//! host once, after the loop.
+// mlx-path, solved: the same decode loop with no host sync inside it.
+//
+// Each step's token stays on the device as a lazy array and feeds the next forward pass
+// directly; `async_eval` starts computing it without waiting, so while the device works
+// on token n the host already builds the graph for token n+1 (the pipeline mlx-lm's
+// `generate_step` and mlx-swift-lm's `TokenIterator` keep full). The tokens come to the
+// host once, after the loop.
 
 use anyhow::Result;
 use mlx_rs::ops::indexing::argmax_axis;

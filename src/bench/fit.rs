@@ -7,7 +7,7 @@ use anyhow::Result;
 use serde::Serialize;
 
 use super::{loops, random, Measured};
-use crate::check::card::median;
+use crate::stats::median;
 
 #[derive(Debug, Serialize)]
 pub struct ShapePoint {

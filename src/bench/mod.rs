@@ -19,7 +19,7 @@ use crate::lab::Report;
 /// One loop's measured rounds.
 #[derive(Clone, Debug, Serialize)]
 pub struct LoopRuns {
-    /// Short id: `rust-hand`, `rust-pipelined`, `yours`, `py-hand`, `py-generate`.
+    /// Short id: `rust-starting`, `rust-solution`, `yours`, `py-hand`, `py-generate`.
     pub id: String,
     pub label: String,
     pub runs: Vec<Measured>,
@@ -61,10 +61,10 @@ impl LoopRuns {
         let rates: Vec<f64> = self.runs.iter().map(|r| r.decode_tok_s).collect();
         let ttfts: Vec<f64> = self.runs.iter().map(|r| r.ttft_ms).collect();
         Summary {
-            median_tok_s: crate::check::card::median(&rates),
+            median_tok_s: crate::stats::median(&rates),
             min_tok_s: rates.iter().copied().fold(f64::INFINITY, f64::min),
             max_tok_s: rates.iter().copied().fold(0.0, f64::max),
-            median_ttft_ms: crate::check::card::median(&ttfts),
+            median_ttft_ms: crate::stats::median(&ttfts),
         }
     }
 }
@@ -111,7 +111,7 @@ impl BenchResult {
         self.loops
             .iter()
             .find(|l| l.id == "py-generate")
-            .or_else(|| self.loops.iter().find(|l| l.id == "rust-hand"))
+            .or_else(|| self.loops.iter().find(|l| l.id == "rust-starting"))
     }
 
     /// The terminal table.

@@ -17,7 +17,7 @@ use mlx_rs::Array;
 use serde::Serialize;
 
 use super::{fit::least_squares, loops, random, CacheBytes, Measured};
-use crate::check::card::median;
+use crate::stats::median;
 use crate::lm::{self, LayerCache, Model};
 
 /// Prompt tokens per prefill forward pass (the caches are evaluated between chunks).

@@ -1,75 +1,87 @@
-//! The learner's card: before/after decode tok/s and which term of the decode-ceiling
-//! formula changed. Numbers are accepted only when quest measured something close.
+//! The learner's card and quiz: measured numbers are accepted only when quest
+//! recorded something close for that code; answers are checked against the lesson's
+//! answer, fixed or computed from what quest measured on this machine.
 
-use crate::progress::{CodeKind, Run};
-
-/// A claimed number must be within this fraction of a run quest recorded for that code.
-pub const CARD_TOLERANCE: f64 = 0.15;
-
-/// The decode-ceiling formula's terms: time per token = fixed + bytes / bandwidth.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Term {
-    /// The per-step cost that does not depend on the bytes read: syncs, launches, the host.
-    Fixed,
-    /// Bytes read per token over memory bandwidth.
-    Bytes,
-}
-
-impl Term {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Term::Fixed => "fixed",
-            Term::Bytes => "bytes",
-        }
-    }
-}
-
-/// Removing the per-token sync changes the fixed term; the weights read per token stay.
-pub const CORRECT_TERM: Term = Term::Fixed;
+use crate::course::spec::{Answer, MeasuredAnswer, Question, EFFECT_SHOWS_RATIO};
 
 /// Why a claimed number was refused: what was claimed and what quest had measured.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Refused {
+    /// `before` or `after`.
     pub which: &'static str,
     pub claimed: f64,
     pub measured: Vec<f64>,
 }
 
-/// Checks a claimed tok/s against recorded runs of one kind of code.
+/// Accepts `claimed` when it is within `tolerance` (relative) of a measured value.
 pub fn check_claim(
     which: &'static str,
     claimed: f64,
-    runs: &[Run],
-    kind: CodeKind,
+    measured: &[f64],
+    tolerance: f64,
 ) -> Result<(), Refused> {
-    let measured: Vec<f64> = runs
-        .iter()
-        .filter(|r| r.code.kind == kind)
-        .map(|r| r.decode_tok_s)
-        .collect();
-    let close = |m: &f64| claimed.is_finite() && (claimed - m).abs() <= CARD_TOLERANCE * m;
+    let close = |m: &f64| claimed.is_finite() && (claimed - m).abs() <= tolerance * m.abs();
     if measured.iter().any(close) {
         Ok(())
     } else {
         Err(Refused {
             which,
             claimed,
-            measured,
+            measured: measured.to_vec(),
         })
     }
 }
 
-/// The median of a non-empty list.
-pub fn median(values: &[f64]) -> f64 {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let mid = sorted.len() / 2;
-    if sorted.len() % 2 == 1 {
-        sorted[mid]
-    } else {
-        (sorted[mid - 1] + sorted[mid]) / 2.0
+/// The right answer to `question` here; `measured` is the learner's improvement
+/// (see [`Metric::improvement`]) from quest's measurements, when there are some.
+/// `None`: the answer depends on a measurement that was not made yet.
+pub fn correct_answer(question: &Question, measured: Option<f64>) -> Option<String> {
+    match &question.answer {
+        Answer::Is(answer) => Some(answer.clone()),
+        Answer::Measured {
+            measured: MeasuredAnswer::EffectShows,
+        } => measured.map(|ratio| {
+            if ratio >= EFFECT_SHOWS_RATIO {
+                "yes".into()
+            } else {
+                "no".into()
+            }
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::course::Metric;
+
+    #[test]
+    fn claims_within_tolerance_of_a_measurement_pass() {
+        assert!(check_claim("before", 10.1, &[8.0, 10.0], 0.15).is_ok());
+        let refused = check_claim("after", 20.0, &[10.0], 0.15).unwrap_err();
+        assert_eq!(refused.measured, [10.0]);
+        assert!(check_claim("after", f64::NAN, &[10.0], 0.15).is_err());
+        assert!(check_claim("after", 10.0, &[], 0.15).is_err());
+    }
+
+    #[test]
+    fn improvement_follows_the_metric_direction() {
+        assert_eq!(Metric::DecodeTokS.improvement(10.0, 15.0), Some(1.5));
+        assert_eq!(Metric::TtftMs.improvement(300.0, 200.0), Some(1.5));
+        assert_eq!(Metric::TtftMs.improvement(0.0, 200.0), None);
+    }
+
+    #[test]
+    fn measured_answers_come_from_the_measurement() {
+        let question: Question = serde_yaml::from_str(
+            "{id: shows, choices: [yes, no], answer: {measured: effect_shows}}",
+        )
+        .unwrap();
+        assert_eq!(correct_answer(&question, Some(1.3)).as_deref(), Some("yes"));
+        assert_eq!(correct_answer(&question, Some(1.02)).as_deref(), Some("no"));
+        assert_eq!(correct_answer(&question, None), None);
+        let fixed: Question =
+            serde_yaml::from_str("{id: term, choices: [fixed, bytes], answer: fixed}").unwrap();
+        assert_eq!(correct_answer(&fixed, None).as_deref(), Some("fixed"));
     }
 }

@@ -1,5 +1,6 @@
-//! Per-lesson checks of a submission: the code's shape (read with syn, not a regex),
-//! the behaviour (same tokens as the reference), and the card (numbers quest measured).
+//! A submission's checks, interpreted from the lesson's data: the code rules (read
+//! from the syntax tree with syn, not a regex), and the card and quiz. Knows nothing
+//! of the progress file: callers hand it plain numbers.
 
 pub mod card;
-pub mod code;
+pub mod rules;

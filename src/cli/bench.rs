@@ -4,33 +4,27 @@
 use anyhow::Result;
 
 use quest::bench::{bandwidth, peer::Peer, plot, BenchResult, Ceiling, LoopRuns, Measured};
-use quest::course::Lesson;
-use quest::lab::{self, Code, RunRequest};
+use quest::course::{Lesson, Metric};
+use quest::lab::{self, RunRequest};
 use quest::lm::{self, Backend, ModelSource};
 
-use quest::progress::{CodeRef, Run, Timestamp};
+use quest::progress::{CodeRef, Run, Timestamp, LIBRARY_DECODE_TOK_S};
 
-use super::learner::{current_exercise, Learner};
-use super::Ctx;
+use super::learner::{current_exercise, solution_path, starting_code_file, Learner};
+use super::run::{build, request as run_request};
+use super::{Ctx, RunArgs};
 
 pub struct BenchOptions {
-    pub model: Option<String>,
-    pub max_tokens: usize,
+    pub run: RunArgs,
     pub rounds: usize,
     pub python: bool,
 }
 
 pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
     let id = lesson.meta.id.as_str();
-    let model_spec = options
-        .model
-        .clone()
-        .unwrap_or_else(|| lesson.meta.model.clone());
-    let request = RunRequest {
-        model: model_spec.clone(),
-        prompt: lab::DEFAULT_PROMPT.into(),
-        max_tokens: options.max_tokens,
-    };
+    let request = run_request(lesson, &options.run);
+    let model_spec = request.model.clone();
+    let max_tokens = request.max_tokens;
     let backend = Backend::detect();
 
     // What a decode step must read, and how fast this machine can read it.
@@ -39,7 +33,7 @@ pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
         tokenizer.apply_chat_template(&[lm::Message::user(&request.prompt)], true, false)?;
     let prompt_ids = tokenizer.encode(&prompt)?;
     let cache_bytes = quest::bench::cache_bytes(&model)?;
-    let mean_context = prompt_ids.len() + options.max_tokens / 2;
+    let mean_context = prompt_ids.len() + max_tokens / 2;
     eprintln!(
         "quest: measuring memory bandwidth on the {} …",
         backend.name()
@@ -52,23 +46,19 @@ pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
     drop(model);
 
     // The exercise as it is when built: what "your exercise" measures.
-    let (_, code) = current_exercise(ctx, lesson)?;
+    let (exercise, _, code) = current_exercise(lesson)?;
     let binaries = [
         (
-            "rust-hand",
-            "Rust hand loop (.item per token)",
-            lab::build(&ctx.root, id, Code::HandLoop, true)?,
+            "rust-starting",
+            "Rust: the lesson's starting code",
+            build(ctx, &starting_code_file(lesson)?.0, true)?,
         ),
         (
-            "rust-pipelined",
-            "Rust pipelined loop (solution)",
-            lab::build(&ctx.root, id, Code::Solution, true)?,
+            "rust-solution",
+            "Rust: the lesson's solution",
+            build(ctx, &solution_path(lesson)?, true)?,
         ),
-        (
-            "yours",
-            "your exercise",
-            lab::build(&ctx.root, id, Code::Exercise, true)?,
-        ),
+        ("yours", "your exercise", build(ctx, &exercise, true)?),
     ];
     let peer = if options.python {
         match (Peer::ensure(), lm::hub::resolve(&model_spec)?) {
@@ -107,7 +97,7 @@ pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
     // Warm-up (not counted), then interleaved rounds: A B C D E, A B C D E, …
     eprintln!(
         "quest: warm-up, then {} interleaved rounds of {} tokens",
-        options.rounds, options.max_tokens
+        options.rounds, max_tokens
     );
     let warm = RunRequest {
         max_tokens: 4,
@@ -123,7 +113,7 @@ pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
                 .push(Measured::from(lab::run(binary, &request)?));
         }
         if let Ok((peer, path)) = &peer {
-            let [hand, generate] = peer.round(path, &prompt_ids, options.max_tokens, true)?;
+            let [hand, generate] = peer.round(path, &prompt_ids, max_tokens, true)?;
             loops[3].runs.push(hand);
             loops[4].runs.push(generate);
         }
@@ -139,7 +129,7 @@ pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
         model: model_spec,
         backend: backend.name().into(),
         prompt_tokens: prompt_ids.len(),
-        max_tokens: options.max_tokens,
+        max_tokens,
         rounds: options.rounds,
         ceiling,
         loops,
@@ -176,12 +166,16 @@ fn record_against_library(
             at: Timestamp::now(),
             code,
             backend: format!("mlx-{}", result.backend),
-            ttft_ms: mine.median_ttft_ms,
-            decode_tok_s: mine.median_tok_s,
             tokens_generated: result.max_tokens as u32,
             prompt_tokens: result.prompt_tokens as u32,
             lang: ctx.lang,
-            library_tok_s: Some(library_tok_s),
+            metrics: [
+                (Metric::TtftMs.key().to_owned(), mine.median_ttft_ms),
+                (Metric::DecodeTokS.key().to_owned(), mine.median_tok_s),
+                (LIBRARY_DECODE_TOK_S.to_owned(), library_tok_s),
+            ]
+            .into(),
+            weights: None,
         });
         Ok(())
     })

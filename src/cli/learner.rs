@@ -1,6 +1,8 @@
 //! The learner's progress as the CLI uses it: the store plus the course's levels and
 //! achievements, recording runs and announcing what was earned.
 
+use std::path::PathBuf;
+
 use anyhow::{Context, Result};
 
 use quest::course::{Lang, Lesson};
@@ -70,17 +72,24 @@ impl Learner {
     }
 }
 
-/// The exercise file as it is now, and which code it is. Read it before building, so a
-/// save during the run cannot mislabel what was measured.
-pub fn current_exercise(ctx: &Ctx, lesson: &Lesson) -> Result<(Vec<u8>, CodeRef)> {
-    let path = ctx.root.join(&lesson.meta.exercise);
+/// The exercise file as it is now: its path, its bytes, and which code it is. Read it
+/// before building, so a save during the run cannot mislabel what was measured.
+pub fn current_exercise(lesson: &Lesson) -> Result<(PathBuf, Vec<u8>, CodeRef)> {
+    let path = exercise_path(lesson)?;
     let source = std::fs::read(&path)
         .with_context(|| format!("could not read your exercise {}", path.display()))?;
-    let code = exercise_code(&source, &super::original_exercise(lesson)?);
-    Ok((source, code))
+    let code = exercise_code(&source, &lesson.starting_code()?);
+    Ok((path, source, code))
 }
 
-/// Which code a run of the exercise file measured: the lesson's original hand loop, or
+/// The learner's exercise file; a reading-only lesson has none.
+pub fn exercise_path(lesson: &Lesson) -> Result<PathBuf> {
+    lesson
+        .exercise_path()
+        .with_context(|| format!("lesson {} has no exercise", lesson.meta.id))
+}
+
+/// Which code a run of the exercise file measured: the lesson's starting code, or
 /// the learner's edit of it.
 pub fn exercise_code(source: &[u8], original: &str) -> CodeRef {
     let kind = if source == original.as_bytes() {
@@ -91,16 +100,46 @@ pub fn exercise_code(source: &[u8], original: &str) -> CodeRef {
     CodeRef::of(kind, source)
 }
 
+/// The lesson's starting code as a file quest can build (under `target/`), written
+/// from the lesson's exercise block: the "before" of every measurement.
+pub fn starting_code_file(lesson: &Lesson) -> Result<(PathBuf, CodeRef)> {
+    let code = lesson.starting_code()?;
+    let name = lesson
+        .spec
+        .exercise
+        .as_ref()
+        .and_then(|path| path.file_name())
+        .map_or_else(|| "exercise.rs".into(), |name| name.to_os_string());
+    let dir = quest::lab::workspace_root()
+        .join("target")
+        .join("quest-starting-code")
+        .join(&lesson.meta.id);
+    let path = dir.join(name);
+    if std::fs::read_to_string(&path).ok().as_deref() != Some(code.as_str()) {
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("could not create {}", dir.display()))?;
+        std::fs::write(&path, &code)
+            .with_context(|| format!("could not write {}", path.display()))?;
+    }
+    Ok((path, CodeRef::of(CodeKind::Original, code.as_bytes())))
+}
+
+/// The lesson's reference solution file.
+pub fn solution_path(lesson: &Lesson) -> Result<PathBuf> {
+    lesson
+        .solution_path()
+        .with_context(|| format!("lesson {} has no solution", lesson.meta.id))
+}
+
 pub fn run_record(report: &Report, code: CodeRef, lang: Lang) -> Run {
     Run {
         at: Timestamp::now(),
         code,
         backend: format!("mlx-{}", report.backend),
-        ttft_ms: report.ttft_ms,
-        decode_tok_s: report.decode_tok_s,
         tokens_generated: report.generated_tokens as u32,
         prompt_tokens: report.prompt_tokens as u32,
         lang,
-        library_tok_s: None,
+        metrics: report.metrics(),
+        weights: None,
     }
 }

@@ -4,18 +4,17 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::{CommandFactory, Parser, Subcommand};
 
-use quest::check::card::Term;
-use quest::course::{Course, Lang, Lesson};
+use quest::course::{Course, Lang, Lesson, TranslationStatus};
 use quest::lab;
 use quest::render::{self, RenderOptions};
 
 mod bench;
+mod dev;
 mod learner;
 mod run;
 mod status;
 mod submit;
 
-pub(crate) use run::original_exercise;
 use run::{reset, run_and_record, watch};
 
 #[derive(Parser)]
@@ -60,29 +59,36 @@ enum Command {
         #[command(flatten)]
         run: RunArgs,
     },
-    /// Check your edited exercise: no per-step sync, the reference's tokens, measured
-    /// beside the original loop; with an honest card it completes the lesson.
+    /// Check your edited exercise against the lesson's rules, the solution's tokens,
+    /// and measure it beside the starting code; with its card it completes the lesson.
     Submit {
         lesson: String,
         #[command(flatten)]
         run: RunArgs,
-        /// Interleaved rounds of original and edited loop.
-        #[arg(long, default_value_t = 3)]
-        rounds: usize,
+        /// Interleaved rounds of starting code and yours (default: the lesson's).
+        #[arg(long)]
+        rounds: Option<usize>,
     },
-    /// Fill in the lesson's card: decode tok/s before and after, and which term changed.
+    /// Fill in the lesson's card: the measured numbers before and after, and the quiz.
     Card {
         lesson: String,
-        /// Decode tok/s of the original hand loop, as quest measured it.
+        /// The lesson's metric for its starting code, as quest measured it.
         #[arg(long)]
-        before: f64,
-        /// Decode tok/s of your edited loop, as quest measured it.
+        before: Option<f64>,
+        /// The lesson's metric for your code, as quest measured it.
         #[arg(long)]
-        after: f64,
-        /// Which term of `time per token = fixed + bytes / bandwidth` changed.
-        #[arg(long, value_enum)]
-        term: Term,
+        after: Option<f64>,
+        /// A quiz answer, `QUESTION=CHOICE` (repeat for each question).
+        #[arg(long = "answer", value_parser = parse_answer)]
+        answers: Vec<(String, String)>,
+        /// Short for `--answer term=…`: which term of `time per token = fixed + bytes /
+        /// bandwidth` changed.
+        #[arg(long)]
+        term: Option<String>,
     },
+    /// For course authors: check every lesson, or regenerate what derives from them.
+    #[command(subcommand)]
+    Dev(dev::DevCommand),
     /// Level, XP, lessons and achievements.
     Status {
         /// Also list achievements and where the progress file is.
@@ -144,15 +150,26 @@ enum Command {
     Completions { shell: clap_complete::Shell },
 }
 
-/// Which model an exercise runs on, and for how many tokens.
-#[derive(clap::Args, Clone)]
-struct RunArgs {
+/// Which model an exercise runs on, for how many tokens, for how long at most.
+#[derive(clap::Args, Clone, Default)]
+pub(crate) struct RunArgs {
     /// A model name, GGUF file, MLX directory or Hugging Face repo id (offline cache).
     #[arg(long)]
     model: Option<String>,
-    /// Tokens to generate.
-    #[arg(long, default_value_t = lab::DEFAULT_MAX_TOKENS)]
-    max_tokens: usize,
+    /// Tokens to generate (default: the lesson's).
+    #[arg(long)]
+    max_tokens: Option<usize>,
+    /// Stop an exercise that runs longer than this many seconds (default: no limit;
+    /// also `QUEST_TIME_LIMIT`).
+    #[arg(long, env = "QUEST_TIME_LIMIT")]
+    time_limit: Option<u64>,
+}
+
+fn parse_answer(text: &str) -> Result<(String, String), String> {
+    text.split_once('=')
+        .map(|(q, a)| (q.trim().to_owned(), a.trim().to_owned()))
+        .filter(|(q, a)| !q.is_empty() && !a.is_empty())
+        .ok_or_else(|| format!("`{text}`: write an answer as QUESTION=CHOICE, e.g. term=fixed"))
 }
 
 fn parse_lang(text: &str) -> Result<Lang, String> {
@@ -162,6 +179,7 @@ fn parse_lang(text: &str) -> Result<Lang, String> {
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    lab::end_children_on_signal();
     match dispatch(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
@@ -196,6 +214,12 @@ impl Ctx {
     fn lesson(&self, id: &str) -> Result<Lesson> {
         self.course.ensure_known_lesson(id, self.lang)?;
         self.course.lesson(id, self.lang)
+    }
+    /// Tells a reader of a translation that the English text changed since.
+    fn warn_if_stale(&self, lesson: &Lesson) {
+        if matches!(lesson.translation_status(), Ok(TranslationStatus::Stale { .. })) {
+            eprintln!("! {}", self.ui("translation_stale"));
+        }
     }
     fn options(&self) -> RenderOptions {
         RenderOptions::for_stdout(self.lang)
@@ -247,6 +271,9 @@ fn dispatch(cli: Cli) -> Result<()> {
         };
         return bench::slope(&root, &args);
     }
+    if let Command::Dev(command) = &cli.command {
+        return dev::run(&root, command);
+    }
     let course = Course::load(&root.join("lessons"))?;
     let mut ctx = Ctx {
         course,
@@ -261,51 +288,52 @@ fn dispatch(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Run {
             lesson,
-            run: RunArgs { model, max_tokens },
+            run,
             no_lesson,
         } => {
             let lesson = ctx.lesson(&lesson)?;
+            ctx.warn_if_stale(&lesson);
             if !no_lesson {
                 print!("{}", render::terminal(&lesson, &ctx.options()));
             }
-            run_and_record(&ctx, &lesson, model, max_tokens)
+            run_and_record(&ctx, &lesson, &run)
         }
         Command::Submit {
             lesson,
-            run: RunArgs { model, max_tokens },
+            run,
             rounds,
         } => {
             let lesson = ctx.lesson(&lesson)?;
-            submit::submit(
-                &ctx,
-                &lesson,
-                &submit::SubmitOptions {
-                    model,
-                    max_tokens,
-                    rounds: rounds.max(1),
-                },
-            )
+            submit::submit(&ctx, &lesson, &submit::SubmitOptions { run, rounds })
         }
         Command::Card {
             lesson,
             before,
             after,
+            answers,
             term,
         } => {
             let lesson = ctx.lesson(&lesson)?;
-            submit::card(&ctx, &lesson, before, after, term)
+            let numbers = [("before", before), ("after", after)]
+                .into_iter()
+                .filter_map(|(key, value)| Some((key.to_owned(), value?)))
+                .collect();
+            let answers = answers
+                .into_iter()
+                .chain(term.map(|term| ("term".to_owned(), term)))
+                .collect();
+            submit::card(&ctx, &lesson, submit::CardInput { numbers, answers })
         }
         Command::Status { verbose, .. } => status::status(&ctx, verbose, false),
         Command::Bench {
             lesson,
-            run: RunArgs { model, max_tokens },
+            run,
             rounds,
             no_python,
         } => {
             let lesson = ctx.lesson(&lesson)?;
             let options = bench::BenchOptions {
-                model,
-                max_tokens,
+                run,
                 rounds: rounds.max(1),
                 python: !no_python,
             };
@@ -314,40 +342,57 @@ fn dispatch(cli: Cli) -> Result<()> {
         Command::List => list(&ctx),
         Command::Hint { lesson } => {
             let lesson = ctx.lesson(&lesson)?;
+            ctx.warn_if_stale(&lesson);
             let hint = render::section(&lesson, "hint", &ctx.options())
                 .with_context(|| format!("{} has no hint section", lesson.path.display()))?;
             print!("{hint}");
             Ok(())
         }
         Command::Reset { lesson, yes } => reset(&ctx, &lesson, yes),
-        Command::Watch {
-            lesson,
-            run: RunArgs { model, max_tokens },
-        } => watch(&ctx, &lesson, model, max_tokens),
-        Command::Completions { .. } | Command::Fit { .. } | Command::Slope { .. } => unreachable!(),
+        Command::Watch { lesson, run } => watch(&ctx, &lesson, &run),
+        Command::Completions { .. }
+        | Command::Fit { .. }
+        | Command::Slope { .. }
+        | Command::Dev(_) => unreachable!(),
     }
 }
 
 fn list(ctx: &Ctx) -> Result<()> {
     let store = quest::progress::Store::open_default()?;
     println!("{}", ctx.ui("lessons"));
+    let mut broken = 0;
     for track in &ctx.course.tracks {
         println!("  {}", track.title.get(ctx.lang));
         for id in &track.lessons {
-            let lesson = ctx.course.lesson(id, ctx.lang)?;
+            // One broken lesson must not hide the others: it is listed with its error.
+            let lesson = match ctx.course.lesson(id, ctx.lang) {
+                Ok(lesson) => lesson,
+                Err(error) => {
+                    broken += 1;
+                    println!("    {id:<14} {}", ctx.ui_with("lesson_broken", &[("error", &format!("{error:#}"))]));
+                    continue;
+                }
+            };
             let record = store.state().lesson(id);
             let status = match record {
                 Some(r) if r.is_done() => ctx.ui("done"),
-                Some(r) if !r.runs.is_empty() => ctx.ui("in_progress"),
+                Some(r) if !r.runs.is_empty() || !r.submissions.is_empty() => ctx.ui("in_progress"),
                 _ => ctx.ui("not_started"),
             };
-            let minutes = ctx.ui_with("minutes", &[("n", &lesson.meta.minutes.to_string())]);
-            let xp = ctx.ui_with("xp", &[("n", &lesson.meta.xp.to_string())]);
+            let minutes = ctx.ui_with("minutes", &[("n", &lesson.spec.minutes.to_string())]);
+            let xp = ctx.ui_with("xp", &[("n", &lesson.spec.xp.to_string())]);
+            let stale = match lesson.translation_status() {
+                Ok(TranslationStatus::Stale { .. }) => format!("  ({})", ctx.ui("stale_short")),
+                _ => String::new(),
+            };
             println!(
-                "    {id:<12} [{status}] {}  ({minutes}, {xp})",
+                "    {id:<14} [{status}] {}  ({minutes}, {xp}){stale}",
                 lesson.meta.title
             );
         }
+    }
+    if broken > 0 {
+        anyhow::bail!(ctx.ui_with("lessons_broken", &[("n", &broken.to_string())]));
     }
     Ok(())
 }

@@ -8,20 +8,50 @@ use std::time::{Duration, SystemTime};
 use anyhow::{Context, Result};
 
 use quest::course::Lesson;
-use quest::lab::{self, Code, Report, RunRequest};
+use quest::lab::{self, Report, RunRequest};
 
-use super::learner::{current_exercise, run_record, Learner};
-use super::Ctx;
+use super::learner::{current_exercise, exercise_path, run_record, Learner};
+use super::{Ctx, RunArgs};
+
+/// What to run an exercise with: the lesson's settings, overridden by the options.
+pub(crate) fn request(lesson: &Lesson, args: &RunArgs) -> RunRequest {
+    RunRequest {
+        model: args.model.clone().unwrap_or_else(|| lesson.spec.model.clone()),
+        prompt: lesson.spec.prompt.clone(),
+        max_tokens: args.max_tokens.unwrap_or(lesson.spec.max_tokens).max(1),
+        time_limit: args.time_limit.map(Duration::from_secs),
+    }
+}
+
+/// Builds `source` as an exercise binary, saying so in the learner's language when
+/// the compiler refuses it.
+pub(crate) fn build(ctx: &Ctx, source: &Path, quiet: bool) -> Result<std::path::PathBuf> {
+    lab::build(&lab::workspace_root(), source, quiet).inspect_err(|e| {
+        if e.downcast_ref::<lab::BuildFailed>().is_some() {
+            eprintln!("{}", ctx.ui("build_failed"));
+        }
+    })
+}
+
+/// Runs a built exercise, explaining failures in the learner's language.
+pub(crate) fn run_binary(ctx: &Ctx, binary: &Path, request: &RunRequest) -> Result<Report> {
+    lab::run(binary, request).map_err(|e| {
+        if let Some(limit) = e.downcast_ref::<lab::TimedOut>() {
+            anyhow::anyhow!(ctx.ui_with("run_timed_out", &[("s", &limit.0.as_secs().to_string())]))
+        } else {
+            anyhow::anyhow!(ctx.ui_with("run_failed", &[("error", &format!("{e:#}"))]))
+        }
+    })
+}
 
 /// Runs the exercise and records the run (its code's hash, backend, numbers).
-pub(crate) fn run_and_record(
-    ctx: &Ctx,
-    lesson: &Lesson,
-    model: Option<String>,
-    max_tokens: usize,
-) -> Result<()> {
-    let (_, code) = current_exercise(ctx, lesson)?;
-    let report = run_exercise(ctx, lesson, model, max_tokens)?;
+pub(crate) fn run_and_record(ctx: &Ctx, lesson: &Lesson, args: &RunArgs) -> Result<()> {
+    if lesson.spec.exercise.is_none() {
+        println!("{}", ctx.ui_with("no_exercise", &[("id", &lesson.meta.id)]));
+        return Ok(());
+    }
+    let (path, _, code) = current_exercise(lesson)?;
+    let report = run_exercise(ctx, &path, &request(lesson, args))?;
     let mut learner = Learner::open(ctx)?;
     learner.update(ctx, |state| {
         state
@@ -33,24 +63,9 @@ pub(crate) fn run_and_record(
 }
 
 /// Builds and runs the learner's exercise once, printing what it measured.
-fn run_exercise(
-    ctx: &Ctx,
-    lesson: &Lesson,
-    model: Option<String>,
-    max_tokens: usize,
-) -> Result<Report> {
-    let request = RunRequest {
-        model: model.unwrap_or_else(|| lesson.meta.model.clone()),
-        prompt: lab::DEFAULT_PROMPT.into(),
-        max_tokens,
-    };
+fn run_exercise(ctx: &Ctx, source: &Path, request: &RunRequest) -> Result<Report> {
     eprintln!("\n{}", ctx.ui("building"));
-    let binary =
-        lab::build(&ctx.root, &lesson.meta.id, Code::Exercise, false).inspect_err(|e| {
-            if e.downcast_ref::<lab::BuildFailed>().is_some() {
-                eprintln!("{}", ctx.ui("build_failed"));
-            }
-        })?;
+    let binary = build(ctx, source, false)?;
     let backend = quest::lm::Backend::detect();
     let device = if backend == quest::lm::Backend::Cpu {
         ctx.ui("device_cpu")
@@ -63,8 +78,7 @@ fn run_exercise(
         backend.name(),
         request.model
     );
-    let report = lab::run(&binary, &request)
-        .map_err(|e| anyhow::anyhow!(ctx.ui_with("run_failed", &[("error", &format!("{e:#}"))])))?;
+    let report = run_binary(ctx, &binary, request)?;
     print_report(ctx, &report);
     Ok(report)
 }
@@ -88,24 +102,27 @@ fn print_report(ctx: &Ctx, r: &Report) {
         r.decode_tok_s,
         ctx.ui("tok_per_s")
     );
+    if let (Some(per_token), Some(growth)) = (
+        r.metric(quest::course::Metric::MsPerToken),
+        r.metric(quest::course::Metric::MsPerTokenGrowth),
+    ) {
+        println!(
+            "{}",
+            ctx.ui_with(
+                "per_token",
+                &[("ms", &format!("{per_token:.1}")), ("growth", &format!("{growth:+.1}"))]
+            )
+        );
+    }
     if cfg!(not(target_os = "macos")) || r.backend != "metal" {
         println!("{}", ctx.ui("numbers_differ"));
     }
 }
 
-/// The exercise as the lesson gives it: its `exercise=` code block.
-pub(crate) fn original_exercise(lesson: &Lesson) -> Result<String> {
-    lesson
-        .exercise_blocks()
-        .first()
-        .map(|b| b.code.clone())
-        .with_context(|| format!("{} has no exercise code block", lesson.path.display()))
-}
-
 pub(crate) fn reset(ctx: &Ctx, id: &str, yes: bool) -> Result<()> {
     let lesson = ctx.lesson(id)?;
-    let path = ctx.root.join(&lesson.meta.exercise);
-    let original = original_exercise(&lesson)?;
+    let path = exercise_path(&lesson)?;
+    let original = lesson.starting_code()?;
     if std::fs::read_to_string(&path).is_ok_and(|now| now == original) {
         println!(
             "{}",
@@ -139,15 +156,15 @@ fn modified(path: &Path) -> Option<SystemTime> {
     std::fs::metadata(path).and_then(|m| m.modified()).ok()
 }
 
-pub(crate) fn watch(ctx: &Ctx, id: &str, model: Option<String>, max_tokens: usize) -> Result<()> {
+pub(crate) fn watch(ctx: &Ctx, id: &str, args: &RunArgs) -> Result<()> {
     let lesson = ctx.lesson(id)?;
-    let path = ctx.root.join(&lesson.meta.exercise);
+    let path = exercise_path(&lesson)?;
     let mut last = None;
     loop {
         let now = modified(&path);
         if now != last {
             last = now;
-            if let Err(e) = run_and_record(ctx, &lesson, model.clone(), max_tokens) {
+            if let Err(e) = run_and_record(ctx, &lesson, args) {
                 if e.downcast_ref::<lab::BuildFailed>().is_none() {
                     eprintln!("quest: {e:#}");
                 }

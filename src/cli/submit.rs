@@ -1,18 +1,28 @@
-//! `quest submit` and `quest card`: the lesson's payoff. A submission passes when the
-//! decode loop has no per-step host sync (read from the syntax tree), produces the
-//! reference solution's tokens, has been measured beside the original hand loop, and
-//! the card carries numbers quest measured and the right term.
+//! `quest submit` and `quest card`: the lesson's payoff, read from its data. A
+//! submission passes its checks when the code keeps the lesson's rules (read from the
+//! syntax tree), writes the solution's tokens (as `tokens:` asks), and has been
+//! measured beside the lesson's starting code (interleaved, medians) — showing the
+//! effect where the lesson says it shows. The card then carries numbers quest measured
+//! and the quiz's right answers; with both, the lesson is complete.
+
+use std::collections::BTreeMap;
+use std::path::Path;
 
 use anyhow::{bail, Result};
 
-use quest::check::card::{check_claim, median, Refused, Term, CARD_TOLERANCE, CORRECT_TERM};
-use quest::check::code::check_decode_loop;
-use quest::course::Lesson;
-use quest::lab::{self, Code, Report, RunRequest};
-use quest::progress::{Card, CodeKind, CodeRef, Run, State, Submission, Timestamp};
+use quest::check::card::{check_claim, correct_answer, Refused};
+use quest::check::rules::{self, Finding};
+use quest::course::spec::{CardNumber, TokenCheck};
+use quest::course::{Lesson, Metric};
+use quest::lab::Report;
+use quest::progress::{
+    Card, CodeKind, CodeRef, LessonRecord, Measurement, State, Submission, Timestamp,
+};
+use quest::stats::median;
 
-use super::learner::{current_exercise, run_record, Learner};
-use super::{original_exercise, Ctx};
+use super::learner::{current_exercise, run_record, solution_path, starting_code_file, Learner};
+use super::run::{build, request, run_binary};
+use super::{Ctx, RunArgs};
 
 /// The award key for finishing a lesson (its XP is the lesson's `xp`).
 fn lesson_award(id: &str) -> String {
@@ -20,152 +30,276 @@ fn lesson_award(id: &str) -> String {
 }
 
 pub struct SubmitOptions {
-    pub model: Option<String>,
-    pub max_tokens: usize,
-    pub rounds: usize,
+    pub run: RunArgs,
+    /// Interleaved rounds; the lesson's own number when `None`.
+    pub rounds: Option<usize>,
+}
+
+/// The text of a finding, in the learner's language, with where it is.
+pub fn finding_text(ctx: &Ctx, lesson: &Lesson, finding: &Finding) -> String {
+    let text = match finding.rule.as_str() {
+        rules::SYNTAX => ctx.ui_with("check_syntax", &[("call", &finding.call)]),
+        rules::NO_REGION => ctx.ui_with("check_no_region", &[("call", &finding.call)]),
+        rule => {
+            let template = lesson.meta.messages.get(rule).map_or(rule, String::as_str);
+            quest::course::fill_placeholders(template, &[("call", &finding.call)])
+        }
+    };
+    let via = finding.via.map_or_else(String::new, |line| {
+        format!(" {}", ctx.ui_with("check_via", &[("line", &line.to_string())]))
+    });
+    let file = lesson
+        .spec
+        .exercise
+        .as_deref()
+        .unwrap_or(Path::new("exercise"))
+        .display();
+    format!("{file}:{}: {text}{via}", finding.line)
 }
 
 pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()> {
     let id = lesson.meta.id.as_str();
-    let (source, code) = current_exercise(ctx, lesson)?;
+    let spec = &lesson.spec;
+    if spec.exercise.is_none() {
+        bail!(ctx.ui_with("submit_no_exercise", &[("id", id), ("card", &card_command(lesson, None))]));
+    }
+    let (path, source, code) = current_exercise(lesson)?;
     let mut learner = Learner::open(ctx)?;
 
-    // 1. The code.
+    // 1. The code, against the lesson's rules.
     println!("{}", ctx.ui("submit_checking_code"));
-    let findings = check_decode_loop(&String::from_utf8_lossy(&source));
+    let findings = rules::check(&String::from_utf8_lossy(&source), &spec.rules);
     for finding in &findings {
-        let text = ctx.ui_with(
-            finding.problem.ui_key(),
-            &[("call", finding.problem.call())],
-        );
-        println!(
-            "  {}:{}: {text}",
-            lesson.meta.exercise.display(),
-            finding.line
-        );
+        println!("  {}", finding_text(ctx, lesson, finding));
     }
     if !findings.is_empty() {
-        record_submission(ctx, &mut learner, id, code, false, false)?;
+        record_submission(ctx, &mut learner, id, Some(code), false, false, None)?;
         bail!(ctx.ui("submit_code_failed").to_owned());
     }
     println!("  ✓ {}", ctx.ui("submit_code_ok"));
 
-    // 2. Build all three: the learner's loop, the original hand loop, the reference.
-    let exercise = lab::build(&ctx.root, id, Code::Exercise, true)?;
-    let hand_loop = lab::build(&ctx.root, id, Code::HandLoop, true)?;
-    let solution = lab::build(&ctx.root, id, Code::Solution, true)?;
-    let request = RunRequest {
-        model: options
-            .model
-            .clone()
-            .unwrap_or_else(|| lesson.meta.model.clone()),
-        prompt: lab::DEFAULT_PROMPT.into(),
-        max_tokens: options.max_tokens,
+    // 2. Build the learner's code, the starting code and the solution.
+    let (starting, original_code) = starting_code_file(lesson)?;
+    let yours = build(ctx, &path, true)?;
+    let before_binary = build(ctx, &starting, true)?;
+    let solution = build(ctx, &solution_path(lesson)?, true)?;
+    let request = request(lesson, &options.run);
+
+    // 3. The behaviour: the solution's greedy tokens.
+    let reference = run_binary(ctx, &solution, &request)?;
+    let first_run = run_binary(ctx, &yours, &request)?;
+    let compared = match spec.tokens {
+        TokenCheck::Exact => Some(reference.tokens.len().max(first_run.tokens.len())),
+        TokenCheck::First(n) => Some(n),
+        TokenCheck::None => None,
     };
-
-    // 3. The behaviour: the reference's greedy tokens, exactly.
-    println!("{}", ctx.ui("submit_checking_tokens"));
-    let reference = lab::run(&solution, &request)?;
-    let yours = lab::run(&exercise, &request)?;
-    if let Some(at) = first_difference(&reference.tokens, &yours.tokens) {
-        println!(
-            "  {}",
-            ctx.ui_with("submit_tokens_differ", &[("at", &at.to_string())])
-        );
-        println!(
-            "    {}: {}",
-            ctx.ui("submit_expected"),
-            reference.text.trim()
-        );
-        println!("    {}: {}", ctx.ui("submit_got"), yours.text.trim());
-        record_submission(ctx, &mut learner, id, code, false, false)?;
-        bail!(ctx.ui("submit_behaviour_failed").to_owned());
-    }
-    println!(
-        "  ✓ {}",
-        ctx.ui_with(
-            "submit_tokens_ok",
-            &[("n", &yours.tokens.len().to_string())]
-        )
-    );
-
-    // 4. The measurements: original and yours, interleaved, medians.
-    println!(
-        "{}",
-        ctx.ui_with(
-            "submit_measuring",
-            &[("rounds", &options.rounds.to_string())]
-        )
-    );
-    let original_code = CodeRef::of(CodeKind::Original, original_exercise(lesson)?.as_bytes());
-    let mut before = Vec::new();
-    let mut after = vec![yours];
-    for round in 0..options.rounds {
-        before.push(lab::run(&hand_loop, &request)?);
-        if round + 1 < options.rounds {
-            after.push(lab::run(&exercise, &request)?);
+    if let Some(n) = compared {
+        println!("{}", ctx.ui("submit_checking_tokens"));
+        let take = |tokens: &[u32]| tokens.iter().take(n).copied().collect::<Vec<_>>();
+        let (expected, got) = (take(&reference.tokens), take(&first_run.tokens));
+        if let Some(at) = (0..expected.len().max(got.len())).find(|&i| expected.get(i) != got.get(i)) {
+            println!("  {}", ctx.ui_with("submit_tokens_differ", &[("at", &at.to_string())]));
+            println!("    {}: {}", ctx.ui("submit_expected"), reference.text.trim());
+            println!("    {}: {}", ctx.ui("submit_got"), first_run.text.trim());
+            record_submission(ctx, &mut learner, id, Some(code), false, false, None)?;
+            bail!(ctx.ui("submit_behaviour_failed").to_owned());
         }
-        println!(
-            "  {} {}: {:.2} / {:.2} {}",
-            ctx.ui("round"),
-            round + 1,
-            before[round].decode_tok_s,
-            after[round].decode_tok_s,
-            ctx.ui("tok_per_s")
-        );
+        println!("  ✓ {}", ctx.ui_with("submit_tokens_ok", &[("n", &got.len().to_string())]));
     }
-    let rate = |runs: &[Report]| median(&runs.iter().map(|r| r.decode_tok_s).collect::<Vec<_>>());
-    let (median_before, median_after) = (rate(&before), rate(&after));
-    println!(
-        "  {}: {median_before:.2} → {median_after:.2} {} (×{:.2})",
-        ctx.ui("submit_medians"),
-        ctx.ui("tok_per_s"),
-        median_after / median_before
-    );
 
-    // 5. Record everything measured, then look at the card.
-    let card_ok = learner.update(ctx, |state| {
-        let record = state.lesson_mut(id);
-        record.runs.extend(
-            before
-                .iter()
-                .map(|r| run_record(r, original_code.clone(), ctx.lang)),
-        );
-        record
-            .runs
-            .extend(after.iter().map(|r| run_record(r, code.clone(), ctx.lang)));
-        Ok(card_accepted(state, id, &code))
-    })?;
-    record_submission(ctx, &mut learner, id, code, true, card_ok)?;
-    if card_ok {
-        finish(ctx, &mut learner, lesson)
-    } else {
+    // 4. The measurement: starting code and yours, interleaved, medians.
+    let mut measurement = None;
+    let mut reports: Vec<(Report, CodeRef)> = Vec::new();
+    if let Some(measure) = &spec.measure {
+        let metric = measure.metric;
+        let rounds = options.rounds.unwrap_or(measure.rounds).max(1);
         println!(
-            "\n{}",
+            "{}",
             ctx.ui_with(
-                "submit_fill_card",
-                &[
-                    ("id", id),
-                    ("before", &format!("{median_before:.2}")),
-                    ("after", &format!("{median_after:.2}"))
-                ]
+                "submit_measuring",
+                &[("rounds", &rounds.to_string()), ("metric", &metric_name(ctx, metric))]
             )
         );
-        Ok(())
+        let (mut before, mut after) = (Vec::new(), Vec::new());
+        for round in 0..rounds {
+            let b = run_binary(ctx, &before_binary, &request)?;
+            let a = run_binary(ctx, &yours, &request)?;
+            let value = |r: &Report| measured_value(ctx, r, metric);
+            let (vb, va) = (value(&b)?, value(&a)?);
+            println!(
+                "  {} {}: {vb:.2} / {va:.2} {}",
+                ctx.ui("round"),
+                round + 1,
+                metric.unit()
+            );
+            before.push(vb);
+            after.push(va);
+            reports.push((b, original_code.clone()));
+            reports.push((a, code.clone()));
+        }
+        let (median_before, median_after) = (median(&before), median(&after));
+        let improvement = metric.improvement(median_before, median_after);
+        println!(
+            "  {}: {median_before:.2} → {median_after:.2} {} (×{:.2})",
+            ctx.ui("submit_medians"),
+            metric.unit(),
+            improvement.unwrap_or(f64::NAN)
+        );
+        for &also in &measure.also {
+            let of = |code: &CodeRef| {
+                let values: Vec<f64> = reports
+                    .iter()
+                    .filter(|(_, c)| c == code)
+                    .filter_map(|(r, _)| r.metric(also))
+                    .collect();
+                median(&values)
+            };
+            println!(
+                "  {}: {:.2} → {:.2} {}",
+                metric_name(ctx, also),
+                of(&original_code),
+                of(&code),
+                also.unit()
+            );
+        }
+        let taken = Measurement {
+            metric: metric.key().into(),
+            before,
+            after,
+        };
+        let backend = first_run.backend.as_str();
+        if spec.shows_on_backend(backend) {
+            if let Some(at_least) = measure.at_least {
+                if improvement.is_none_or(|ratio| ratio < at_least) {
+                    let ratio = format!("{:.2}", improvement.unwrap_or(0.0));
+                    println!(
+                        "  {}",
+                        ctx.ui_with(
+                            "submit_effect_missing",
+                            &[("ratio", &ratio), ("at_least", &format!("{at_least:.2}"))]
+                        )
+                    );
+                    record_runs(ctx, &mut learner, id, &reports)?;
+                    record_submission(ctx, &mut learner, id, Some(code), false, false, Some(taken))?;
+                    bail!(ctx.ui("submit_measure_failed").to_owned());
+                }
+            }
+        } else {
+            let expected: Vec<String> = spec
+                .shows_on
+                .iter()
+                .map(|kind| serde_json::to_value(kind).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default())
+                .collect();
+            println!(
+                "  {}",
+                ctx.ui_with(
+                    "submit_effect_elsewhere",
+                    &[("backend", backend), ("expected", &expected.join(", "))]
+                )
+            );
+        }
+        measurement = Some(taken);
+    } else {
+        reports.push((first_run, code.clone()));
+    }
+
+    // 5. Record everything measured, then look at the card.
+    record_runs(ctx, &mut learner, id, &reports)?;
+    record_submission(ctx, &mut learner, id, Some(code.clone()), true, false, measurement.clone())?;
+    let card_ok = {
+        let state = learner.store.state();
+        let record = state.lesson(id).cloned().unwrap_or_default();
+        record
+            .card
+            .as_ref()
+            .is_some_and(|card| card_problems(lesson, &record, &code, card).is_empty())
+    };
+    if card_ok {
+        record_submission(ctx, &mut learner, id, Some(code), true, true, None)?;
+        return finish(ctx, &mut learner, lesson);
+    }
+    println!("\n{}", ctx.ui("submit_fill_card"));
+    print_quiz(ctx, lesson);
+    println!("  {}", card_command(lesson, measurement.as_ref()));
+    Ok(())
+}
+
+/// The value of `metric` in a report, or a message saying how to make the exercise
+/// report it.
+fn measured_value(ctx: &Ctx, report: &Report, metric: Metric) -> Result<f64> {
+    report.metric(metric).ok_or_else(|| {
+        anyhow::anyhow!(ctx.ui_with("metric_missing", &[("metric", &metric_name(ctx, metric))]))
+    })
+}
+
+/// A metric's name in the learner's language.
+pub fn metric_name(ctx: &Ctx, metric: Metric) -> String {
+    ctx.ui(&format!("metric_{}", metric.key())).to_owned()
+}
+
+/// `quest card <id> --before X --after Y --answer q=<a|b>` as this lesson needs it,
+/// with the medians of `measurement` filled in when known.
+fn card_command(lesson: &Lesson, measurement: Option<&Measurement>) -> String {
+    let mut command = format!("quest card {}", lesson.meta.id);
+    if let Some(card) = &lesson.spec.card {
+        for number in &card.numbers {
+            let value = measurement.map(|m| match number {
+                CardNumber::Before => median(&m.before),
+                CardNumber::After => median(&m.after),
+            });
+            let shown = value.map_or_else(|| "<number>".to_owned(), |v| format!("{v:.2}"));
+            command.push_str(&format!(" --{} {shown}", number.key()));
+        }
+    }
+    for question in &lesson.spec.quiz {
+        command.push_str(&format!(
+            " --answer {}=<{}>",
+            question.id,
+            question.choices.join("|")
+        ));
+    }
+    command
+}
+
+/// Each question, with what its choices mean.
+fn print_quiz(ctx: &Ctx, lesson: &Lesson) {
+    for question in &lesson.spec.quiz {
+        let Some(text) = lesson.meta.quiz.get(&question.id) else {
+            continue;
+        };
+        println!("  {} ({}): {}", ctx.ui("question"), question.id, text.question);
+        for choice in &question.choices {
+            let meaning = text.choices.get(choice).map_or("", String::as_str);
+            println!("    {choice}: {meaning}");
+        }
     }
 }
 
-fn first_difference(a: &[u32], b: &[u32]) -> Option<usize> {
-    (0..a.len().max(b.len())).find(|&i| a.get(i) != b.get(i))
+fn record_runs(
+    ctx: &Ctx,
+    learner: &mut Learner,
+    id: &str,
+    reports: &[(Report, CodeRef)],
+) -> Result<()> {
+    learner.update(ctx, |state| {
+        let record = state.lesson_mut(id);
+        record.runs.extend(
+            reports
+                .iter()
+                .map(|(report, code)| run_record(report, code.clone(), ctx.lang)),
+        );
+        Ok(())
+    })
 }
 
 fn record_submission(
     ctx: &Ctx,
     learner: &mut Learner,
     id: &str,
-    code: CodeRef,
+    code: Option<CodeRef>,
     checks_passed: bool,
     passed: bool,
+    measurement: Option<Measurement>,
 ) -> Result<()> {
     learner.update(ctx, |state| {
         let submission = Submission {
@@ -174,6 +308,7 @@ fn record_submission(
             passed,
             checks_passed,
             lang: ctx.lang,
+            measurement,
         };
         state.lesson_mut(id).submissions.push(submission);
         Ok(())
@@ -183,7 +318,7 @@ fn record_submission(
 /// Awards the lesson itself (once, by key) and says so.
 fn finish(ctx: &Ctx, learner: &mut Learner, lesson: &Lesson) -> Result<()> {
     let id = lesson.meta.id.as_str();
-    let xp = lesson.meta.xp;
+    let xp = lesson.spec.xp;
     let new = learner.update(ctx, |state| {
         Ok(state.award(&lesson_award(id), xp, Timestamp::now()))
     })?;
@@ -193,96 +328,181 @@ fn finish(ctx: &Ctx, learner: &mut Learner, lesson: &Lesson) -> Result<()> {
             ctx.ui_with("lesson_complete", &[("id", id), ("xp", &xp.to_string())])
         );
     } else {
-        println!(
-            "✓ {}",
-            ctx.ui_with("lesson_already_complete", &[("id", id)])
-        );
+        println!("✓ {}", ctx.ui_with("lesson_already_complete", &[("id", id)]));
     }
     Ok(())
 }
 
-/// Claimed numbers that no recorded run backs: `before` against the original hand loop,
-/// `after` against this version of the learner's code.
-fn unbacked_numbers(runs: &[Run], code: &CodeRef, before: f64, after: f64) -> Vec<Refused> {
-    let yours: Vec<Run> = runs.iter().filter(|r| r.code == *code).cloned().collect();
-    [
-        check_claim("before", before, runs, CodeKind::Original),
-        check_claim("after", after, &yours, code.kind),
-    ]
-    .into_iter()
-    .filter_map(Result::err)
-    .collect()
+/// What is wrong with a card for this code.
+enum CardProblem {
+    /// A number no run of that code backs.
+    Unbacked(Refused),
+    /// A number the lesson's card asks for is missing.
+    MissingNumber(&'static str),
+    MissingAnswer(String),
+    UnknownQuestion(String),
+    BadChoice { question: String, choice: String },
+    /// The answer depends on a measurement not made yet for this code.
+    NotMeasured,
+    Wrong(String),
 }
 
-/// Whether the saved card holds measured numbers for this code and the right term.
-fn card_accepted(state: &State, id: &str, code: &CodeRef) -> bool {
-    let Some(record) = state.lesson(id) else {
-        return false;
-    };
-    let Some(card) = &record.card else {
-        return false;
-    };
-    card.which_term == CORRECT_TERM.as_str()
-        && unbacked_numbers(&record.runs, code, card.before_tok_s, card.after_tok_s).is_empty()
+/// Everything wrong with `card` for lesson `lesson` and the learner's `code`.
+fn card_problems(lesson: &Lesson, record: &LessonRecord, code: &CodeRef, card: &Card) -> Vec<CardProblem> {
+    let mut problems = Vec::new();
+    if let (Some(card_spec), Some(measure)) = (&lesson.spec.card, &lesson.spec.measure) {
+        let values = |filter: &dyn Fn(&CodeRef) -> bool| -> Vec<f64> {
+            record
+                .runs
+                .iter()
+                .filter(|run| filter(&run.code))
+                .filter_map(|run| run.metric(measure.metric))
+                .collect()
+        };
+        for number in &card_spec.numbers {
+            let Some(&claimed) = card.numbers.get(number.key()) else {
+                problems.push(CardProblem::MissingNumber(number.key()));
+                continue;
+            };
+            let measured = match number {
+                CardNumber::Before => values(&|c| c.kind == CodeKind::Original),
+                CardNumber::After => values(&|c| c == code),
+            };
+            if let Err(refused) = check_claim(number.key(), claimed, &measured, card_spec.tolerance) {
+                problems.push(CardProblem::Unbacked(refused));
+            }
+        }
+    }
+    for id in card.answers.keys() {
+        if lesson.spec.question(id).is_none() {
+            problems.push(CardProblem::UnknownQuestion(id.clone()));
+        }
+    }
+    for question in &lesson.spec.quiz {
+        let Some(answer) = card.answers.get(&question.id) else {
+            problems.push(CardProblem::MissingAnswer(question.id.clone()));
+            continue;
+        };
+        if !question.choices.contains(answer) {
+            problems.push(CardProblem::BadChoice {
+                question: question.id.clone(),
+                choice: answer.clone(),
+            });
+            continue;
+        }
+        match correct_answer(question, record.improvement_of(code)) {
+            None => problems.push(CardProblem::NotMeasured),
+            Some(right) if &right != answer => problems.push(CardProblem::Wrong(question.id.clone())),
+            Some(_) => {}
+        }
+    }
+    problems
 }
 
-pub fn card(ctx: &Ctx, lesson: &Lesson, before: f64, after: f64, term: Term) -> Result<()> {
+fn explain(ctx: &Ctx, lesson: &Lesson, problem: &CardProblem) -> String {
     let id = lesson.meta.id.as_str();
-    let (_, code) = current_exercise(ctx, lesson)?;
-    let mut learner = Learner::open(ctx)?;
-
-    // The numbers must be ones quest measured here (for this version of the code).
-    let runs = learner
-        .store
-        .state()
-        .lesson(id)
-        .map(|r| r.runs.clone())
-        .unwrap_or_default();
-    let refused = unbacked_numbers(&runs, &code, before, after);
-    if !refused.is_empty() {
-        for r in &refused {
+    match problem {
+        CardProblem::Unbacked(r) => {
             let measured: Vec<String> = r.measured.iter().map(|m| format!("{m:.2}")).collect();
             let measured = if measured.is_empty() {
                 ctx.ui("card_nothing_measured").to_owned()
             } else {
                 measured.join(", ")
             };
-            println!(
-                "  {}",
-                ctx.ui_with(
-                    "card_refused",
-                    &[
-                        ("which", ctx.ui(&format!("card_{}", r.which))),
-                        ("claimed", &format!("{:.2}", r.claimed)),
-                        ("measured", &measured),
-                        ("tolerance", &format!("{:.0}", CARD_TOLERANCE * 100.0)),
-                    ]
-                )
-            );
+            let tolerance = lesson.spec.card.as_ref().map_or(0.0, |c| c.tolerance);
+            let unit = lesson.spec.measure.as_ref().map_or("", |m| m.metric.unit());
+            ctx.ui_with(
+                "card_refused",
+                &[
+                    ("which", ctx.ui(&format!("card_{}", r.which))),
+                    ("claimed", &format!("{:.2} {unit}", r.claimed)),
+                    ("measured", &measured),
+                    ("tolerance", &format!("{:.0}", tolerance * 100.0)),
+                ],
+            )
+        }
+        CardProblem::MissingNumber(which) => ctx.ui_with("card_needs_number", &[("which", which)]),
+        CardProblem::MissingAnswer(question) | CardProblem::UnknownQuestion(question) => {
+            let choices = lesson
+                .spec
+                .question(question)
+                .map(|q| q.choices.join("|"))
+                .unwrap_or_default();
+            let key = if matches!(problem, CardProblem::MissingAnswer(_)) {
+                "card_needs_answer"
+            } else {
+                "card_unknown_question"
+            };
+            let known: Vec<&str> = lesson.spec.quiz.iter().map(|q| q.id.as_str()).collect();
+            ctx.ui_with(
+                key,
+                &[("question", question), ("choices", &choices), ("known", &known.join(", "))],
+            )
+        }
+        CardProblem::BadChoice { question, choice } => {
+            let choices = lesson
+                .spec
+                .question(question)
+                .map(|q| q.choices.join(", "))
+                .unwrap_or_default();
+            ctx.ui_with(
+                "card_bad_choice",
+                &[("question", question), ("choice", choice), ("choices", &choices)],
+            )
+        }
+        CardProblem::NotMeasured => ctx.ui_with("card_measure_first", &[("id", id)]),
+        CardProblem::Wrong(question) => lesson
+            .meta
+            .quiz
+            .get(question)
+            .map_or_else(|| question.clone(), |text| text.wrong.clone()),
+    }
+}
+
+/// The numbers and answers the learner gives `quest card`.
+pub struct CardInput {
+    pub numbers: BTreeMap<String, f64>,
+    pub answers: BTreeMap<String, String>,
+}
+
+pub fn card(ctx: &Ctx, lesson: &Lesson, input: CardInput) -> Result<()> {
+    let id = lesson.meta.id.as_str();
+    let code = match lesson.spec.exercise {
+        Some(_) => Some(current_exercise(lesson)?.2),
+        None => None,
+    };
+    let mut learner = Learner::open(ctx)?;
+    let card = Card {
+        at: Timestamp::now(),
+        metric: lesson.spec.measure.as_ref().map(|m| m.metric.key().to_owned()),
+        numbers: input.numbers,
+        answers: input.answers,
+    };
+    let record = learner.store.state().lesson(id).cloned().unwrap_or_default();
+    // A quiz-only lesson has no code: its answers depend on nothing measured.
+    let problems = card_problems(
+        lesson,
+        &record,
+        code.as_ref().unwrap_or(&CodeRef::of(CodeKind::Learner, b"")),
+        &card,
+    );
+    if !problems.is_empty() {
+        for problem in &problems {
+            println!("  {}", explain(ctx, lesson, problem));
         }
         bail!(ctx.ui_with("card_not_saved", &[("id", id)]));
     }
-    if term != CORRECT_TERM {
-        println!("{}", ctx.ui("card_wrong_term"));
-        bail!(ctx.ui_with("card_not_saved", &[("id", id)]));
-    }
-
-    let checks_passed = learner.update(ctx, |state| {
+    let checks_passed = learner.update(ctx, |state: &mut State| {
         let record = state.lesson_mut(id);
-        record.card = Some(Card {
-            at: Timestamp::now(),
-            before_tok_s: before,
-            after_tok_s: after,
-            which_term: term.as_str().into(),
-        });
-        Ok(record
-            .submissions
-            .iter()
-            .any(|s| s.checks_passed && s.code == code))
+        record.card = Some(card);
+        Ok(match &code {
+            Some(code) => record.passed_checks(code),
+            None => true,
+        })
     })?;
     println!("✓ {}", ctx.ui_with("card_saved", &[("id", id)]));
     if checks_passed {
-        record_submission(ctx, &mut learner, id, code, true, true)?;
+        record_submission(ctx, &mut learner, id, code, true, true, None)?;
         finish(ctx, &mut learner, lesson)
     } else {
         println!("{}", ctx.ui_with("card_then_submit", &[("id", id)]));

@@ -1,5 +1,6 @@
 //! One lesson file: YAML front matter between `---` lines, then Markdown.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -7,28 +8,39 @@ use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 
 use super::sections::{self, Section};
+use super::spec::LessonSpec;
 use super::{is_valid_lesson_id, yaml_error, Course, Lang};
 
-/// The typed front matter of a lesson file. Unknown keys are refused so a
-/// typo (`minute: 15`) fails loudly instead of being ignored.
+/// The typed front matter of a lesson file: what is said in this language.
+/// Unknown keys are refused so a typo (`titel:`) fails loudly instead of being ignored.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FrontMatter {
     pub id: String,
     pub lang: Lang,
     pub title: String,
-    pub minutes: u32,
-    pub tags: Vec<String>,
-    pub xp: u32,
-    pub quote: Quote,
-    /// The model `quest run` uses unless told otherwise.
-    pub model: String,
-    /// Paths relative to the project root (the folder that holds `lessons/`).
-    pub exercise: PathBuf,
-    pub solution: PathBuf,
+    #[serde(default)]
+    pub quote: Option<Quote>,
     /// In a translation: sha256 of the English file it was translated from.
     #[serde(default)]
     pub source_hash: Option<String>,
+    /// The message of each code rule in `lesson.yaml`, by rule id; `{call}` is the call found.
+    #[serde(default)]
+    pub messages: BTreeMap<String, String>,
+    /// The text of each quiz question in `lesson.yaml`, by question id.
+    #[serde(default)]
+    pub quiz: BTreeMap<String, QuestionText>,
+}
+
+/// A quiz question in one language.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QuestionText {
+    pub question: String,
+    /// What each choice means, by choice.
+    pub choices: BTreeMap<String, String>,
+    /// Said when the answer is wrong: why, without giving it away.
+    pub wrong: String,
 }
 
 /// The quote a lesson opens with.
@@ -43,6 +55,8 @@ pub struct Quote {
 #[derive(Debug, Clone)]
 pub struct Lesson {
     pub meta: FrontMatter,
+    /// `lesson.yaml`: the same in every language.
+    pub spec: LessonSpec,
     /// The file it was read from; errors point into it.
     pub path: PathBuf,
     /// The whole file, front matter included.
@@ -61,10 +75,10 @@ impl Lesson {
     }
 
     /// Reads and parses a lesson file that should hold lesson `id` in `lang`.
-    pub fn load_file(path: &Path, id: &str, lang: Lang) -> Result<Lesson> {
+    pub fn load_file(path: &Path, id: &str, lang: Lang, spec: LessonSpec) -> Result<Lesson> {
         let source = fs::read_to_string(path)
             .with_context(|| format!("reading the lesson {}", path.display()))?;
-        let lesson = Lesson::parse(path, source)?;
+        let lesson = Lesson::parse(path, source, spec)?;
         if lesson.meta.id != id {
             bail!(
                 "{}:{}: the front matter says id `{}`, but this file is lesson `{id}`",
@@ -86,7 +100,7 @@ impl Lesson {
 
     /// Parses lesson text; `path` is only used in error messages and to find
     /// the files next to it.
-    pub fn parse(path: &Path, source: String) -> Result<Lesson> {
+    pub fn parse(path: &Path, source: String, spec: LessonSpec) -> Result<Lesson> {
         let Some((yaml, body_offset)) = split_front_matter(&source) else {
             bail!(
                 "{}:1: a lesson starts with a `---` line, its YAML front matter, and another `---` line",
@@ -101,6 +115,7 @@ impl Lesson {
             .map_err(|error| anyhow::anyhow!("{}:{error}", path.display()))?;
         let lesson = Lesson {
             meta,
+            spec,
             path: path.to_path_buf(),
             source,
             body_offset,
@@ -109,6 +124,7 @@ impl Lesson {
         };
         lesson.check_front_matter()?;
         lesson.check_required_sections()?;
+        lesson.check_texts_for_spec()?;
         Ok(lesson)
     }
 
@@ -175,6 +191,37 @@ impl Lesson {
         Ok(())
     }
 
+    /// Every rule has its message and every question its text, in this language; an
+    /// exercise is shown in a code block.
+    fn check_texts_for_spec(&self) -> Result<()> {
+        let at = format!("{}:{}", self.path.display(), 1);
+        for rule in &self.spec.rules {
+            if !self.meta.messages.contains_key(&rule.id) {
+                bail!("{at}: `messages:` has no text for rule `{}` of lesson.yaml", rule.id);
+            }
+        }
+        for question in &self.spec.quiz {
+            let Some(text) = self.meta.quiz.get(&question.id) else {
+                bail!("{at}: `quiz:` has no text for question `{}` of lesson.yaml", question.id);
+            };
+            for choice in &question.choices {
+                if !text.choices.contains_key(choice) {
+                    bail!(
+                        "{at}: question `{}` has no text for choice `{choice}`",
+                        question.id
+                    );
+                }
+            }
+        }
+        if self.spec.exercise.is_some() && self.exercise_blocks().is_empty() {
+            bail!(
+                "{at}: the lesson has an exercise, so it shows it: a ```rust {}=NAME code block",
+                super::exercise::EXERCISE_ATTR
+            );
+        }
+        Ok(())
+    }
+
     fn check_required_sections(&self) -> Result<()> {
         let mut previous: Option<&Section> = None;
         for required in sections::REQUIRED_SECTIONS {
@@ -186,6 +233,12 @@ impl Lesson {
                         None => (self.body_line, String::new()),
                     };
                     let found: Vec<&str> = self.sections.iter().map(|s| s.id.as_str()).collect();
+                    if required == sections::INTRO {
+                        bail!(
+                            "{}:{line}: a lesson opens with a few lines of text before its first `##` heading",
+                            self.path.display()
+                        );
+                    }
                     bail!(
                         "{}:{line}: missing section `{required}`{after}: add a `## Title {{#{required}}}` heading \
                          (sections found: {})",

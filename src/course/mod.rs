@@ -8,6 +8,7 @@ mod exercise;
 mod lang;
 mod lesson;
 mod sections;
+pub mod spec;
 mod translation;
 mod yaml_error;
 
@@ -18,9 +19,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 
-pub use exercise::sync_exercise_code;
+pub use exercise::{first_difference, Difference, EXERCISE_ATTR};
 pub use lang::{Lang, Localized};
-pub use lesson::{FrontMatter, Lesson, Quote};
+pub use lesson::{FrontMatter, Lesson, QuestionText, Quote};
+pub use spec::{LessonSpec, Metric};
 pub use sections::{markdown_options, CodeBlock, Section, INTRO, REQUIRED_SECTIONS};
 pub use translation::{sha256_hex, source_hash, TranslationStatus};
 
@@ -72,10 +74,17 @@ impl Course {
             .flat_map(|track| track.lessons.iter().map(String::as_str))
     }
 
-    /// Loads one lesson in one language; `id` must be listed in `quest.yaml`.
+    /// Loads one lesson in one language (its `lesson.yaml` and `<lang>.md`); `id`
+    /// must be listed in `quest.yaml`.
     pub fn lesson(&self, id: &str, lang: Lang) -> Result<Lesson> {
         self.ensure_known_lesson(id, lang)?;
-        Lesson::load_file(&self.lesson_path(id, lang), id, lang)
+        let spec = LessonSpec::load(&self.dir, id)?;
+        Lesson::load_file(&self.lesson_path(id, lang), id, lang, spec)
+    }
+
+    /// The folder that holds `lessons/`: exercise and solution paths are relative to it.
+    pub fn project_root(&self) -> PathBuf {
+        self.dir.parent().map(Path::to_path_buf).unwrap_or_default()
     }
 
     /// Where the lesson's text in `lang` lives (it may not exist yet).

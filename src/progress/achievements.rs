@@ -2,8 +2,8 @@
 //! recorded history, chosen from the small set in [`Predicate`]. In YAML:
 //! `{id: first-token, xp: 10, name: {..}, description: {..}, when: {first_run: {}}}`.
 
-use super::{CodeKind, LessonRecord, Run, State, Timestamp};
-use crate::course::{Lang, Localized};
+use super::{CodeKind, LessonRecord, Run, State, Timestamp, LIBRARY_DECODE_TOK_S};
+use crate::course::{Lang, Localized, Metric};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -33,18 +33,22 @@ pub enum Predicate {
         #[serde(default)]
         lesson: Option<String>,
     },
-    /// The median decode rate of the learner's edited exercise is at least `ratio`
-    /// times the median of the original hand loop, both measured on this machine.
-    SpeedupAtLeast { lesson: String, ratio: f64 },
-    /// Both numbers on the lesson's card match some measured run, within
-    /// `tolerance` (relative; 5% unless given).
+    /// A submission whose checks passed measured the learner's code at least `ratio`
+    /// times better than the lesson's starting code, medians of one interleaved
+    /// measurement on this machine (never two separate runs).
+    SpeedupAtLeast {
+        lesson: String,
+        ratio: f64,
+    },
+    /// Every number on the lesson's card matches some measured run of its metric,
+    /// within `tolerance` (relative; 5% unless given).
     CardHonest {
         lesson: String,
         #[serde(default = "default_tolerance")]
         tolerance: f64,
     },
-    /// A run of the learner's code (not the solution) decoded faster than
-    /// the library did, as recorded with that run.
+    /// A run of the learner's code (not the solution), which passed the lesson's
+    /// checks, decoded faster than the library in the same benchmark run.
     BeatLibrary { lesson: String },
     /// A passing submission for the lesson.
     LessonDone { lesson: String },
@@ -115,38 +119,43 @@ impl Predicate {
                 n,
                 lesson: Some(lesson),
             } => runs_of(state, lesson).len() >= *n,
-            Predicate::SpeedupAtLeast { lesson, ratio } => {
-                let median_of = |kind: CodeKind| {
-                    let rates: Vec<f64> = runs_of(state, lesson)
-                        .iter()
-                        .filter(|run| run.code.kind == kind)
-                        .map(|run| run.decode_tok_s)
-                        .collect();
-                    (!rates.is_empty()).then(|| crate::check::card::median(&rates))
-                };
-                match (median_of(CodeKind::Original), median_of(CodeKind::Exercise)) {
-                    (Some(before), Some(after)) => before > 0.0 && after >= ratio * before,
-                    _ => false,
-                }
-            }
+            Predicate::SpeedupAtLeast { lesson, ratio } => state
+                .lesson(lesson)
+                .and_then(LessonRecord::best_improvement)
+                .is_some_and(|improvement| improvement >= *ratio),
             Predicate::CardHonest { lesson, tolerance } => {
                 let Some(card) = state.lesson(lesson).and_then(|record| record.card.as_ref())
                 else {
                     return false;
                 };
+                let Some(metric) = card.metric.as_deref().and_then(Metric::from_key) else {
+                    return false;
+                };
                 let measured = |claimed: f64| {
                     runs_of(state, lesson).iter().any(|run| {
-                        (run.decode_tok_s - claimed).abs() <= tolerance * run.decode_tok_s.abs()
+                        run.metric(metric).is_some_and(|value| {
+                            (value - claimed).abs() <= tolerance * value.abs()
+                        })
                     })
                 };
-                measured(card.before_tok_s) && measured(card.after_tok_s)
+                !card.numbers.is_empty() && card.numbers.values().all(|&n| measured(n))
             }
-            Predicate::BeatLibrary { lesson } => runs_of(state, lesson).iter().any(|run| {
-                run.code.kind != CodeKind::Solution
-                    && run
-                        .library_tok_s
-                        .is_some_and(|library| run.decode_tok_s > library)
-            }),
+            Predicate::BeatLibrary { lesson } => {
+                let Some(record) = state.lesson(lesson) else {
+                    return false;
+                };
+                record.runs.iter().any(|run| {
+                    run.code.kind != CodeKind::Solution
+                        && record.passed_checks(&run.code)
+                        && match (
+                            run.metric(Metric::DecodeTokS),
+                            run.metrics.get(LIBRARY_DECODE_TOK_S),
+                        ) {
+                            (Some(yours), Some(library)) => yours > *library,
+                            _ => false,
+                        }
+                })
+            }
             Predicate::LessonDone { lesson } => {
                 state.lesson(lesson).is_some_and(LessonRecord::is_done)
             }
@@ -186,7 +195,7 @@ pub fn award_earned<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::progress::{Card, CodeRef, Submission};
+    use crate::progress::{Card, CodeRef, Measurement, Submission};
 
     fn when(yaml: &str) -> Predicate {
         let achievement = format!(
@@ -198,16 +207,33 @@ mod tests {
     }
 
     fn run(decode_tok_s: f64, kind: CodeKind, library_tok_s: Option<f64>) -> Run {
+        let mut metrics = std::collections::BTreeMap::from([
+            ("ttft_ms".to_owned(), 120.0),
+            ("decode_tok_s".to_owned(), decode_tok_s),
+        ]);
+        if let Some(library) = library_tok_s {
+            metrics.insert(LIBRARY_DECODE_TOK_S.into(), library);
+        }
         Run {
             at: Timestamp::now(),
             code: CodeRef::of(kind, b"fn main() {}"),
             backend: "mlx-cpu".into(),
-            ttft_ms: 120.0,
-            decode_tok_s,
             tokens_generated: 64,
             prompt_tokens: 12,
             lang: Lang::En,
-            library_tok_s,
+            metrics,
+            weights: None,
+        }
+    }
+
+    fn submission(passed: bool, lang: Lang, measurement: Option<Measurement>) -> Submission {
+        Submission {
+            at: Timestamp::now(),
+            code: Some(CodeRef::of(CodeKind::Exercise, b"fn main() {}")),
+            passed,
+            checks_passed: passed,
+            lang,
+            measurement,
         }
     }
 
@@ -274,27 +300,38 @@ mod tests {
     }
 
     #[test]
-    fn speedup_compares_medians_of_edited_and_original() {
+    fn speedup_rests_on_one_interleaved_measurement_that_passed() {
         let speedup = when("{speedup_at_least: {lesson: mlx-path, ratio: 1.1}}");
-        let faster = vec![
+        let measured = |before: Vec<f64>, after: Vec<f64>| Measurement {
+            metric: "decode_tok_s".into(),
+            before,
+            after,
+        };
+        let mut state = State::default();
+        // Separate runs, however fast, are not a measurement.
+        state.lesson_mut("mlx-path").runs = vec![
             run(10.0, CodeKind::Original, None),
-            run(11.5, CodeKind::Exercise, None),
-            run(9.0, CodeKind::Original, None),
-            run(11.0, CodeKind::Exercise, None),
+            run(20.0, CodeKind::Exercise, None),
         ];
-        assert!(speedup.holds(&state_with_runs(faster)));
-        let barely = vec![
-            run(10.0, CodeKind::Original, None),
-            run(10.5, CodeKind::Exercise, None),
-        ];
-        assert!(!speedup.holds(&state_with_runs(barely)));
-        // One fast outlier of the same code is not a speed-up.
-        let only_original = vec![
-            run(10.0, CodeKind::Original, None),
-            run(20.0, CodeKind::Original, None),
-        ];
-        assert!(!speedup.holds(&state_with_runs(only_original)));
-        assert!(!speedup.holds(&State::default()));
+        assert!(!speedup.holds(&state));
+        let barely = measured(vec![10.0, 9.0, 10.0], vec![10.5, 10.0, 10.6]);
+        state.lesson_mut("mlx-path").submissions = vec![submission(true, Lang::En, Some(barely))];
+        assert!(!speedup.holds(&state));
+        let faster = measured(vec![10.0, 9.0, 10.0], vec![11.5, 11.0, 20.0]);
+        // A submission whose checks failed does not count.
+        state.lesson_mut("mlx-path").submissions = vec![submission(false, Lang::En, Some(faster.clone()))];
+        assert!(!speedup.holds(&state));
+        state.lesson_mut("mlx-path").submissions = vec![submission(true, Lang::En, Some(faster))];
+        assert!(speedup.holds(&state));
+        // Times improve downwards.
+        let ttft = when("{speedup_at_least: {lesson: mlx-path, ratio: 1.2}}");
+        let quicker = Measurement {
+            metric: "ttft_ms".into(),
+            before: vec![300.0],
+            after: vec![240.0],
+        };
+        state.lesson_mut("mlx-path").submissions = vec![submission(true, Lang::En, Some(quicker))];
+        assert!(ttft.holds(&state));
     }
 
     #[test]
@@ -303,11 +340,11 @@ mod tests {
             run(10.0, CodeKind::Exercise, None),
             run(20.0, CodeKind::Exercise, None),
         ]);
-        let card = |before_tok_s, after_tok_s| Card {
+        let card = |before: f64, after: f64| Card {
             at: Timestamp::now(),
-            before_tok_s,
-            after_tok_s,
-            which_term: "weights".into(),
+            metric: Some("decode_tok_s".into()),
+            numbers: [("before".to_owned(), before), ("after".to_owned(), after)].into(),
+            answers: Default::default(),
         };
         let honest = when("{card_honest: {lesson: mlx-path}}");
         assert!(!honest.holds(&state));
@@ -318,36 +355,27 @@ mod tests {
     }
 
     #[test]
-    fn beating_the_library_needs_the_learners_code() {
+    fn beating_the_library_needs_the_learners_code_that_passed() {
         let beat = when("{beat_library: {lesson: mlx-path}}");
-        assert!(beat.holds(&state_with_runs(vec![run(
-            21.0,
-            CodeKind::Learner,
-            Some(20.0)
-        )])));
-        assert!(!beat.holds(&state_with_runs(vec![run(
-            21.0,
-            CodeKind::Solution,
-            Some(20.0)
-        )])));
-        assert!(!beat.holds(&state_with_runs(vec![run(
-            19.0,
-            CodeKind::Exercise,
-            Some(20.0)
-        )])));
-        assert!(!beat.holds(&state_with_runs(vec![run(99.0, CodeKind::Exercise, None)])));
+        let with_submission = |runs: Vec<Run>| {
+            let mut state = state_with_runs(runs);
+            state.lesson_mut("mlx-path").submissions = vec![submission(true, Lang::En, None)];
+            state
+        };
+        assert!(beat.holds(&with_submission(vec![run(21.0, CodeKind::Exercise, Some(20.0))])));
+        assert!(
+            !beat.holds(&state_with_runs(vec![run(21.0, CodeKind::Exercise, Some(20.0))])),
+            "code that never passed its checks"
+        );
+        assert!(!beat.holds(&with_submission(vec![run(21.0, CodeKind::Solution, Some(20.0))])));
+        assert!(!beat.holds(&with_submission(vec![run(19.0, CodeKind::Exercise, Some(20.0))])));
+        assert!(!beat.holds(&with_submission(vec![run(99.0, CodeKind::Exercise, None)])));
     }
 
     #[test]
     fn lessons_done_count_passing_submissions() {
         let mut state = State::default();
-        let submit = |passed, lang| Submission {
-            at: Timestamp::now(),
-            code: CodeRef::of(CodeKind::Exercise, b""),
-            passed,
-            checks_passed: passed,
-            lang,
-        };
+        let submit = |passed, lang| submission(passed, lang, None);
         state
             .lesson_mut("mlx-path")
             .submissions

@@ -1,9 +1,8 @@
 //! The progress file on disk: parsing, crash-safe writes, and what happens
 //! when the file is damaged (a backup is kept, nothing is reset silently).
 
-use super::lock;
-use super::store::DEFAULT_LOCK_TIMEOUT;
-use super::{State, Timestamp, SCHEMA};
+use super::lock::{self, DEFAULT_LOCK_TIMEOUT};
+use super::{migrate, State, Timestamp, SCHEMA};
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::error::Category;
 use std::fmt;
@@ -54,11 +53,20 @@ pub fn parse(bytes: &[u8]) -> Result<State> {
         ),
         Some(_) => {}
     }
+    if schema_of(bytes) < SCHEMA {
+        let current = migrate::to_current(json)?;
+        return serde_json::from_value(current).map_err(describe_json_error);
+    }
     // Parsed again from the bytes, not the JSON value, to report line numbers.
-    let mut state: State = serde_json::from_slice(bytes).map_err(describe_json_error)?;
-    // Older schemas would be migrated here; there are none yet.
-    state.schema = SCHEMA;
-    Ok(state)
+    serde_json::from_slice(bytes).map_err(describe_json_error)
+}
+
+/// The `schema` a progress file says it has (0 when it says none).
+pub(crate) fn schema_of(bytes: &[u8]) -> u32 {
+    serde_json::from_slice::<serde_json::Value>(bytes)
+        .ok()
+        .and_then(|json| json.get("schema")?.as_u64())
+        .map_or(0, |schema| schema as u32)
 }
 
 fn describe_json_error(error: serde_json::Error) -> anyhow::Error {
@@ -122,7 +130,7 @@ fn read_if_present(path: &Path) -> Result<Option<Vec<u8>>> {
 
 /// Copies `bytes` to `progress.json.bak-<time>`, unless a backup with the
 /// same bytes exists already: one backup per damage, however often opened.
-fn keep_backup(path: &Path, bytes: &[u8]) -> Result<PathBuf> {
+pub(crate) fn keep_backup(path: &Path, bytes: &[u8]) -> Result<PathBuf> {
     let prefix = format!("{}.bak-", file_name(path));
     let dir = parent_dir(path);
     if let Ok(entries) = fs::read_dir(dir) {

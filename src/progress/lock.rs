@@ -10,6 +10,9 @@ use std::time::{Duration, Instant};
 
 const RETRY_EVERY: Duration = Duration::from_millis(10);
 
+/// How long to wait for another quest to finish its update.
+pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Held while alive. The OS drops the lock when the file closes, also when
 /// the process is killed, so a crash never leaves a stale lock behind.
 pub(crate) struct ProgressLock {

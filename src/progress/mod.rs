@@ -10,6 +10,7 @@ mod achievements;
 mod file;
 mod levels;
 mod lock;
+mod migrate;
 mod state;
 mod store;
 mod timestamp;
@@ -17,8 +18,13 @@ mod timestamp;
 pub use achievements::{award_earned, load_achievements, Achievement, Predicate};
 pub use file::{parse, repair, serialize, BadProgressFile};
 pub use levels::{Level, LevelCurve};
-pub use state::{Award, Card, CodeKind, CodeRef, LessonRecord, Run, State, Submission, SCHEMA};
-pub use store::{Store, DEFAULT_LOCK_TIMEOUT};
+pub use lock::DEFAULT_LOCK_TIMEOUT;
+pub use state::{
+    Award, Card, CodeKind, CodeRef, LessonRecord, Measurement, Run, State, Submission,
+    LIBRARY_DECODE_TOK_S,
+    SCHEMA,
+};
+pub use store::Store;
 pub use timestamp::Timestamp;
 
 use anyhow::{Context, Result};

@@ -2,13 +2,17 @@
 //! stays readable; the rules that act on it live in other files.
 
 use super::Timestamp;
-use crate::course::{sha256_hex, Lang};
+use crate::course::{sha256_hex, Lang, Metric};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// The file format version this quest writes. Files with a higher number
-/// come from a newer quest and are refused rather than misread.
-pub const SCHEMA: u32 = 1;
+/// come from a newer quest and are refused rather than misread; older ones are
+/// migrated (see `migrate.rs`).
+pub const SCHEMA: u32 = 2;
+
+/// The key, in a run's `metrics`, of the library's own decode speed measured beside it.
+pub const LIBRARY_DECODE_TOK_S: &str = "library_decode_tok_s";
 
 // Unknown fields are refused everywhere: ignoring them would silently drop
 // data the next time the file is written.
@@ -55,14 +59,21 @@ pub struct Run {
     pub code: CodeRef,
     /// Where it ran, e.g. `mlx-metal` or `mlx-cpu`.
     pub backend: String,
-    pub ttft_ms: f64,
-    pub decode_tok_s: f64,
     pub tokens_generated: u32,
     pub prompt_tokens: u32,
     pub lang: Lang,
-    /// The library's own decode speed on the same prompt, when it was measured.
+    /// What was measured, by name: the [`Metric`] keys (`decode_tok_s`, `ttft_ms`, …)
+    /// and [`LIBRARY_DECODE_TOK_S`] when the library ran beside it.
+    pub metrics: BTreeMap<String, f64>,
+    /// The weight layout that ran (`dense-f32`, `quantized`, …), when reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub library_tok_s: Option<f64>,
+    pub weights: Option<String>,
+}
+
+impl Run {
+    pub fn metric(&self, metric: Metric) -> Option<f64> {
+        self.metrics.get(metric.key()).copied()
+    }
 }
 
 /// Which code produced a run, and a hash that tells its versions apart.
@@ -87,28 +98,60 @@ pub enum CodeKind {
     Learner,
 }
 
-/// The learner's own summary of a lesson: their numbers and their answer.
+/// The learner's own summary of a lesson: their numbers and their answers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Card {
     pub at: Timestamp,
-    pub before_tok_s: f64,
-    pub after_tok_s: f64,
-    /// The answer to the lesson's "which term dominates?" question.
-    pub which_term: String,
+    /// The metric the numbers are in (a [`Metric`] key); absent for a quiz alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metric: Option<String>,
+    /// By name: `before` and `after`.
+    #[serde(default)]
+    pub numbers: BTreeMap<String, f64>,
+    /// Quiz answers by question id, e.g. `term: fixed`.
+    #[serde(default)]
+    pub answers: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Submission {
     pub at: Timestamp,
-    pub code: CodeRef,
+    /// The code submitted; `None` for a lesson without an exercise (a quiz).
+    pub code: Option<CodeRef>,
     /// The whole lesson passed: code, behaviour, measurements and the card.
     pub passed: bool,
     /// Code, behaviour and measurements passed (the card may still be missing).
     #[serde(default)]
     pub checks_passed: bool,
     pub lang: Lang,
+    /// The interleaved measurement of this submission, when it got that far.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measurement: Option<Measurement>,
+}
+
+/// Baseline and learner's code measured in one run, round by round, interleaved:
+/// the only thing a "faster" claim rests on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Measurement {
+    /// A [`Metric`] key.
+    pub metric: String,
+    pub before: Vec<f64>,
+    pub after: Vec<f64>,
+}
+
+impl Measurement {
+    /// Median after over median before, as an improvement (above 1 is better).
+    pub fn improvement(&self) -> Option<f64> {
+        let metric = Metric::from_key(&self.metric)?;
+        let (before, after) = (
+            crate::stats::median(&self.before),
+            crate::stats::median(&self.after),
+        );
+        metric.improvement(before, after)
+    }
 }
 
 impl CodeRef {
@@ -135,6 +178,33 @@ impl LessonRecord {
     /// Done once any submission passed.
     pub fn is_done(&self) -> bool {
         self.submissions.iter().any(|submission| submission.passed)
+    }
+
+    /// The best improvement of any submission whose checks passed, from its own
+    /// interleaved measurement.
+    pub fn best_improvement(&self) -> Option<f64> {
+        self.submissions
+            .iter()
+            .filter(|submission| submission.checks_passed)
+            .filter_map(|submission| submission.measurement.as_ref()?.improvement())
+            .max_by(f64::total_cmp)
+    }
+
+    /// The improvement measured for this version of the code, by its latest
+    /// submission that passed its checks.
+    pub fn improvement_of(&self, code: &CodeRef) -> Option<f64> {
+        self.submissions
+            .iter()
+            .rev()
+            .filter(|s| s.checks_passed && s.code.as_ref() == Some(code))
+            .find_map(|s| s.measurement.as_ref()?.improvement())
+    }
+
+    /// Whether this code passed its checks in some submission.
+    pub fn passed_checks(&self, code: &CodeRef) -> bool {
+        self.submissions
+            .iter()
+            .any(|s| s.checks_passed && s.code.as_ref() == Some(code))
     }
 }
 

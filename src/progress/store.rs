@@ -2,13 +2,11 @@
 //! crashes (atomic writes) and other quests running at the same time (lock).
 
 use super::file::{self, serialize, write_atomically};
-use super::{default_path, lock, State, Timestamp};
+use super::lock::{self, DEFAULT_LOCK_TIMEOUT};
+use super::{default_path, State, Timestamp, SCHEMA};
 use anyhow::Result;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-/// How long to wait for another quest to finish its update.
-pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug)]
 pub struct Store {
@@ -69,6 +67,10 @@ impl Store {
         let result = change(&mut state)?;
         let new_bytes = serialize(&state)?;
         if old_bytes.as_ref() != Some(&new_bytes) {
+            // A file of an older schema is kept as it was, once, before it is rewritten.
+            if let Some(old) = old_bytes.as_ref().filter(|old| file::schema_of(old) < SCHEMA) {
+                file::keep_backup(&self.path, old)?;
+            }
             write_atomically(&self.path, &new_bytes)?;
         }
         self.state = state;

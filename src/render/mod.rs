@@ -45,7 +45,9 @@ impl RenderOptions {
 pub fn terminal(lesson: &Lesson, options: &RenderOptions) -> String {
     let mut writer = Writer::new(options);
     writer.title(&lesson.meta.title);
-    writer.quote(&lesson.meta.quote);
+    if let Some(quote) = &lesson.meta.quote {
+        writer.quote(quote);
+    }
     writer.markdown(lesson.body());
     writer.finish()
 }

@@ -1,0 +1,634 @@
+//! Interprets a lesson's code rules (`rules:` in `lesson.yaml`) on the syntax tree of
+//! the learner's file: which calls are forbidden or required in which region.
+//!
+//! A region is a loop (the first one whose body calls a given function), the code of
+//! the same function before or after that loop, a named function, or the whole file.
+//! Calls into functions and closures defined in the same file are followed, so moving
+//! `.item()` into a helper does not hide it. Without types, calls are known by name:
+//! `y.item()` is a host read whatever `y` is, and formatting anything (`format!`,
+//! `.to_string()`) counts as reading it — Display and Debug of an array evaluate it.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use syn::spanned::Spanned;
+use syn::visit::{self, Visit};
+
+use crate::course::spec::{CallGroup, CallPattern, Region, Rule};
+
+const HOST_READS: &[&str] = &[
+    "item",
+    "item_exact",
+    "item_cast",
+    "try_item",
+    "try_item_exact",
+    "try_item_cast",
+    "as_slice",
+    "try_as_slice",
+    "to_vec",
+    "to_string",
+    "format",
+    "format_args",
+];
+const PRINTS: &[&str] = &[
+    "print", "println", "eprint", "eprintln", "write", "writeln", "dbg",
+];
+
+/// One broken rule, at a line of the learner's file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finding {
+    pub line: usize,
+    /// The rule's id; its message is in the lesson text. Two ids are quest's own:
+    /// [`SYNTAX`] and [`NO_REGION`].
+    pub rule: String,
+    /// The call found (forbid), the call missing (require), the syntax error, or the
+    /// function whose loop was not found.
+    pub call: String,
+    /// When the call sits in a helper: the line where the region calls that helper.
+    pub via: Option<usize>,
+}
+
+/// The file does not parse as Rust.
+pub const SYNTAX: &str = "syntax";
+/// A rule's region does not exist (no loop calls the function, or no such function).
+pub const NO_REGION: &str = "no_region";
+
+/// Checks `source` against `rules`; no findings means it passes.
+pub fn check(source: &str, rules: &[Rule]) -> Vec<Finding> {
+    let file = match syn::parse_file(source) {
+        Ok(file) => file,
+        Err(error) => {
+            return vec![Finding {
+                line: error.span().start().line,
+                rule: SYNTAX.into(),
+                call: error.to_string(),
+                via: None,
+            }]
+        }
+    };
+    let program = Program::read(&file);
+    let mut findings: Vec<Finding> = Vec::new();
+    let mut fired = BTreeSet::new();
+    // Rules with `unless` run after the rule they depend on.
+    let (plain, conditional): (Vec<&Rule>, Vec<&Rule>) =
+        rules.iter().partition(|rule| rule.unless.is_none());
+    for rule in plain.into_iter().chain(conditional) {
+        if rule.unless.as_ref().is_some_and(|other| fired.contains(other)) {
+            continue;
+        }
+        let found = check_rule(&program, rule);
+        if !found.is_empty() {
+            fired.insert(rule.id.clone());
+        }
+        for finding in found {
+            if !findings.contains(&finding) {
+                findings.push(finding);
+            }
+        }
+    }
+    findings.sort_by_key(|finding| finding.line);
+    findings
+}
+
+fn check_rule(program: &Program, rule: &Rule) -> Vec<Finding> {
+    let Some(region) = program.region(&rule.region) else {
+        let name = match &rule.region {
+            Region::Loop(f) | Region::BeforeLoop(f) | Region::AfterLoop(f) | Region::Fn(f) => f,
+            Region::File => "",
+        };
+        return vec![Finding {
+            line: 1,
+            rule: NO_REGION.into(),
+            call: name.to_owned(),
+            via: None,
+        }];
+    };
+    let calls = program.expand(&region.calls);
+    if !rule.forbid.is_empty() {
+        // One finding per line and rule: `println!("{}", y.item())` is one mistake.
+        let mut lines = BTreeSet::new();
+        calls
+            .iter()
+            .filter(|call| rule.forbid.iter().any(|pattern| call.matches(pattern)))
+            .filter(|call| lines.insert(call.line))
+            .map(|call| Finding {
+                line: call.line,
+                rule: rule.id.clone(),
+                call: call.shown(),
+                via: call.via,
+            })
+            .collect()
+    } else if calls
+        .iter()
+        .any(|call| rule.require.iter().any(|pattern| call.matches(pattern)))
+    {
+        Vec::new()
+    } else {
+        vec![Finding {
+            line: region.line,
+            rule: rule.id.clone(),
+            call: rule.require[0].to_string(),
+            via: None,
+        }]
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CallKind {
+    Method,
+    Function,
+    Macro,
+}
+
+/// One call in the source: `x.name(…)`, `path::name(…)` or `name!(…)`.
+#[derive(Clone, Debug)]
+struct Call {
+    name: String,
+    kind: CallKind,
+    line: usize,
+    /// Set when reached by following a call into a helper of this file.
+    via: Option<usize>,
+}
+
+impl Call {
+    fn matches(&self, pattern: &CallPattern) -> bool {
+        let name = self.name.as_str();
+        match pattern {
+            CallPattern::Call { call } => call.trim_end_matches('!') == name,
+            CallPattern::Group(CallGroup::HostRead) => HOST_READS.contains(&name),
+            CallPattern::Group(CallGroup::Eval) => name == "eval" && self.kind != CallKind::Macro,
+            CallPattern::Group(CallGroup::Print) => {
+                self.kind == CallKind::Macro && PRINTS.contains(&name)
+            }
+            CallPattern::Group(CallGroup::Detokenize) => {
+                self.kind == CallKind::Method && name.starts_with("decode")
+            }
+        }
+    }
+
+    fn shown(&self) -> String {
+        match self.kind {
+            CallKind::Macro => format!("{}!", self.name),
+            _ => self.name.clone(),
+        }
+    }
+}
+
+/// The calls of one region, and the line a missing call is reported at.
+struct RegionCalls {
+    calls: Vec<Call>,
+    line: usize,
+}
+
+/// What the checker knows of a file: its functions and closures, by name.
+struct Program<'a> {
+    file: &'a syn::File,
+    /// Bodies of `fn` items (free functions and methods) and of closures bound with
+    /// `let name = |…| …`, by name.
+    helpers: BTreeMap<String, Vec<Call>>,
+}
+
+impl<'a> Program<'a> {
+    fn read(file: &'a syn::File) -> Self {
+        let mut finder = HelperFinder::default();
+        finder.visit_file(file);
+        Program {
+            file,
+            helpers: finder.helpers,
+        }
+    }
+
+    fn region(&self, region: &Region) -> Option<RegionCalls> {
+        match region {
+            Region::File => Some(RegionCalls {
+                calls: calls_in(|calls| calls.visit_file(self.file)),
+                line: 1,
+            }),
+            Region::Fn(name) => {
+                let function = self.functions().find(|(ident, _)| ident == name)?;
+                Some(RegionCalls {
+                    calls: calls_in(|calls| calls.visit_block(function.1)),
+                    line: function.1.span().end().line,
+                })
+            }
+            Region::Loop(target) | Region::BeforeLoop(target) | Region::AfterLoop(target) => {
+                let (body, found) = self.functions().find_map(|(_, body)| {
+                    let mut loops = LoopFinder {
+                        target,
+                        program: self,
+                        found: None,
+                    };
+                    loops.visit_block(body);
+                    loops.found.map(|found| (body, found))
+                })?;
+                let in_function = || calls_in(|calls| calls.visit_block(body));
+                Some(match region {
+                    Region::Loop(_) => RegionCalls {
+                        calls: found.calls,
+                        line: found.end,
+                    },
+                    Region::BeforeLoop(_) => RegionCalls {
+                        calls: in_function()
+                            .into_iter()
+                            .filter(|call| call.line < found.start)
+                            .collect(),
+                        line: found.start,
+                    },
+                    _ => RegionCalls {
+                        calls: in_function()
+                            .into_iter()
+                            .filter(|call| call.line > found.end)
+                            .collect(),
+                        line: found.end,
+                    },
+                })
+            }
+        }
+    }
+
+    /// Every function body of the file, `main` first.
+    fn functions(&self) -> impl Iterator<Item = (String, &'a syn::Block)> {
+        let mut functions = Vec::new();
+        for item in &self.file.items {
+            match item {
+                syn::Item::Fn(f) => functions.push((f.sig.ident.to_string(), &*f.block)),
+                syn::Item::Impl(block) => {
+                    for item in &block.items {
+                        if let syn::ImplItem::Fn(f) = item {
+                            functions.push((f.sig.ident.to_string(), &f.block));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        functions.sort_by_key(|(name, _)| name != "main");
+        functions.into_iter()
+    }
+
+    /// `calls` plus, for each call of a helper of this file, the helper's own calls
+    /// (followed to any depth, each helper once), marked with the line that called it.
+    fn expand(&self, calls: &[Call]) -> Vec<Call> {
+        let mut out = Vec::new();
+        let mut seen = BTreeSet::new();
+        for call in calls {
+            out.push(call.clone());
+            self.follow(call, call.line, &mut seen, &mut out);
+        }
+        out
+    }
+
+    fn follow(&self, call: &Call, origin: usize, seen: &mut BTreeSet<String>, out: &mut Vec<Call>) {
+        if call.kind == CallKind::Macro || !seen.insert(call.name.clone()) {
+            return;
+        }
+        let Some(body) = self.helpers.get(&call.name) else {
+            return;
+        };
+        for inner in body {
+            out.push(Call {
+                via: Some(origin),
+                ..inner.clone()
+            });
+            self.follow(inner, origin, seen, out);
+        }
+    }
+}
+
+fn calls_in(visit: impl FnOnce(&mut Calls)) -> Vec<Call> {
+    let mut calls = Calls::default();
+    visit(&mut calls);
+    calls.calls
+}
+
+/// Where a loop is: its first and last line, and the calls of its body.
+struct FoundLoop {
+    start: usize,
+    end: usize,
+    calls: Vec<Call>,
+}
+
+/// The first loop whose body (following helpers) calls `target`.
+struct LoopFinder<'p, 'a> {
+    target: &'p str,
+    program: &'p Program<'a>,
+    found: Option<FoundLoop>,
+}
+
+impl LoopFinder<'_, '_> {
+    fn consider(&mut self, body: &syn::Block, span: proc_macro2::Span) {
+        if self.found.is_some() {
+            return;
+        }
+        let calls = calls_in(|calls| calls.visit_block(body));
+        let expanded = self.program.expand(&calls);
+        if expanded.iter().any(|call| call.name == self.target) {
+            self.found = Some(FoundLoop {
+                start: span.start().line,
+                end: span.end().line,
+                calls,
+            });
+        }
+    }
+}
+
+impl<'ast> Visit<'ast> for LoopFinder<'_, '_> {
+    fn visit_expr_for_loop(&mut self, e: &'ast syn::ExprForLoop) {
+        self.consider(&e.body, e.span());
+        visit::visit_expr_for_loop(self, e);
+    }
+    fn visit_expr_while(&mut self, e: &'ast syn::ExprWhile) {
+        self.consider(&e.body, e.span());
+        visit::visit_expr_while(self, e);
+    }
+    fn visit_expr_loop(&mut self, e: &'ast syn::ExprLoop) {
+        self.consider(&e.body, e.span());
+        visit::visit_expr_loop(self, e);
+    }
+}
+
+/// Functions (free and in `impl` blocks) and named closures of the file.
+#[derive(Default)]
+struct HelperFinder {
+    helpers: BTreeMap<String, Vec<Call>>,
+}
+
+impl<'ast> Visit<'ast> for HelperFinder {
+    fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
+        let calls = calls_in(|calls| calls.visit_block(&f.block));
+        self.helpers.insert(f.sig.ident.to_string(), calls);
+        visit::visit_item_fn(self, f);
+    }
+    fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
+        let calls = calls_in(|calls| calls.visit_block(&f.block));
+        self.helpers.insert(f.sig.ident.to_string(), calls);
+        visit::visit_impl_item_fn(self, f);
+    }
+    fn visit_local(&mut self, local: &'ast syn::Local) {
+        if let (syn::Pat::Ident(name), Some(init)) = (&local.pat, &local.init) {
+            if let syn::Expr::Closure(closure) = &*init.expr {
+                let calls = calls_in(|calls| calls.visit_expr(&closure.body));
+                self.helpers.insert(name.ident.to_string(), calls);
+            }
+        }
+        visit::visit_local(self, local);
+    }
+}
+
+/// Method names, the last segment of called paths, and macro names, with lines.
+#[derive(Default)]
+struct Calls {
+    calls: Vec<Call>,
+}
+
+impl Calls {
+    fn push(&mut self, ident: &syn::Ident, kind: CallKind) {
+        self.calls.push(Call {
+            name: ident.to_string(),
+            kind,
+            line: ident.span().start().line,
+            via: None,
+        });
+    }
+}
+
+impl<'ast> Visit<'ast> for Calls {
+    fn visit_expr_method_call(&mut self, e: &'ast syn::ExprMethodCall) {
+        self.push(&e.method, CallKind::Method);
+        visit::visit_expr_method_call(self, e);
+    }
+    fn visit_expr_call(&mut self, e: &'ast syn::ExprCall) {
+        if let syn::Expr::Path(path) = &*e.func {
+            if let Some(last) = path.path.segments.last() {
+                self.push(&last.ident, CallKind::Function);
+            }
+        }
+        visit::visit_expr_call(self, e);
+    }
+    fn visit_macro(&mut self, m: &'ast syn::Macro) {
+        if let Some(last) = m.path.segments.last() {
+            self.push(&last.ident, CallKind::Macro);
+        }
+        // Arguments of format macros are expressions too (`println!("{}", y.item())`).
+        if let Ok(args) = m.parse_body_with(
+            syn::punctuated::Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated,
+        ) {
+            for arg in &args {
+                self.visit_expr(arg);
+            }
+        }
+        visit::visit_macro(self, m);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// mlx-path's rules, as its lesson.yaml gives them.
+    fn rules() -> Vec<Rule> {
+        serde_yaml::from_str(
+            r#"
+- id: sync-in-loop
+  forbid: [host_read, eval]
+  in: {loop: forward}
+- id: print-in-loop
+  forbid: [print]
+  in: {loop: forward}
+- id: decode-in-loop
+  forbid: [detokenize]
+  in: {loop: forward}
+- id: read-after-loop
+  require: [host_read, eval]
+  in: {after_loop: forward}
+  unless: sync-in-loop
+- id: decode-after-loop
+  require: [detokenize]
+  in: {after_loop: forward}
+"#,
+        )
+        .unwrap()
+    }
+
+    fn ids(source: &str) -> Vec<(usize, String)> {
+        check(source, &rules())
+            .into_iter()
+            .map(|f| (f.line, f.rule))
+            .collect()
+    }
+
+    const HAND_LOOP: &str = r#"
+fn main() {
+    let mut tokens = vec![y.item_exact::<u32>()];
+    for _ in 1..n {
+        let logits = model.forward(&y, &mut cache)?;
+        y = argmax_axis(lm::last_position(&logits), -1, None)?;
+        tokens.push(y.item_exact::<u32>());
+    }
+    println!("{}", tokenizer.decode(&tokens)?);
+}"#;
+
+    const NO_SYNC: &str = r#"
+fn main() {
+    let mut ys = vec![y.clone()];
+    for _ in 1..n {
+        let logits = model.forward(&y, &mut cache)?;
+        y = argmax_axis(lm::last_position(&logits), -1, None)?;
+        async_eval([&y])?;
+        ys.push(y.clone());
+    }
+    let tokens: Vec<u32> = ys.iter().map(|t| t.item_exact::<u32>()).collect();
+    println!("{}", tokenizer.decode(&tokens)?);
+}"#;
+
+    #[test]
+    fn the_hand_loop_syncs_every_step() {
+        let findings = check(HAND_LOOP, &rules());
+        assert_eq!(
+            findings,
+            [Finding {
+                line: 7,
+                rule: "sync-in-loop".into(),
+                call: "item_exact".into(),
+                via: None
+            }]
+        );
+    }
+
+    #[test]
+    fn tokens_kept_on_the_device_pass() {
+        assert_eq!(check(NO_SYNC, &rules()), []);
+    }
+
+    #[test]
+    fn eval_prints_decodes_and_formatting_in_the_loop_are_found() {
+        let source = NO_SYNC.replace(
+            "async_eval([&y])?;",
+            "eval([&y])?;\n println!(\"{}\", y);\n let _ = tokenizer.decode(&[1]);\n let s = format!(\"{}\", y);\n let t = y.to_string();",
+        );
+        assert_eq!(
+            ids(&source),
+            [
+                (7, "sync-in-loop".into()),
+                (8, "print-in-loop".into()),
+                (9, "decode-in-loop".into()),
+                (10, "sync-in-loop".into()),
+                (11, "sync-in-loop".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_read_inside_a_print_is_one_finding_per_rule() {
+        let source = NO_SYNC.replace(
+            "async_eval([&y])?;",
+            "println!(\"{}\", y.item_exact::<u32>());",
+        );
+        assert_eq!(
+            ids(&source),
+            [(7, "sync-in-loop".into()), (7, "print-in-loop".into())]
+        );
+    }
+
+    #[test]
+    fn a_read_moved_into_a_helper_or_closure_is_followed() {
+        let helper = NO_SYNC.replace("async_eval([&y])?;", "peek(&y);")
+            + "\nfn peek(y: &Array) -> u32 { inner(y) }\nfn inner(y: &Array) -> u32 { y.item::<u32>() }\n";
+        let findings = check(&helper, &rules());
+        assert_eq!(findings.len(), 1, "{findings:?}");
+        assert_eq!(
+            (findings[0].line, findings[0].via, findings[0].call.as_str()),
+            (14, Some(7), "item")
+        );
+
+        let closure = NO_SYNC
+            .replace("let mut ys", "let read = |t: &Array| t.item_exact::<u32>();\n    let mut ys")
+            .replace("async_eval([&y])?;", "let _ = read(&y);");
+        let findings = check(&closure, &rules());
+        assert_eq!(
+            findings.iter().map(|f| (f.rule.as_str(), f.via)).collect::<Vec<_>>(),
+            [("sync-in-loop", Some(8))]
+        );
+    }
+
+    #[test]
+    fn a_step_moved_into_a_helper_still_makes_the_loop() {
+        let source = r#"
+fn step(model: &Model, y: &Array) -> Array { model.forward(y) }
+fn main() {
+    for _ in 0..n {
+        y = step(&model, &y);
+        tokens.push(y.item_exact::<u32>());
+    }
+    println!("{}", tokenizer.decode(&tokens)?);
+}"#;
+        assert_eq!(ids(source), [(6, "sync-in-loop".into())]);
+    }
+
+    #[test]
+    fn tokens_must_come_back_and_be_decoded() {
+        let source = NO_SYNC
+            .replace(
+                "let tokens: Vec<u32> = ys.iter().map(|t| t.item_exact::<u32>()).collect();",
+                "",
+            )
+            .replace("println!(\"{}\", tokenizer.decode(&tokens)?);", "");
+        assert_eq!(
+            ids(&source),
+            [
+                (9, "read-after-loop".into()),
+                (9, "decode-after-loop".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn before_loop_and_named_function_regions() {
+        let rules: Vec<Rule> = serde_yaml::from_str(
+            r#"
+- id: cache-once
+  require: [{call: make_prompt_cache}]
+  in: {before_loop: forward}
+- id: no-cache-in-loop
+  forbid: [{call: make_prompt_cache}]
+  in: {loop: forward}
+- id: helper-quiet
+  forbid: [print]
+  in: {fn: helper}
+"#,
+        )
+        .unwrap();
+        let fresh_each_step = r#"
+fn main() {
+    for _ in 0..n {
+        let mut cache = lm::make_prompt_cache(&model);
+        model.forward(&x, &mut cache);
+    }
+}
+fn helper() { println!("hi"); }"#;
+        let found: Vec<_> = check(fresh_each_step, &rules)
+            .into_iter()
+            .map(|f| (f.line, f.rule))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (3, "cache-once".into()),
+                (4, "no-cache-in-loop".into()),
+                (8, "helper-quiet".into())
+            ]
+        );
+        let once = fresh_each_step
+            .replace("    for _ in 0..n {\n        let mut cache", "    let mut cache")
+            .replace("(&model);\n", "(&model);\n    for _ in 0..n {\n")
+            .replace("println!(\"hi\");", "");
+        assert_eq!(check(&once, &rules), []);
+    }
+
+    #[test]
+    fn no_loop_and_bad_syntax_are_reported() {
+        let no_loop = check("fn main() {}", &rules());
+        assert_eq!(no_loop[0].rule, NO_REGION);
+        assert_eq!(no_loop[0].call, "forward");
+        assert_eq!(check("fn main( {", &rules())[0].rule, SYNTAX);
+    }
+}

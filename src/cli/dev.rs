@@ -1,0 +1,231 @@
+//! `quest dev`: for course authors (like rustlings' `dev check`). `check` proves the
+//! course holds together — every lesson loads in every language, translations are
+//! current, every starting exercise fails its own rules and every solution keeps them;
+//! `update` writes what derives from the course (the exercises' Cargo manifest).
+//! English only: authors read it, learners never do.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use clap::Subcommand;
+
+use quest::check::rules;
+use quest::course::{first_difference, Course, Lang, Lesson, TranslationStatus};
+use quest::progress::{load_achievements, LevelCurve};
+
+#[derive(Subcommand)]
+pub enum DevCommand {
+    /// Check every lesson: loads in every language, translations current, starting
+    /// code fails its rules, solutions keep them, the exercises' manifest current.
+    Check,
+    /// Write `exercises/Cargo.toml` (one binary per exercise) from the course.
+    Update,
+}
+
+pub fn run(root: &Path, command: &DevCommand) -> Result<()> {
+    let course = Course::load(&root.join("lessons"))?;
+    match command {
+        DevCommand::Update => {
+            let path = root.join(MANIFEST);
+            std::fs::write(&path, exercises_manifest(&course)?)
+                .with_context(|| format!("writing {}", path.display()))?;
+            println!("wrote {}", path.display());
+            Ok(())
+        }
+        DevCommand::Check => {
+            let (problems, notes) = check(root, &course);
+            for note in &notes {
+                println!("note: {note}");
+            }
+            for problem in &problems {
+                println!("✗ {problem}");
+            }
+            if problems.is_empty() {
+                println!(
+                    "✓ {} lessons, {} languages: the course holds together",
+                    course.lesson_ids().count(),
+                    Lang::ALL.len()
+                );
+                Ok(())
+            } else {
+                bail!("{} problems in the course", problems.len())
+            }
+        }
+    }
+}
+
+/// Where the exercises' package manifest lives, from the project root.
+const MANIFEST: &str = "exercises/Cargo.toml";
+
+/// `exercises/Cargo.toml` as the course makes it.
+pub fn exercises_manifest(course: &Course) -> Result<String> {
+    let mut text = String::from(
+        "# Written by `quest dev update` from lessons/*/lesson.yaml; `quest dev check` keeps it current.\n\
+         # One binary per exercise, so that your editor knows the files and\n\
+         # `cargo run -p quest-exercises --bin <lesson>` runs one by hand. quest itself builds\n\
+         # exercises through the `quest-lab` package. `cargo test` never builds these\n\
+         # (test = false): the tests pass whatever you did to your exercise.\n\
+         [package]\n\
+         name = \"quest-exercises\"\n\
+         version = \"0.1.0\"\n\
+         edition = \"2021\"\n\
+         publish = false\n\
+         build = \"../build.rs\"\n\
+         autobins = false\n\n\
+         [dependencies]\n\
+         quest = { path = \"..\" }\n\
+         anyhow.workspace = true\n\
+         mlx-sys.workspace = true\n\n\
+         [target.'cfg(target_os = \"macos\")'.dependencies]\n\
+         mlx-rs = \"0.33.0\"\n\n\
+         [target.'cfg(not(target_os = \"macos\"))'.dependencies]\n\
+         mlx-rs = { version = \"0.33.0\", default-features = false }\n",
+    );
+    for id in course.lesson_ids() {
+        let lesson = course.lesson(id, Lang::SOURCE)?;
+        let Some(exercise) = &lesson.spec.exercise else {
+            continue;
+        };
+        let path = exercise
+            .strip_prefix("exercises")
+            .with_context(|| format!("{id}: the exercise {} is not under exercises/", exercise.display()))?;
+        write!(
+            text,
+            "\n[[bin]]\nname = \"{id}\"\npath = \"{}\"\ntest = false\nbench = false\n",
+            path.display()
+        )?;
+    }
+    Ok(text)
+}
+
+/// Problems (the course is broken) and notes (worth knowing, not wrong).
+fn check(root: &Path, course: &Course) -> (Vec<String>, Vec<String>) {
+    let mut problems = Vec::new();
+    let mut notes = Vec::new();
+    if let Err(e) = LevelCurve::from_course(&course.levels) {
+        problems.push(format!("levels: {e:#}"));
+    }
+    if let Err(e) = load_achievements(&course.achievements, course.lesson_ids()) {
+        problems.push(format!("achievements: {e:#}"));
+    }
+    for id in course.lesson_ids() {
+        let mut lessons = Vec::new();
+        for lang in Lang::ALL {
+            match course.lesson(id, lang) {
+                Ok(lesson) => lessons.push(lesson),
+                Err(e) => problems.push(format!("{id} ({lang}): {e:#}")),
+            }
+        }
+        for lesson in &lessons {
+            if let Err(e) = lesson.check_exercise_blocks() {
+                problems.push(format!("{e:#}"));
+            }
+            if let Ok(TranslationStatus::Stale { .. }) = lesson.translation_status() {
+                problems.push(format!(
+                    "{}: stale: the English lesson changed since this translation \
+                     (update it, then set source_hash to `sha256sum lessons/{id}/en.md`)",
+                    lesson.path.display()
+                ));
+            }
+        }
+        if let [source, translations @ ..] = lessons.as_slice() {
+            for translation in translations {
+                if let Some(problem) = same_code(source, translation) {
+                    problems.push(problem);
+                }
+            }
+            check_code(root, source, &mut problems, &mut notes);
+        }
+    }
+    match exercises_manifest(course) {
+        Ok(expected) => {
+            let path = root.join(MANIFEST);
+            if std::fs::read_to_string(&path).ok().as_deref() != Some(expected.as_str()) {
+                problems.push(format!(
+                    "{} is not what the course makes: run `quest dev update`",
+                    path.display()
+                ));
+            }
+        }
+        Err(e) => problems.push(format!("{e:#}")),
+    }
+    (problems, notes)
+}
+
+/// A translation shows the same code as the English lesson.
+fn same_code(source: &Lesson, translation: &Lesson) -> Option<String> {
+    let (Ok(english), Ok(translated)) = (source.starting_code(), translation.starting_code())
+    else {
+        return None;
+    };
+    let difference = first_difference(&translated, &english)?;
+    Some(format!(
+        "{}: the exercise code differs from the English lesson's at its line {}:\n  here:    {}\n  english: {}",
+        translation.path.display(),
+        difference.index + 1,
+        difference.left,
+        difference.right
+    ))
+}
+
+/// The starting code breaks the lesson's rules, the solution keeps them, and both
+/// can be `include!`d by the lab binary.
+fn check_code(root: &Path, lesson: &Lesson, problems: &mut Vec<String>, notes: &mut Vec<String>) {
+    let id = &lesson.meta.id;
+    let Some(exercise) = &lesson.spec.exercise else {
+        return;
+    };
+    let Ok(starting) = lesson.starting_code() else {
+        return;
+    };
+    let rules_of = &lesson.spec.rules;
+    if !rules_of.is_empty() && rules::check(&starting, rules_of).is_empty() {
+        problems.push(format!(
+            "{id}: the starting code already keeps every rule: the exercise asks nothing"
+        ));
+    }
+    let mut sources = vec![("starting code".to_owned(), starting.clone())];
+    match lesson.solution_path().map(|path| (std::fs::read_to_string(&path), path)) {
+        Some((Ok(solution), path)) => {
+            let findings = rules::check(&solution, rules_of);
+            for finding in findings {
+                problems.push(format!(
+                    "{}:{}: the solution breaks rule `{}` ({})",
+                    path.display(),
+                    finding.line,
+                    finding.rule,
+                    finding.call
+                ));
+            }
+            if solution == starting {
+                problems.push(format!("{id}: the solution is the starting code"));
+            }
+            sources.push((path.display().to_string(), solution));
+        }
+        Some((Err(e), path)) => problems.push(format!("{}: {e}", path.display())),
+        None => {}
+    }
+    for (what, source) in sources {
+        if let Ok(file) = syn::parse_file(&source) {
+            if !file.attrs.is_empty() || file.shebang.is_some() {
+                problems.push(format!(
+                    "{id}: the {what} starts with `//!` or `#![…]`; quest includes exercise files \
+                     with `include!`, where those are not allowed: use `//` comments"
+                ));
+            }
+        }
+    }
+    let path = root.join(exercise);
+    match std::fs::read_to_string(&path) {
+        Ok(now) if now != starting => notes.push(format!(
+            "{} is not the lesson's starting code (a learner's edit? `quest reset {id}` puts it back)",
+            path.display()
+        )),
+        Ok(_) => {}
+        Err(_) => notes.push(format!(
+            "{} does not exist yet (`quest reset {id}` writes it)",
+            path.display()
+        )),
+    }
+}

@@ -1,0 +1,93 @@
+//! Older progress files, brought up to the current schema as plain JSON before
+//! they are typed. Nothing earned is dropped: every award, run, card and submission
+//! of a schema-1 file has a place in schema 2. The store keeps the original file as
+//! a backup the first time it writes the migrated one.
+
+use anyhow::{bail, Result};
+use serde_json::{json, Map, Value};
+
+use super::SCHEMA;
+
+/// Migrates `file` (any schema up to [`SCHEMA`]) to the current schema.
+pub fn to_current(mut file: Value) -> Result<Value> {
+    loop {
+        let schema = file.get("schema").and_then(Value::as_u64).unwrap_or(0);
+        file = match schema {
+            1 => v1_to_v2(file)?,
+            s if s == u64::from(SCHEMA) => return Ok(file),
+            s => bail!("no migration from schema {s}"),
+        };
+    }
+}
+
+/// Schema 1 had decode-speed cards and runs with fixed fields; schema 2 names
+/// its numbers (`metrics`, `numbers`, `answers`) so that any lesson can use them.
+fn v1_to_v2(mut file: Value) -> Result<Value> {
+    if let Some(lessons) = file.get_mut("lessons").and_then(Value::as_object_mut) {
+        for lesson in lessons.values_mut() {
+            let Some(lesson) = lesson.as_object_mut() else {
+                continue;
+            };
+            if let Some(runs) = lesson.get_mut("runs").and_then(Value::as_array_mut) {
+                for run in runs.iter_mut().filter_map(Value::as_object_mut) {
+                    let mut metrics = Map::new();
+                    for (old, new) in [
+                        ("ttft_ms", "ttft_ms"),
+                        ("decode_tok_s", "decode_tok_s"),
+                        ("library_tok_s", "library_decode_tok_s"),
+                    ] {
+                        if let Some(value) = run.remove(old).filter(|v| !v.is_null()) {
+                            metrics.insert(new.into(), value);
+                        }
+                    }
+                    run.insert("metrics".into(), Value::Object(metrics));
+                }
+            }
+            if let Some(card) = lesson.get_mut("card").and_then(Value::as_object_mut) {
+                let at = card.remove("at").unwrap_or(Value::Null);
+                let before = card.remove("before_tok_s").unwrap_or(Value::Null);
+                let after = card.remove("after_tok_s").unwrap_or(Value::Null);
+                let term = card.remove("which_term").unwrap_or(Value::Null);
+                *card = json!({
+                    "at": at,
+                    "metric": "decode_tok_s",
+                    "numbers": {"before": before, "after": after},
+                    "answers": {"term": term},
+                })
+                .as_object()
+                .cloned()
+                .unwrap_or_default();
+            }
+        }
+    }
+    file["schema"] = json!(2);
+    Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_schema_1_run_and_card_keep_every_number() {
+        let v1 = json!({
+            "schema": 1,
+            "lessons": {"mlx-path": {
+                "runs": [{"at": "t", "code": {"kind": "original", "sha256": "a"}, "backend": "mlx-cpu",
+                          "ttft_ms": 5000.0, "decode_tok_s": 7.5, "tokens_generated": 32,
+                          "prompt_tokens": 42, "lang": "en", "library_tok_s": 7.7}],
+                "card": {"at": "t", "before_tok_s": 7.5, "after_tok_s": 7.7, "which_term": "fixed"}
+            }}
+        });
+        let v2 = to_current(v1).unwrap();
+        assert_eq!(v2["schema"], 2);
+        let lesson = &v2["lessons"]["mlx-path"];
+        assert_eq!(
+            lesson["runs"][0]["metrics"],
+            json!({"ttft_ms": 5000.0, "decode_tok_s": 7.5, "library_decode_tok_s": 7.7})
+        );
+        assert_eq!(lesson["card"]["numbers"], json!({"before": 7.5, "after": 7.7}));
+        assert_eq!(lesson["card"]["answers"], json!({"term": "fixed"}));
+        assert_eq!(lesson["card"]["metric"], "decode_tok_s");
+    }
+}
