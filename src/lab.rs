@@ -66,7 +66,11 @@ impl Exercise {
             backend: crate::lm::Backend::detect().name().into(),
             prompt_tokens,
             generated_tokens: tokens.len(),
-            load_ms: timer.start.saturating_duration_since(self.began).as_secs_f64() * 1e3,
+            load_ms: timer
+                .start
+                .saturating_duration_since(self.began)
+                .as_secs_f64()
+                * 1e3,
             ttft_ms: timer.ttft().as_secs_f64() * 1e3,
             decode_tok_s: timer.decode_tok_s(tokens.len()),
             token_ms: timer.token_ms(),
@@ -283,8 +287,7 @@ pub fn build(workspace: &Path, source: &Path, quiet: bool) -> Result<PathBuf> {
         .write(true)
         .open(&lock_path)
         .with_context(|| format!("could not open {}", lock_path.display()))?;
-    fs4::FileExt::lock(&lock)
-        .with_context(|| format!("could not lock {}", lock_path.display()))?;
+    fs4::FileExt::lock(&lock).with_context(|| format!("could not lock {}", lock_path.display()))?;
     let source = std::path::absolute(source)?;
     let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cargo
@@ -382,7 +385,10 @@ static CHILDREN: Mutex<Vec<u32>> = Mutex::new(Vec::new());
 
 /// Waits for `child` (collecting its stderr, if piped), killing it after `limit`.
 /// While it runs it is registered, so that a SIGINT or SIGTERM to quest ends it too.
-fn wait_child(mut child: Child, limit: Option<Duration>) -> Result<(std::process::ExitStatus, String)> {
+fn wait_child(
+    mut child: Child,
+    limit: Option<Duration>,
+) -> Result<(std::process::ExitStatus, String)> {
     let pid = child.id();
     CHILDREN.lock().unwrap_or_else(|e| e.into_inner()).push(pid);
     let stderr = child.stderr.take().map(|mut pipe| {

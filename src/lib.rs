@@ -5,5 +5,5 @@ pub mod course;
 pub mod lab;
 pub mod lm;
 pub mod progress;
-pub mod stats;
 pub mod render;
+pub mod stats;

@@ -17,8 +17,8 @@ use mlx_rs::Array;
 use serde::Serialize;
 
 use super::{fit::least_squares, loops, random, CacheBytes, Measured};
-use crate::stats::median;
 use crate::lm::{self, LayerCache, Model};
+use crate::stats::median;
 
 /// Prompt tokens per prefill forward pass (the caches are evaluated between chunks).
 const PREFILL_CHUNK: usize = 256;

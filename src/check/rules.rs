@@ -72,7 +72,11 @@ pub fn check(source: &str, rules: &[Rule]) -> Vec<Finding> {
     let (plain, conditional): (Vec<&Rule>, Vec<&Rule>) =
         rules.iter().partition(|rule| rule.unless.is_none());
     for rule in plain.into_iter().chain(conditional) {
-        if rule.unless.as_ref().is_some_and(|other| fired.contains(other)) {
+        if rule
+            .unless
+            .as_ref()
+            .is_some_and(|other| fired.contains(other))
+        {
             continue;
         }
         let found = check_rule(&program, rule);
@@ -85,7 +89,9 @@ pub fn check(source: &str, rules: &[Rule]) -> Vec<Finding> {
             }
         }
     }
-    findings.sort_by_key(|finding| finding.line);
+    // By line, then in the lesson's order of rules.
+    let order = |id: &str| rules.iter().position(|rule| rule.id == id);
+    findings.sort_by_key(|finding| (finding.line, order(&finding.rule)));
     findings
 }
 
@@ -541,11 +547,17 @@ fn main() {
         );
 
         let closure = NO_SYNC
-            .replace("let mut ys", "let read = |t: &Array| t.item_exact::<u32>();\n    let mut ys")
+            .replace(
+                "let mut ys",
+                "let read = |t: &Array| t.item_exact::<u32>();\n    let mut ys",
+            )
             .replace("async_eval([&y])?;", "let _ = read(&y);");
         let findings = check(&closure, &rules());
         assert_eq!(
-            findings.iter().map(|f| (f.rule.as_str(), f.via)).collect::<Vec<_>>(),
+            findings
+                .iter()
+                .map(|f| (f.rule.as_str(), f.via))
+                .collect::<Vec<_>>(),
             [("sync-in-loop", Some(8))]
         );
     }
@@ -618,7 +630,10 @@ fn helper() { println!("hi"); }"#;
             ]
         );
         let once = fresh_each_step
-            .replace("    for _ in 0..n {\n        let mut cache", "    let mut cache")
+            .replace(
+                "    for _ in 0..n {\n        let mut cache",
+                "    let mut cache",
+            )
             .replace("(&model);\n", "(&model);\n    for _ in 0..n {\n")
             .replace("println!(\"hi\");", "");
         assert_eq!(check(&once, &rules), []);

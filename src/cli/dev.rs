@@ -87,9 +87,12 @@ pub fn exercises_manifest(course: &Course) -> Result<String> {
         let Some(exercise) = &lesson.spec.exercise else {
             continue;
         };
-        let path = exercise
-            .strip_prefix("exercises")
-            .with_context(|| format!("{id}: the exercise {} is not under exercises/", exercise.display()))?;
+        let path = exercise.strip_prefix("exercises").with_context(|| {
+            format!(
+                "{id}: the exercise {} is not under exercises/",
+                exercise.display()
+            )
+        })?;
         write!(
             text,
             "\n[[bin]]\nname = \"{id}\"\npath = \"{}\"\ntest = false\nbench = false\n",
@@ -186,7 +189,10 @@ fn check_code(root: &Path, lesson: &Lesson, problems: &mut Vec<String>, notes: &
         ));
     }
     let mut sources = vec![("starting code".to_owned(), starting.clone())];
-    match lesson.solution_path().map(|path| (std::fs::read_to_string(&path), path)) {
+    match lesson
+        .solution_path()
+        .map(|path| (std::fs::read_to_string(&path), path))
+    {
         Some((Ok(solution), path)) => {
             let findings = rules::check(&solution, rules_of);
             for finding in findings {

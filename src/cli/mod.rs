@@ -217,7 +217,10 @@ impl Ctx {
     }
     /// Tells a reader of a translation that the English text changed since.
     fn warn_if_stale(&self, lesson: &Lesson) {
-        if matches!(lesson.translation_status(), Ok(TranslationStatus::Stale { .. })) {
+        if matches!(
+            lesson.translation_status(),
+            Ok(TranslationStatus::Stale { .. })
+        ) {
             eprintln!("! {}", self.ui("translation_stale"));
         }
     }
@@ -369,7 +372,10 @@ fn list(ctx: &Ctx) -> Result<()> {
                 Ok(lesson) => lesson,
                 Err(error) => {
                     broken += 1;
-                    println!("    {id:<14} {}", ctx.ui_with("lesson_broken", &[("error", &format!("{error:#}"))]));
+                    println!(
+                        "    {id:<14} {}",
+                        ctx.ui_with("lesson_broken", &[("error", &format!("{error:#}"))])
+                    );
                     continue;
                 }
             };

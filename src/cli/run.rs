@@ -16,7 +16,10 @@ use super::{Ctx, RunArgs};
 /// What to run an exercise with: the lesson's settings, overridden by the options.
 pub(crate) fn request(lesson: &Lesson, args: &RunArgs) -> RunRequest {
     RunRequest {
-        model: args.model.clone().unwrap_or_else(|| lesson.spec.model.clone()),
+        model: args
+            .model
+            .clone()
+            .unwrap_or_else(|| lesson.spec.model.clone()),
         prompt: lesson.spec.prompt.clone(),
         max_tokens: args.max_tokens.unwrap_or(lesson.spec.max_tokens).max(1),
         time_limit: args.time_limit.map(Duration::from_secs),
@@ -110,7 +113,10 @@ fn print_report(ctx: &Ctx, r: &Report) {
             "{}",
             ctx.ui_with(
                 "per_token",
-                &[("ms", &format!("{per_token:.1}")), ("growth", &format!("{growth:+.1}"))]
+                &[
+                    ("ms", &format!("{per_token:.1}")),
+                    ("growth", &format!("{growth:+.1}"))
+                ]
             )
         );
     }

@@ -46,7 +46,10 @@ pub fn finding_text(ctx: &Ctx, lesson: &Lesson, finding: &Finding) -> String {
         }
     };
     let via = finding.via.map_or_else(String::new, |line| {
-        format!(" {}", ctx.ui_with("check_via", &[("line", &line.to_string())]))
+        format!(
+            " {}",
+            ctx.ui_with("check_via", &[("line", &line.to_string())])
+        )
     });
     let file = lesson
         .spec
@@ -61,7 +64,10 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
     let id = lesson.meta.id.as_str();
     let spec = &lesson.spec;
     if spec.exercise.is_none() {
-        bail!(ctx.ui_with("submit_no_exercise", &[("id", id), ("card", &card_command(lesson, None))]));
+        bail!(ctx.ui_with(
+            "submit_no_exercise",
+            &[("id", id), ("card", &card_command(lesson, None))]
+        ));
     }
     let (path, source, code) = current_exercise(lesson)?;
     let mut learner = Learner::open(ctx)?;
@@ -97,14 +103,26 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
         println!("{}", ctx.ui("submit_checking_tokens"));
         let take = |tokens: &[u32]| tokens.iter().take(n).copied().collect::<Vec<_>>();
         let (expected, got) = (take(&reference.tokens), take(&first_run.tokens));
-        if let Some(at) = (0..expected.len().max(got.len())).find(|&i| expected.get(i) != got.get(i)) {
-            println!("  {}", ctx.ui_with("submit_tokens_differ", &[("at", &at.to_string())]));
-            println!("    {}: {}", ctx.ui("submit_expected"), reference.text.trim());
+        if let Some(at) =
+            (0..expected.len().max(got.len())).find(|&i| expected.get(i) != got.get(i))
+        {
+            println!(
+                "  {}",
+                ctx.ui_with("submit_tokens_differ", &[("at", &at.to_string())])
+            );
+            println!(
+                "    {}: {}",
+                ctx.ui("submit_expected"),
+                reference.text.trim()
+            );
             println!("    {}: {}", ctx.ui("submit_got"), first_run.text.trim());
             record_submission(ctx, &mut learner, id, Some(code), false, false, None)?;
             bail!(ctx.ui("submit_behaviour_failed").to_owned());
         }
-        println!("  ✓ {}", ctx.ui_with("submit_tokens_ok", &[("n", &got.len().to_string())]));
+        println!(
+            "  ✓ {}",
+            ctx.ui_with("submit_tokens_ok", &[("n", &got.len().to_string())])
+        );
     }
 
     // 4. The measurement: starting code and yours, interleaved, medians.
@@ -117,7 +135,10 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
             "{}",
             ctx.ui_with(
                 "submit_measuring",
-                &[("rounds", &rounds.to_string()), ("metric", &metric_name(ctx, metric))]
+                &[
+                    ("rounds", &rounds.to_string()),
+                    ("metric", &metric_name(ctx, metric))
+                ]
             )
         );
         let (mut before, mut after) = (Vec::new(), Vec::new());
@@ -127,9 +148,11 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
             let value = |r: &Report| measured_value(ctx, r, metric);
             let (vb, va) = (value(&b)?, value(&a)?);
             println!(
-                "  {} {}: {vb:.2} / {va:.2} {}",
+                "  {} {}: {} / {} {}",
                 ctx.ui("round"),
                 round + 1,
+                number(vb),
+                number(va),
                 metric.unit()
             );
             before.push(vb);
@@ -140,8 +163,10 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
         let (median_before, median_after) = (median(&before), median(&after));
         let improvement = metric.improvement(median_before, median_after);
         println!(
-            "  {}: {median_before:.2} → {median_after:.2} {} (×{:.2})",
+            "  {}: {} → {} {} (×{:.2})",
             ctx.ui("submit_medians"),
+            number(median_before),
+            number(median_after),
             metric.unit(),
             improvement.unwrap_or(f64::NAN)
         );
@@ -180,7 +205,15 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
                         )
                     );
                     record_runs(ctx, &mut learner, id, &reports)?;
-                    record_submission(ctx, &mut learner, id, Some(code), false, false, Some(taken))?;
+                    record_submission(
+                        ctx,
+                        &mut learner,
+                        id,
+                        Some(code),
+                        false,
+                        false,
+                        Some(taken),
+                    )?;
                     bail!(ctx.ui("submit_measure_failed").to_owned());
                 }
             }
@@ -188,7 +221,12 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
             let expected: Vec<String> = spec
                 .shows_on
                 .iter()
-                .map(|kind| serde_json::to_value(kind).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default())
+                .map(|kind| {
+                    serde_json::to_value(kind)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_owned))
+                        .unwrap_or_default()
+                })
                 .collect();
             println!(
                 "  {}",
@@ -205,7 +243,15 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
 
     // 5. Record everything measured, then look at the card.
     record_runs(ctx, &mut learner, id, &reports)?;
-    record_submission(ctx, &mut learner, id, Some(code.clone()), true, false, measurement.clone())?;
+    record_submission(
+        ctx,
+        &mut learner,
+        id,
+        Some(code.clone()),
+        true,
+        false,
+        measurement.clone(),
+    )?;
     let card_ok = {
         let state = learner.store.state();
         let record = state.lesson(id).cloned().unwrap_or_default();
@@ -242,13 +288,13 @@ pub fn metric_name(ctx: &Ctx, metric: Metric) -> String {
 fn card_command(lesson: &Lesson, measurement: Option<&Measurement>) -> String {
     let mut command = format!("quest card {}", lesson.meta.id);
     if let Some(card) = &lesson.spec.card {
-        for number in &card.numbers {
-            let value = measurement.map(|m| match number {
+        for which in &card.numbers {
+            let value = measurement.map(|m| match which {
                 CardNumber::Before => median(&m.before),
                 CardNumber::After => median(&m.after),
             });
-            let shown = value.map_or_else(|| "<number>".to_owned(), |v| format!("{v:.2}"));
-            command.push_str(&format!(" --{} {shown}", number.key()));
+            let shown = value.map_or_else(|| "<number>".to_owned(), number);
+            command.push_str(&format!(" --{} {shown}", which.key()));
         }
     }
     for question in &lesson.spec.quiz {
@@ -261,13 +307,29 @@ fn card_command(lesson: &Lesson, measurement: Option<&Measurement>) -> String {
     command
 }
 
+/// A measured number with enough digits to stay within a card's tolerance of itself
+/// (0.0042 ms would print as 0.00 with two decimals).
+pub fn number(value: f64) -> String {
+    let digits = if value.abs() >= 10.0 || value == 0.0 {
+        2
+    } else {
+        (3.0 - value.abs().log10().floor()) as usize
+    };
+    format!("{value:.digits$}")
+}
+
 /// Each question, with what its choices mean.
 fn print_quiz(ctx: &Ctx, lesson: &Lesson) {
     for question in &lesson.spec.quiz {
         let Some(text) = lesson.meta.quiz.get(&question.id) else {
             continue;
         };
-        println!("  {} ({}): {}", ctx.ui("question"), question.id, text.question);
+        println!(
+            "  {} ({}): {}",
+            ctx.ui("question"),
+            question.id,
+            text.question
+        );
         for choice in &question.choices {
             let meaning = text.choices.get(choice).map_or("", String::as_str);
             println!("    {choice}: {meaning}");
@@ -328,7 +390,10 @@ fn finish(ctx: &Ctx, learner: &mut Learner, lesson: &Lesson) -> Result<()> {
             ctx.ui_with("lesson_complete", &[("id", id), ("xp", &xp.to_string())])
         );
     } else {
-        println!("✓ {}", ctx.ui_with("lesson_already_complete", &[("id", id)]));
+        println!(
+            "✓ {}",
+            ctx.ui_with("lesson_already_complete", &[("id", id)])
+        );
     }
     Ok(())
 }
@@ -341,14 +406,22 @@ enum CardProblem {
     MissingNumber(&'static str),
     MissingAnswer(String),
     UnknownQuestion(String),
-    BadChoice { question: String, choice: String },
+    BadChoice {
+        question: String,
+        choice: String,
+    },
     /// The answer depends on a measurement not made yet for this code.
     NotMeasured,
     Wrong(String),
 }
 
 /// Everything wrong with `card` for lesson `lesson` and the learner's `code`.
-fn card_problems(lesson: &Lesson, record: &LessonRecord, code: &CodeRef, card: &Card) -> Vec<CardProblem> {
+fn card_problems(
+    lesson: &Lesson,
+    record: &LessonRecord,
+    code: &CodeRef,
+    card: &Card,
+) -> Vec<CardProblem> {
     let mut problems = Vec::new();
     if let (Some(card_spec), Some(measure)) = (&lesson.spec.card, &lesson.spec.measure) {
         let values = |filter: &dyn Fn(&CodeRef) -> bool| -> Vec<f64> {
@@ -364,11 +437,24 @@ fn card_problems(lesson: &Lesson, record: &LessonRecord, code: &CodeRef, card: &
                 problems.push(CardProblem::MissingNumber(number.key()));
                 continue;
             };
-            let measured = match number {
+            // A run quest recorded, or the median of a measurement it printed.
+            let medians = record.submissions.iter().filter_map(|s| {
+                let m = s
+                    .measurement
+                    .as_ref()
+                    .filter(|m| m.metric == measure.metric.key())?;
+                match number {
+                    CardNumber::Before => Some(median(&m.before)),
+                    CardNumber::After => (s.code.as_ref() == Some(code)).then(|| median(&m.after)),
+                }
+            });
+            let mut measured = match number {
                 CardNumber::Before => values(&|c| c.kind == CodeKind::Original),
                 CardNumber::After => values(&|c| c == code),
             };
-            if let Err(refused) = check_claim(number.key(), claimed, &measured, card_spec.tolerance) {
+            measured.extend(medians);
+            if let Err(refused) = check_claim(number.key(), claimed, &measured, card_spec.tolerance)
+            {
                 problems.push(CardProblem::Unbacked(refused));
             }
         }
@@ -392,7 +478,9 @@ fn card_problems(lesson: &Lesson, record: &LessonRecord, code: &CodeRef, card: &
         }
         match correct_answer(question, record.improvement_of(code)) {
             None => problems.push(CardProblem::NotMeasured),
-            Some(right) if &right != answer => problems.push(CardProblem::Wrong(question.id.clone())),
+            Some(right) if &right != answer => {
+                problems.push(CardProblem::Wrong(question.id.clone()))
+            }
             Some(_) => {}
         }
     }
@@ -403,7 +491,7 @@ fn explain(ctx: &Ctx, lesson: &Lesson, problem: &CardProblem) -> String {
     let id = lesson.meta.id.as_str();
     match problem {
         CardProblem::Unbacked(r) => {
-            let measured: Vec<String> = r.measured.iter().map(|m| format!("{m:.2}")).collect();
+            let measured: Vec<String> = r.measured.iter().map(|&m| number(m)).collect();
             let measured = if measured.is_empty() {
                 ctx.ui("card_nothing_measured").to_owned()
             } else {
@@ -415,7 +503,7 @@ fn explain(ctx: &Ctx, lesson: &Lesson, problem: &CardProblem) -> String {
                 "card_refused",
                 &[
                     ("which", ctx.ui(&format!("card_{}", r.which))),
-                    ("claimed", &format!("{:.2} {unit}", r.claimed)),
+                    ("claimed", &format!("{} {unit}", number(r.claimed))),
                     ("measured", &measured),
                     ("tolerance", &format!("{:.0}", tolerance * 100.0)),
                 ],
@@ -436,7 +524,11 @@ fn explain(ctx: &Ctx, lesson: &Lesson, problem: &CardProblem) -> String {
             let known: Vec<&str> = lesson.spec.quiz.iter().map(|q| q.id.as_str()).collect();
             ctx.ui_with(
                 key,
-                &[("question", question), ("choices", &choices), ("known", &known.join(", "))],
+                &[
+                    ("question", question),
+                    ("choices", &choices),
+                    ("known", &known.join(", ")),
+                ],
             )
         }
         CardProblem::BadChoice { question, choice } => {
@@ -447,7 +539,11 @@ fn explain(ctx: &Ctx, lesson: &Lesson, problem: &CardProblem) -> String {
                 .unwrap_or_default();
             ctx.ui_with(
                 "card_bad_choice",
-                &[("question", question), ("choice", choice), ("choices", &choices)],
+                &[
+                    ("question", question),
+                    ("choice", choice),
+                    ("choices", &choices),
+                ],
             )
         }
         CardProblem::NotMeasured => ctx.ui_with("card_measure_first", &[("id", id)]),
@@ -474,16 +570,26 @@ pub fn card(ctx: &Ctx, lesson: &Lesson, input: CardInput) -> Result<()> {
     let mut learner = Learner::open(ctx)?;
     let card = Card {
         at: Timestamp::now(),
-        metric: lesson.spec.measure.as_ref().map(|m| m.metric.key().to_owned()),
+        metric: lesson
+            .spec
+            .measure
+            .as_ref()
+            .map(|m| m.metric.key().to_owned()),
         numbers: input.numbers,
         answers: input.answers,
     };
-    let record = learner.store.state().lesson(id).cloned().unwrap_or_default();
+    let record = learner
+        .store
+        .state()
+        .lesson(id)
+        .cloned()
+        .unwrap_or_default();
     // A quiz-only lesson has no code: its answers depend on nothing measured.
     let problems = card_problems(
         lesson,
         &record,
-        code.as_ref().unwrap_or(&CodeRef::of(CodeKind::Learner, b"")),
+        code.as_ref()
+            .unwrap_or(&CodeRef::of(CodeKind::Learner, b"")),
         &card,
     );
     if !problems.is_empty() {

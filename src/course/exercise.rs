@@ -157,7 +157,10 @@ mod tests {
     #[test]
     fn differences_at_the_end_are_spelled_out() {
         let missing = first_difference("a\n", "a\nb\n").unwrap();
-        assert_eq!((missing.index, missing.left.as_str()), (1, "(no more lines)"));
+        assert_eq!(
+            (missing.index, missing.left.as_str()),
+            (1, "(no more lines)")
+        );
         let newline = first_difference("a\n", "a").unwrap();
         assert_eq!(newline.left, "a (with a final newline)");
         assert!(first_difference("a\nb\n", "a\nb\n").is_none());

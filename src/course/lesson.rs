@@ -197,12 +197,18 @@ impl Lesson {
         let at = format!("{}:{}", self.path.display(), 1);
         for rule in &self.spec.rules {
             if !self.meta.messages.contains_key(&rule.id) {
-                bail!("{at}: `messages:` has no text for rule `{}` of lesson.yaml", rule.id);
+                bail!(
+                    "{at}: `messages:` has no text for rule `{}` of lesson.yaml",
+                    rule.id
+                );
             }
         }
         for question in &self.spec.quiz {
             let Some(text) = self.meta.quiz.get(&question.id) else {
-                bail!("{at}: `quiz:` has no text for question `{}` of lesson.yaml", question.id);
+                bail!(
+                    "{at}: `quiz:` has no text for question `{}` of lesson.yaml",
+                    question.id
+                );
             };
             for choice in &question.choices {
                 if !text.choices.contains_key(choice) {
@@ -294,7 +300,7 @@ mod tests {
     fn a_good_lesson_loads_with_its_sections_in_order() {
         let lesson = load_fixture("good", Lang::En).unwrap();
         assert_eq!(lesson.meta.title, "A good lesson");
-        assert_eq!(lesson.meta.minutes, 5);
+        assert_eq!(lesson.spec.minutes, 5);
         let ids: Vec<&str> = lesson.sections.iter().map(|s| s.id.as_str()).collect();
         assert_eq!(
             ids,
@@ -329,9 +335,9 @@ mod tests {
     #[test]
     fn bad_yaml_points_at_the_file_line() {
         let error = error_of(load_fixture("bad-yaml", Lang::En));
-        // YAML notices at the end of the front matter (line 6); the unclosed
+        // YAML notices at the end of the front matter (line 5); the unclosed
         // quote it names opens on line 4, column 8.
-        assert!(error.contains("bad-yaml/en.md:6:1: "), "{error}");
+        assert!(error.contains("bad-yaml/en.md:5:1: "), "{error}");
         assert!(
             error.contains("quoted scalar at line 4 column 8"),
             "{error}"
@@ -341,14 +347,14 @@ mod tests {
     #[test]
     fn a_missing_field_is_an_error() {
         let error = error_of(load_fixture("missing-field", Lang::En));
-        assert!(error.contains("missing-field/en.md:"), "{error}");
+        assert!(error.contains("missing-field/lesson.yaml:"), "{error}");
         assert!(error.contains("missing field `minutes`"), "{error}");
     }
 
     #[test]
     fn an_unknown_field_is_an_error() {
         let error = error_of(load_fixture("unknown-field", Lang::En));
-        assert!(error.contains("unknown-field/en.md:6:"), "{error}");
+        assert!(error.contains("unknown-field/en.md:5:"), "{error}");
         assert!(error.contains("minute"), "{error}");
     }
 

@@ -40,7 +40,7 @@ pub struct LessonSpec {
     pub solution: Option<PathBuf>,
     #[serde(default)]
     pub rules: Vec<Rule>,
-    #[serde(default)]
+    #[serde(default, with = "serde_yaml::with::singleton_map")]
     pub tokens: TokenCheck,
     #[serde(default)]
     pub measure: Option<Measure>,
@@ -342,9 +342,14 @@ impl LessonSpec {
         let path = lessons_dir.join(id).join(SPEC_FILE);
         let text = std::fs::read_to_string(&path)
             .with_context(|| format!("reading the lesson data {}", path.display()))?;
+        Self::parse(&path, &text)
+    }
+
+    /// Parses `lesson.yaml` text; `path` is only used in error messages.
+    pub fn parse(path: &Path, text: &str) -> Result<LessonSpec> {
         let spec: LessonSpec =
-            serde_yaml::from_str(&text).map_err(|error| yaml_error::located(&path, 1, error))?;
-        spec.check(&path)?;
+            serde_yaml::from_str(text).map_err(|error| yaml_error::located(path, 1, error))?;
+        spec.check(path)?;
         Ok(spec)
     }
 
@@ -377,12 +382,18 @@ impl LessonSpec {
         for rule in &self.rules {
             if let Some(other) = &rule.unless {
                 if !ids.contains(other.as_str()) {
-                    bail!("{at}: rule `{}` says `unless: {other}`, which is no rule here", rule.id);
+                    bail!(
+                        "{at}: rule `{}` says `unless: {other}`, which is no rule here",
+                        rule.id
+                    );
                 }
             }
         }
         if let Some(measure) = &self.measure {
-            if measure.at_least.is_some_and(|ratio| ratio.is_nan() || ratio < 1.0) {
+            if measure
+                .at_least
+                .is_some_and(|ratio| ratio.is_nan() || ratio < 1.0)
+            {
                 bail!("{at}: `at_least` is an improvement ratio, 1.0 or more");
             }
         }
@@ -394,9 +405,9 @@ impl LessonSpec {
             let choices: Vec<&str> = question.choices.iter().map(String::as_str).collect();
             let valid = match &question.answer {
                 Answer::Is(answer) => choices.contains(&answer.as_str()),
-                Answer::Measured { measured: MeasuredAnswer::EffectShows } => {
-                    self.measure.is_some() && choices == ["yes", "no"]
-                }
+                Answer::Measured {
+                    measured: MeasuredAnswer::EffectShows,
+                } => self.measure.is_some() && choices == ["yes", "no"],
             };
             if !valid {
                 bail!(
@@ -482,7 +493,9 @@ quiz:
         assert_eq!(spec.quiz[0].answer, Answer::Is("fixed".into()));
         assert_eq!(
             spec.quiz[1].answer,
-            Answer::Measured { measured: MeasuredAnswer::EffectShows }
+            Answer::Measured {
+                measured: MeasuredAnswer::EffectShows
+            }
         );
         assert!(spec.shows_on_backend("cuda"));
         assert!(!spec.shows_on_backend("cpu"));
@@ -499,11 +512,26 @@ quiz:
     #[test]
     fn mistakes_are_named() {
         let cases = [
-            (FULL.replace("answer: fixed", "answer: slow"), "one of its choices"),
-            (FULL.replace("unless: sync", "unless: nope"), "`unless: nope`"),
-            (FULL.replace("    forbid: [host_read, eval, {call: synchronize}]\n", ""), "either `forbid:`"),
-            (FULL.replace("solution: solutions/x/decode_loop.rs\n", ""), "needs a solution"),
-            (FULL.replace("at_least: 1.05", "at_least: 0.5"), "1.0 or more"),
+            (
+                FULL.replace("answer: fixed", "answer: slow"),
+                "one of its choices",
+            ),
+            (
+                FULL.replace("unless: sync", "unless: nope"),
+                "`unless: nope`",
+            ),
+            (
+                FULL.replace("    forbid: [host_read, eval, {call: synchronize}]\n", ""),
+                "either `forbid:`",
+            ),
+            (
+                FULL.replace("solution: solutions/x/decode_loop.rs\n", ""),
+                "needs a solution",
+            ),
+            (
+                FULL.replace("at_least: 1.05", "at_least: 0.5"),
+                "1.0 or more",
+            ),
             (FULL.replace("host_read, eval", "host_reed, eval"), "rules"),
             (FULL.replace("minutes: 15", "minute: 15"), "minute"),
         ];

@@ -36,10 +36,7 @@ pub enum Predicate {
     /// A submission whose checks passed measured the learner's code at least `ratio`
     /// times better than the lesson's starting code, medians of one interleaved
     /// measurement on this machine (never two separate runs).
-    SpeedupAtLeast {
-        lesson: String,
-        ratio: f64,
-    },
+    SpeedupAtLeast { lesson: String, ratio: f64 },
     /// Every number on the lesson's card matches some measured run of its metric,
     /// within `tolerance` (relative; 5% unless given).
     CardHonest {
@@ -133,9 +130,8 @@ impl Predicate {
                 };
                 let measured = |claimed: f64| {
                     runs_of(state, lesson).iter().any(|run| {
-                        run.metric(metric).is_some_and(|value| {
-                            (value - claimed).abs() <= tolerance * value.abs()
-                        })
+                        run.metric(metric)
+                            .is_some_and(|value| (value - claimed).abs() <= tolerance * value.abs())
                     })
                 };
                 !card.numbers.is_empty() && card.numbers.values().all(|&n| measured(n))
@@ -319,7 +315,8 @@ mod tests {
         assert!(!speedup.holds(&state));
         let faster = measured(vec![10.0, 9.0, 10.0], vec![11.5, 11.0, 20.0]);
         // A submission whose checks failed does not count.
-        state.lesson_mut("mlx-path").submissions = vec![submission(false, Lang::En, Some(faster.clone()))];
+        state.lesson_mut("mlx-path").submissions =
+            vec![submission(false, Lang::En, Some(faster.clone()))];
         assert!(!speedup.holds(&state));
         state.lesson_mut("mlx-path").submissions = vec![submission(true, Lang::En, Some(faster))];
         assert!(speedup.holds(&state));
@@ -362,13 +359,29 @@ mod tests {
             state.lesson_mut("mlx-path").submissions = vec![submission(true, Lang::En, None)];
             state
         };
-        assert!(beat.holds(&with_submission(vec![run(21.0, CodeKind::Exercise, Some(20.0))])));
+        assert!(beat.holds(&with_submission(vec![run(
+            21.0,
+            CodeKind::Exercise,
+            Some(20.0)
+        )])));
         assert!(
-            !beat.holds(&state_with_runs(vec![run(21.0, CodeKind::Exercise, Some(20.0))])),
+            !beat.holds(&state_with_runs(vec![run(
+                21.0,
+                CodeKind::Exercise,
+                Some(20.0)
+            )])),
             "code that never passed its checks"
         );
-        assert!(!beat.holds(&with_submission(vec![run(21.0, CodeKind::Solution, Some(20.0))])));
-        assert!(!beat.holds(&with_submission(vec![run(19.0, CodeKind::Exercise, Some(20.0))])));
+        assert!(!beat.holds(&with_submission(vec![run(
+            21.0,
+            CodeKind::Solution,
+            Some(20.0)
+        )])));
+        assert!(!beat.holds(&with_submission(vec![run(
+            19.0,
+            CodeKind::Exercise,
+            Some(20.0)
+        )])));
         assert!(!beat.holds(&with_submission(vec![run(99.0, CodeKind::Exercise, None)])));
     }
 

@@ -243,7 +243,9 @@ mod tests {
     fn fresh_state_round_trips() {
         let bytes = serialize(&State::default()).unwrap();
         assert_eq!(parse(&bytes).unwrap(), State::default());
-        assert!(String::from_utf8(bytes).unwrap().contains("\"schema\": 1"));
+        assert!(String::from_utf8(bytes)
+            .unwrap()
+            .contains(&format!("\"schema\": {SCHEMA}")));
     }
 
     #[test]
@@ -267,12 +269,11 @@ mod tests {
             at: Timestamp::now(),
             code: CodeRef::of(CodeKind::Learner, b""),
             backend: "cpu".into(),
-            ttft_ms: f64::NAN,
-            decode_tok_s: 1.0,
             tokens_generated: 1,
             prompt_tokens: 1,
             lang: Lang::En,
-            library_tok_s: None,
+            metrics: [("ttft_ms".to_owned(), f64::NAN)].into(),
+            weights: None,
         });
         assert!(serialize(&state).is_err());
     }

@@ -86,7 +86,10 @@ mod tests {
             lesson["runs"][0]["metrics"],
             json!({"ttft_ms": 5000.0, "decode_tok_s": 7.5, "library_decode_tok_s": 7.7})
         );
-        assert_eq!(lesson["card"]["numbers"], json!({"before": 7.5, "after": 7.7}));
+        assert_eq!(
+            lesson["card"]["numbers"],
+            json!({"before": 7.5, "after": 7.7})
+        );
         assert_eq!(lesson["card"]["answers"], json!({"term": "fixed"}));
         assert_eq!(lesson["card"]["metric"], "decode_tok_s");
     }

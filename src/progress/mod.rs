@@ -21,8 +21,7 @@ pub use levels::{Level, LevelCurve};
 pub use lock::DEFAULT_LOCK_TIMEOUT;
 pub use state::{
     Award, Card, CodeKind, CodeRef, LessonRecord, Measurement, Run, State, Submission,
-    LIBRARY_DECODE_TOK_S,
-    SCHEMA,
+    LIBRARY_DECODE_TOK_S, SCHEMA,
 };
 pub use store::Store;
 pub use timestamp::Timestamp;

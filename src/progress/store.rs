@@ -68,7 +68,10 @@ impl Store {
         let new_bytes = serialize(&state)?;
         if old_bytes.as_ref() != Some(&new_bytes) {
             // A file of an older schema is kept as it was, once, before it is rewritten.
-            if let Some(old) = old_bytes.as_ref().filter(|old| file::schema_of(old) < SCHEMA) {
+            if let Some(old) = old_bytes
+                .as_ref()
+                .filter(|old| file::schema_of(old) < SCHEMA)
+            {
                 file::keep_backup(&self.path, old)?;
             }
             write_atomically(&self.path, &new_bytes)?;

@@ -1,7 +1,7 @@
 //! Black-box tests of the `quest` binary (rustlings style): each runs the real CLI with
 //! its own progress folder, no colour and a fixed width; timings are redacted in snapshots.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Output;
@@ -125,4 +125,49 @@ fn completions_are_printed() {
 fn version_is_printed() {
     let h = home("version");
     assert!(stdout(&quest(&h, &["--version"])).starts_with("quest "));
+}
+
+/// A schema-1 progress file with mlx-path completed (as quest 0.1 wrote it): read as
+/// it is, migrated to schema 2 on the first write with the original kept beside it,
+/// and nothing earned is lost.
+#[test]
+fn a_schema_1_file_with_a_finished_lesson_is_migrated_keeping_everything() {
+    let h = home("schema1");
+    let src =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/progress/schema1-complete.json");
+    let original = std::fs::read(&src).unwrap();
+    std::fs::write(h.join("progress.json"), &original).unwrap();
+
+    let before = stdout(&quest(&h, &["status"]));
+    assert!(before.contains("210"), "all 210 XP: {before}");
+    assert!(
+        stdout(&quest(&h, &["list"])).contains("[완료]"),
+        "still done, still in Korean"
+    );
+
+    // The first write: choosing a language.
+    assert!(quest(&h, &["--lang", "en", "list"]).status.success());
+    let migrated = std::fs::read_to_string(h.join("progress.json")).unwrap();
+    let state = quest::progress::parse(migrated.as_bytes()).unwrap();
+    assert!(migrated.contains("\"schema\": 2"), "{migrated}");
+    assert_eq!(state.total_xp(), 210);
+    let record = state.lesson("mlx-path").unwrap();
+    assert!(record.is_done());
+    assert_eq!(record.runs.len(), 2);
+    assert_eq!(record.runs[1].metrics["library_decode_tok_s"], 7.6);
+    let card = record.card.as_ref().unwrap();
+    assert_eq!(card.numbers["before"], 7.5);
+    assert_eq!(card.answers["term"], "fixed");
+    let backups: Vec<_> = std::fs::read_dir(&h)
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("progress.json.bak-")
+        })
+        .collect();
+    assert_eq!(backups.len(), 1, "one backup of the schema-1 file");
+    assert_eq!(std::fs::read(backups[0].path()).unwrap(), original);
+    assert!(stdout(&quest(&h, &["status"])).contains("210"));
 }

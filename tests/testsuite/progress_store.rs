@@ -35,7 +35,10 @@ fn a_missing_file_is_a_fresh_start_in_a_new_folder() {
     assert!(store.state().awards.is_empty());
     assert!(store.award("lesson:mlx-path:complete", 50).unwrap());
     let text = fs::read_to_string(&path).unwrap();
-    assert!(text.contains("\"schema\": 1"), "{text}");
+    assert!(
+        text.contains(&format!("\"schema\": {}", quest::progress::SCHEMA)),
+        "{text}"
+    );
     assert!(
         text.contains("\n  \"awards\": {\n"),
         "pretty-printed: {text}"

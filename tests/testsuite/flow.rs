@@ -2,34 +2,29 @@
 //! failing each way it can, then passing, the card refusing invented numbers and the
 //! wrong term, the lesson completing once. Slow (real decoding on the CPU): kept small.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 
-use common::{quest, text};
+use common::{course_copy, quest_in, text};
 
 const EXERCISE: &str = "exercises/mlx-path/decode_loop.rs";
 
-/// Puts the exercise file back however the test ends.
-struct ExerciseGuard {
+/// The exercise of a temporary copy of the course: the test edits it, never the
+/// learner's own file.
+struct Exercise {
     path: PathBuf,
     original: String,
 }
 
-impl ExerciseGuard {
-    fn new() -> Self {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(EXERCISE);
+impl Exercise {
+    fn of(root: &Path) -> Self {
+        let path = root.join(EXERCISE);
         let original = std::fs::read_to_string(&path).unwrap();
         Self { path, original }
     }
     fn write(&self, source: &str) {
         std::fs::write(&self.path, source).unwrap();
-    }
-}
-
-impl Drop for ExerciseGuard {
-    fn drop(&mut self) {
-        std::fs::write(&self.path, &self.original).unwrap();
     }
 }
 
@@ -65,21 +60,40 @@ fn edited(original: &str) -> String {
     )
 }
 
-/// `--before X --after Y` from submit's card hint.
-fn measured(stdout: &str) -> (String, String) {
+/// `--before X --after Y` from submit's card hint, and the answer to "did it show
+/// here?" from the measured ratio (`(×1.02)` on the medians line).
+fn measured(stdout: &str) -> (String, String, &'static str) {
     let line = stdout
         .lines()
         .find(|l| l.contains("quest card mlx-path --before"))
         .expect(stdout);
     let words: Vec<&str> = line.split_whitespace().collect();
     let after = |flag: &str| words[words.iter().position(|w| *w == flag).unwrap() + 1].to_owned();
-    (after("--before"), after("--after"))
+    let medians = stdout
+        .lines()
+        .find(|l| l.contains("medians:"))
+        .expect(stdout);
+    let ratio: f64 = medians
+        .rsplit("(×")
+        .next()
+        .unwrap()
+        .trim_end_matches(')')
+        .parse()
+        .unwrap();
+    let shows = if ratio >= 1.10 {
+        "shows-here=yes"
+    } else {
+        "shows-here=no"
+    };
+    (after("--before"), after("--after"), shows)
 }
 
 #[test]
 fn run_submit_card_status() {
     let home = common::home("flow");
-    let guard = ExerciseGuard::new();
+    let root = course_copy("flow");
+    let guard = Exercise::of(&root);
+    let quest = |home: &Path, args: &[&str]| quest_in(&root, home, args);
     let small = ["--max-tokens", "8"];
 
     // quest run: the lesson, then the exercise's numbers.
@@ -146,13 +160,14 @@ fn run_submit_card_status() {
         stdout.contains("The same 8 greedy tokens as the reference"),
         "{stdout}"
     );
-    let (before, after) = measured(&stdout);
+    let (before, after, shows) = measured(&stdout);
 
     // Invented numbers are refused, with what was measured.
     let out = quest(
         &home,
         &[
             "card", "mlx-path", "--before", "74.1", "--after", "88.0", "--term", "fixed",
+            "--answer", shows,
         ],
     );
     let (stdout, _) = text(&out);
@@ -167,6 +182,7 @@ fn run_submit_card_status() {
         &home,
         &[
             "card", "mlx-path", "--before", &before, "--after", &after, "--term", "bytes",
+            "--answer", shows,
         ],
     );
     assert_eq!(out.status.code(), Some(1));
@@ -177,6 +193,7 @@ fn run_submit_card_status() {
         &home,
         &[
             "card", "mlx-path", "--before", &before, "--after", &after, "--term", "fixed",
+            "--answer", shows,
         ],
     );
     let (stdout, stderr) = text(&out);
@@ -203,6 +220,7 @@ fn run_submit_card_status() {
         &home,
         &[
             "card", "mlx-path", "--before", &before, "--after", &after, "--term", "fixed",
+            "--answer", shows,
         ],
     );
     assert!(text(&out).0.contains("already complete"));

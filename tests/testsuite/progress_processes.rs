@@ -13,14 +13,13 @@ const CHILD_PREFIX: &str = "QUEST_TEST_WRITER_PREFIX";
 const CHILD_COUNT: &str = "QUEST_TEST_WRITER_COUNT";
 const ACK: &str = "ACK ";
 
-/// The writer: does nothing in a normal test run; when spawned by the tests
-/// below, awards `<prefix>:<i>` one update at a time and prints each key
-/// only after its update returned.
+/// The writer, never run on its own (ignored): spawned by the tests below, it
+/// awards `<prefix>:<i>` one update at a time and prints each key only after its
+/// update returned.
 #[test]
+#[ignore = "a child process of the tests below, spawned with --ignored"]
 fn writer_process() {
-    let Ok(path) = env::var(CHILD_FILE) else {
-        return;
-    };
+    let path = env::var(CHILD_FILE).expect("spawned by the tests, with QUEST_TEST_WRITER_FILE");
     let prefix = env::var(CHILD_PREFIX).unwrap();
     let count: usize = env::var(CHILD_COUNT).unwrap().parse().unwrap();
     let mut store = Store::open(path).unwrap();
@@ -34,8 +33,9 @@ fn writer_process() {
 fn spawn_writer(path: &Path, prefix: &str, count: usize) -> Child {
     Command::new(env::current_exe().unwrap())
         .args([
-            "writer_process",
+            "progress_processes::writer_process",
             "--exact",
+            "--ignored",
             "--nocapture",
             "--test-threads=1",
         ])

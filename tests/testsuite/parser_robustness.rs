@@ -27,12 +27,13 @@ fn mutations(original: &[u8]) -> Vec<Vec<u8>> {
 #[test]
 fn lesson_parser_never_panics() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let spec = quest::course::LessonSpec::load(&root.join("lessons"), "mlx-path").unwrap();
     for lang in ["en", "ko"] {
         let path = root.join(format!("lessons/mlx-path/{lang}.md"));
         let original = std::fs::read(&path).unwrap();
         for bytes in mutations(&original) {
             let source = String::from_utf8_lossy(&bytes).into_owned();
-            let _ = quest::course::Lesson::parse(&path, source);
+            let _ = quest::course::Lesson::parse(&path, source, spec.clone());
         }
     }
 }

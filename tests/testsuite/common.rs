@@ -1,0 +1,74 @@
+//! What the black-box CLI tests share: running the real `quest` binary with its own
+//! progress folder, no colour and a fixed width.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A fresh folder for one test's progress file.
+pub fn home(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("quest-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+pub fn quest(home: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_quest"))
+        .args(args)
+        .env("QUEST_HOME", home)
+        .env("NO_COLOR", "1")
+        .env("COLUMNS", "80")
+        .output()
+        .unwrap()
+}
+
+/// (stdout, stderr) as text.
+pub fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// `quest` with its course read from `root` (`QUEST_ROOT`): a temporary course.
+pub fn quest_in(root: &Path, home: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_quest"))
+        .args(args)
+        .env("QUEST_ROOT", root)
+        .env("QUEST_HOME", home)
+        .env("NO_COLOR", "1")
+        .env("COLUMNS", "80")
+        .output()
+        .unwrap()
+}
+
+/// A fresh copy of the real course (lessons, solutions) with every exercise as its
+/// lesson gives it, in a temporary folder: tests edit these, never the learner's.
+pub fn course_copy(name: &str) -> PathBuf {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = home(&format!("course-{name}"));
+    copy_dir(&repo.join("lessons"), &root.join("lessons"));
+    copy_dir(&repo.join("solutions"), &root.join("solutions"));
+    let course = quest::course::Course::load(&root.join("lessons")).unwrap();
+    for id in course.lesson_ids() {
+        let lesson = course.lesson(id, quest::course::Lang::En).unwrap();
+        if let Some(path) = lesson.exercise_path() {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, lesson.starting_code().unwrap()).unwrap();
+        }
+    }
+    root
+}
+
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}

@@ -1,0 +1,319 @@
+//! A lesson added as data alone — `lesson.yaml`, `en.md`, `ko.md`, an exercise and a
+//! solution, no Rust in quest — works end to end: listed, hinted, run, refused by its
+//! own rule, refused for an effect that did not show, passed, carded, completed. So
+//! does a reading-only lesson (a quiz), and a broken lesson does not hide the others.
+//! The exercise needs no model, so this runs in seconds.
+
+use std::path::{Path, PathBuf};
+
+use crate::common::{copy_dir, course_copy, home, quest_in, text};
+
+/// The real course plus the fixture lessons `sleepy`, `reading` and `broken` in a
+/// track of their own.
+fn course_with_data_lessons(name: &str) -> PathBuf {
+    let root = course_copy(name);
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/data-lessons");
+    copy_dir(&fixtures.join("lessons"), &root.join("lessons"));
+    copy_dir(&fixtures.join("solutions"), &root.join("solutions"));
+    let course_file = root.join("lessons/quest.yaml");
+    let mut course: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(&course_file).unwrap()).unwrap();
+    let track: serde_yaml::Value = serde_yaml::from_str(
+        "{id: data, title: {en: Data lessons, ko: 데이터 레슨}, lessons: [sleepy, reading, broken]}",
+    )
+    .unwrap();
+    course["tracks"].as_sequence_mut().unwrap().push(track);
+    std::fs::write(&course_file, serde_yaml::to_string(&course).unwrap()).unwrap();
+    // The learner's exercise, as the lesson gives it.
+    let lesson = quest::course::Lesson::parse(
+        &root.join("lessons/sleepy/en.md"),
+        std::fs::read_to_string(root.join("lessons/sleepy/en.md")).unwrap(),
+        quest::course::LessonSpec::load(&root.join("lessons"), "sleepy").unwrap(),
+    )
+    .unwrap();
+    let exercise = root.join("exercises/sleepy/main.rs");
+    std::fs::create_dir_all(exercise.parent().unwrap()).unwrap();
+    std::fs::write(&exercise, lesson.starting_code().unwrap()).unwrap();
+    root
+}
+
+/// `--before X --after Y` as `quest submit` printed them in its card command.
+fn card_numbers(stdout: &str) -> (String, String) {
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("quest card sleepy --before"))
+        .unwrap_or_else(|| panic!("no card command in:\n{stdout}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let after = |flag: &str| words[words.iter().position(|w| *w == flag).unwrap() + 1].to_owned();
+    (after("--before"), after("--after"))
+}
+
+#[test]
+fn a_lesson_made_of_data_runs_submits_and_completes() {
+    let root = course_with_data_lessons("data");
+    let home = home("data-lessons");
+    let quest = |args: &[&str]| quest_in(&root, &home, args);
+    let exercise = root.join("exercises/sleepy/main.rs");
+    let starting = std::fs::read_to_string(&exercise).unwrap();
+
+    // Listed beside the real lessons; the broken one is named, the others still shown.
+    let out = quest(&["list"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("sleepy") && stdout.contains("A sleepy loop"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("Read and answer") && stdout.contains("mlx-path"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("broken") && stdout.contains("cannot load"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("quizz"),
+        "the broken lesson's error is shown: {stdout}"
+    );
+    assert!(
+        stderr.contains("1 lesson(s) could not be loaded"),
+        "{stderr}"
+    );
+
+    let out = quest(&["--lang", "ko", "hint", "sleepy"]);
+    assert!(out.status.success());
+    assert!(text(&out).0.contains("잠을 없애"), "{}", text(&out).0);
+
+    // Run: its own numbers, per-token times included.
+    let out = quest(&["--lang", "en", "run", "sleepy", "--no-lesson"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("Per token:") && stdout.contains("Generated: 6 tokens"),
+        "{stdout}"
+    );
+
+    // The lesson's own rule, with its own message and the line.
+    let out = quest(&["submit", "sleepy"]);
+    let (stdout, _) = text(&out);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stdout.contains("exercises/sleepy/main.rs:17: `sleep` in the loop waits for nothing"),
+        "{stdout}"
+    );
+
+    // The sleep hidden in a helper is found where the loop calls it.
+    std::fs::write(
+        &exercise,
+        starting.replace(
+            "std::thread::sleep(std::time::Duration::from_millis(40));",
+            "rest();",
+        ) + "\nfn rest() {\n    std::thread::sleep(std::time::Duration::from_millis(40));\n}\n",
+    )
+    .unwrap();
+    let (stdout, _) = text(&quest(&["submit", "sleepy"]));
+    assert!(
+        stdout.contains(":28: `sleep`") && stdout.contains("(reached from line 17)"),
+        "{stdout}"
+    );
+
+    // Busy-waiting keeps the rule but not the lesson's claim: the effect must show.
+    std::fs::write(
+        &exercise,
+        starting.replace(
+            "std::thread::sleep(std::time::Duration::from_millis(40));",
+            "let t = std::time::Instant::now();\n        while t.elapsed().as_millis() < 40 {}",
+        ),
+    )
+    .unwrap();
+    let out = quest(&["submit", "sleepy"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(stdout.contains("expects at least ×2.00"), "{stdout}");
+    assert!(stderr.contains("did not show"), "{stderr}");
+
+    // The solution passes; the card asks for measured numbers and the right answer.
+    let solution = std::fs::read_to_string(root.join("solutions/sleepy/main.rs")).unwrap();
+    std::fs::write(&exercise, &solution).unwrap();
+    let out = quest(&["submit", "sleepy"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("The same 6 greedy tokens"), "{stdout}");
+    assert!(
+        stdout.contains("growth of ms per token"),
+        "the `also` metric: {stdout}"
+    );
+    let (before, after) = card_numbers(&stdout);
+
+    let out = quest(&[
+        "card",
+        "sleepy",
+        "--before",
+        "1000",
+        "--after",
+        &after,
+        "--answer",
+        "term=fixed",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out).0.contains("is not within 15 %"),
+        "{}",
+        text(&out).0
+    );
+    let out = quest(&[
+        "card",
+        "sleepy",
+        "--before",
+        &before,
+        "--after",
+        &after,
+        "--answer",
+        "term=bytes",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out).0.contains("Sleeping reads no bytes."),
+        "{}",
+        text(&out).0
+    );
+    let out = quest(&[
+        "card",
+        "sleepy",
+        "--before",
+        &before,
+        "--after",
+        &after,
+        "--answer",
+        "terms=fixed",
+    ]);
+    assert!(
+        text(&out).0.contains("no question `terms`"),
+        "{}",
+        text(&out).0
+    );
+    let out = quest(&[
+        "card", "sleepy", "--before", &before, "--after", &after, "--term", "fixed",
+    ]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("Lesson sleepy complete: +30 XP"),
+        "{stdout}"
+    );
+
+    // The reading-only lesson: nothing to run or submit, a quiz to answer.
+    let out = quest(&["submit", "reading"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out).1.contains("no exercise to submit"),
+        "{}",
+        text(&out).1
+    );
+    let out = quest(&["card", "reading", "--answer", "bigger=cache"]);
+    assert!(text(&out).0.contains("the weights are megabytes"));
+    let out = quest(&["card", "reading", "--answer", "bigger=weights"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("Lesson reading complete: +10 XP"),
+        "{stdout}"
+    );
+
+    let (stdout, _) = text(&quest(&["list"]));
+    assert_eq!(stdout.matches("[done]").count(), 2, "{stdout}");
+}
+
+/// Not from the author's check: the test of the checker itself on the fixture course.
+#[test]
+fn the_authors_check_finds_a_broken_course() {
+    let root = course_with_data_lessons("data-check");
+    let out = quest_in(&root, &home("data-check"), &["dev", "check"]);
+    let (stdout, _) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("broken (en)") && stdout.contains("quizz"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_runaway_exercise_meets_its_time_limit() {
+    let root = course_with_data_lessons("limit");
+    let out = quest_in(
+        &root,
+        &home("limit"),
+        &[
+            "run",
+            "sleepy",
+            "--no-lesson",
+            "--max-tokens",
+            "1000",
+            "--time-limit",
+            "2",
+        ],
+    );
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("longer than the time limit (2 s)"),
+        "{stderr}"
+    );
+}
+
+/// A SIGTERM to quest alone (as `timeout` or an editor sends it) ends the exercise too.
+#[test]
+fn stopping_quest_stops_its_exercise() {
+    use std::time::{Duration, Instant};
+    let root = course_with_data_lessons("signal");
+    let mut quest = std::process::Command::new(env!("CARGO_BIN_EXE_quest"))
+        .args(["run", "sleepy", "--no-lesson", "--max-tokens", "2000"])
+        .env("QUEST_ROOT", &root)
+        .env("QUEST_HOME", home("signal"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let children = |pid: u32| -> Vec<u32> {
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return vec![];
+        };
+        entries
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|child| {
+                let stat =
+                    std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
+                let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+                after_name.split_whitespace().nth(1) == Some(&pid.to_string())
+                    && std::fs::read_link(format!("/proc/{child}/exe"))
+                        .is_ok_and(|exe| exe.to_string_lossy().contains("quest-lab-builds"))
+            })
+            .collect()
+    };
+    let started = Instant::now();
+    let exercise = loop {
+        if let Some(&pid) = children(quest.id()).first() {
+            break pid;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "the exercise never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // SAFETY: signalling the quest process this test started.
+    unsafe { libc::kill(quest.id() as libc::pid_t, libc::SIGTERM) };
+    let status = quest.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{status}");
+    let gone = || {
+        std::fs::read_to_string(format!("/proc/{exercise}/stat"))
+            .map_or(true, |stat| stat.contains(") Z "))
+    };
+    let waited = Instant::now();
+    while !gone() && waited.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(gone(), "the exercise {exercise} outlived quest");
+}

@@ -1,0 +1,117 @@
+//! Checks on the real course data: every lesson loads in every language, both
+//! languages show the same code, every UI string the CLI asks for exists, and the
+//! author's check (`quest dev check`) passes — none of it reads the learner's
+//! exercises, which may be edited, solved or broken.
+
+use std::path::{Path, PathBuf};
+
+use quest::course::{Course, Lang, Lesson};
+
+use crate::common::{home, quest_in};
+
+fn lessons_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("lessons")
+}
+
+#[test]
+fn every_lesson_loads_in_every_language() {
+    let course = Course::load(&lessons_dir()).unwrap();
+    for id in course.lesson_ids() {
+        for lang in Lang::ALL {
+            let lesson = course.lesson(id, lang).unwrap_or_else(|e| panic!("{e:#}"));
+            assert!(lesson.section("exercise").is_some());
+            assert!(lesson.section("hint").is_some());
+        }
+    }
+}
+
+#[test]
+fn the_authors_check_passes() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = quest_in(root, &home("dev-check"), &["dev", "check"]);
+    let (stdout, stderr) = crate::common::text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("the course holds together"), "{stdout}");
+}
+
+#[test]
+fn both_languages_have_the_same_sections_and_code() {
+    let course = Course::load(&lessons_dir()).unwrap();
+    for id in course.lesson_ids() {
+        let source = course.lesson(id, Lang::SOURCE).unwrap();
+        for lang in Lang::ALL {
+            let lesson = course.lesson(id, lang).unwrap();
+            let ids = |l: &Lesson| l.sections.iter().map(|s| s.id.clone()).collect::<Vec<_>>();
+            assert_eq!(ids(&lesson), ids(&source), "{id} {lang}");
+            let blocks = |l: &Lesson| {
+                l.sections
+                    .iter()
+                    .flat_map(|s| {
+                        s.code_blocks
+                            .iter()
+                            .filter(|b| b.lang != "text")
+                            .map(|b| b.code.clone())
+                    })
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(
+                blocks(&lesson),
+                blocks(&source),
+                "{id} {lang}: commands and code are not translated"
+            );
+            let keys = |l: &Lesson| l.meta.messages.keys().cloned().collect::<Vec<_>>();
+            assert_eq!(
+                keys(&lesson),
+                keys(&source),
+                "{id} {lang}: the same messages"
+            );
+        }
+    }
+}
+
+/// Every `ui("key")` / `ui_with("key", …)` in the CLI's source names a string of the
+/// course file, in every language.
+#[test]
+fn every_ui_string_the_cli_uses_exists() {
+    let course = Course::load(&lessons_dir()).unwrap();
+    let cli = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/cli");
+    let mut used = Vec::new();
+    for entry in std::fs::read_dir(cli).unwrap() {
+        let source = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        for call in ["ui(\"", "ui_with(\"", "ui_with(\n                \""] {
+            for (at, _) in source.match_indices(call) {
+                let rest = &source[at + call.len()..];
+                used.push(rest[..rest.find('"').unwrap()].to_owned());
+            }
+        }
+    }
+    used.extend(quest::course::Metric::ALL.map(|m| format!("metric_{}", m.key())));
+    assert!(used.len() > 40, "found only {used:?}");
+    for key in used {
+        let text = course
+            .ui
+            .get(&key)
+            .unwrap_or_else(|| panic!("lessons/quest.yaml has no ui string `{key}`"));
+        for lang in Lang::ALL {
+            assert!(!text.get(lang).is_empty(), "`{key}` is empty in {lang}");
+        }
+    }
+    assert_eq!(
+        course.ui_with(
+            "unknown_lesson",
+            Lang::En,
+            &[("id", "x"), ("list", "mlx-path")]
+        ),
+        "Unknown lesson x. Lessons: mlx-path"
+    );
+}
+
+#[test]
+fn the_course_has_levels_and_achievements() {
+    let course = Course::load(&lessons_dir()).unwrap();
+    assert!(course.levels.as_sequence().is_some_and(|l| l.len() >= 6));
+    assert!(course
+        .achievements
+        .as_sequence()
+        .is_some_and(|l| l.len() >= 6));
+}

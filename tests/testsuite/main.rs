@@ -1,0 +1,18 @@
+//! quest's integration tests, as one test binary (like mdBook's testsuite): every
+//! extra binary would link MLX again, which costs real CI time on two cores.
+
+mod bad_models;
+mod bench;
+mod cli;
+mod common;
+mod data_lessons;
+mod flow;
+mod golden;
+mod lessons;
+mod parser_robustness;
+mod progress_course;
+mod progress_processes;
+mod progress_store;
+mod qwen3_5;
+mod render_snapshots;
+mod slope;
