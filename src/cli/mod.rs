@@ -266,7 +266,7 @@ fn dispatch(cli: Cli) -> Result<()> {
         } => {
             let lesson = ctx.lesson(&lesson)?;
             if !no_lesson {
-                print!("{}", render::terminal(&lesson, &ctx.options()));
+                print!("{}", render::terminal(&lesson, &ctx.course, &ctx.options()));
             }
             run_and_record(&ctx, &lesson, model, max_tokens)
         }
