@@ -13,14 +13,14 @@ const CHILD_PREFIX: &str = "QUEST_TEST_WRITER_PREFIX";
 const CHILD_COUNT: &str = "QUEST_TEST_WRITER_COUNT";
 const ACK: &str = "ACK ";
 
-/// The writer: does nothing in a normal test run; when spawned by the tests
-/// below, awards `<prefix>:<i>` one update at a time and prints each key
-/// only after its update returned.
+/// The writer, not a test of its own: the tests below spawn it (ignored, so a
+/// normal run skips it) with the file to write. It awards `<prefix>:<i>` one
+/// update at a time and prints each key only after its update returned.
 #[test]
+#[ignore = "the child process of the tests in this file; they spawn it"]
 fn writer_process() {
-    let Ok(path) = env::var(CHILD_FILE) else {
-        return;
-    };
+    let path = env::var(CHILD_FILE)
+        .expect("writer_process runs only when spawned by the tests in this file");
     let prefix = env::var(CHILD_PREFIX).unwrap();
     let count: usize = env::var(CHILD_COUNT).unwrap().parse().unwrap();
     let mut store = Store::open(path).unwrap();
@@ -36,6 +36,7 @@ fn spawn_writer(path: &Path, prefix: &str, count: usize) -> Child {
         .args([
             "writer_process",
             "--exact",
+            "--ignored",
             "--nocapture",
             "--test-threads=1",
         ])
