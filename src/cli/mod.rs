@@ -102,6 +102,9 @@ enum Command {
         /// Skip the Python peers (mlx-lm).
         #[arg(long)]
         no_python: bool,
+        /// Where the JSON and the SVG go (default: target/quest-bench in the project).
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
     /// Fit `time per token = fixed + bytes / bandwidth` on this machine from random-weights
     /// models of several sizes, with the hand and pipelined loops side by side.
@@ -301,6 +304,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             run: RunArgs { model, max_tokens },
             rounds,
             no_python,
+            out,
         } => {
             let lesson = ctx.lesson(&lesson)?;
             let options = bench::BenchOptions {
@@ -308,6 +312,7 @@ fn dispatch(cli: Cli) -> Result<()> {
                 max_tokens,
                 rounds: rounds.max(1),
                 python: !no_python,
+                out: out.unwrap_or_else(|| ctx.root.join("target/quest-bench")),
             };
             bench::bench(&ctx, &lesson, &options)
         }
