@@ -140,12 +140,7 @@ pub fn run(
             ));
             points.push(point);
         }
-        let (intercept_ms, ms_per_context) = least_squares(
-            &points
-                .iter()
-                .map(|p| (p.context as f64, p.ms_per_token()))
-                .collect::<Vec<_>>(),
-        );
+        let (intercept_ms, ms_per_1k_context) = line(&points);
         shapes.push(ShapeSlope {
             shape: shape.name.into(),
             model_type: config["model_type"].as_str().unwrap_or_default().into(),
@@ -155,7 +150,7 @@ pub fn run(
             cache,
             points,
             intercept_ms,
-            ms_per_1k_context: ms_per_context * 1e3,
+            ms_per_1k_context,
         });
     }
     Ok(Slope {
@@ -167,6 +162,18 @@ pub fn run(
         shapes,
         date: crate::progress::Timestamp::now().to_string(),
     })
+}
+
+/// The least-squares line through (context, ms per token): its value at context 0 in ms
+/// per token, and its slope in ms per token for every 1000 tokens of context.
+fn line(points: &[ContextPoint]) -> (f64, f64) {
+    let (intercept_ms, ms_per_context) = least_squares(
+        &points
+            .iter()
+            .map(|p| (p.context as f64, p.ms_per_token()))
+            .collect::<Vec<_>>(),
+    );
+    (intercept_ms, ms_per_context * 1e3)
 }
 
 /// Prefills `context` tokens once, then decodes `max_tokens` per round from a copy of the
@@ -321,24 +328,21 @@ impl Slope {
 mod tests {
     use super::*;
 
-    fn shape(kv_per_position: usize, points: &[(usize, f64)]) -> ShapeSlope {
-        let points: Vec<ContextPoint> = points
-            .iter()
-            .map(|&(context, tok_s)| ContextPoint {
+    /// Points at `(context, ms per token)`.
+    fn points(ms: &[(usize, f64)]) -> Vec<ContextPoint> {
+        ms.iter()
+            .map(|&(context, ms)| ContextPoint {
                 context,
                 prefill_ms: 0.0,
-                tok_s,
-                kv_bytes: (kv_per_position * context) as u64,
+                tok_s: 1e3 / ms,
+                kv_bytes: 0,
                 state_bytes: 0,
                 runs: vec![],
             })
-            .collect();
-        let (a, b) = least_squares(
-            &points
-                .iter()
-                .map(|p| (p.context as f64, p.ms_per_token()))
-                .collect::<Vec<_>>(),
-        );
+            .collect()
+    }
+
+    fn shape(kv_per_position: usize, ms: &[(usize, f64)]) -> ShapeSlope {
         ShapeSlope {
             shape: "test".into(),
             model_type: "llama".into(),
@@ -349,27 +353,26 @@ mod tests {
                 kv_per_position,
                 state: 0,
             },
-            points,
-            intercept_ms: a,
-            ms_per_1k_context: b * 1e3,
+            points: points(ms),
+            intercept_ms: 100.0,
+            ms_per_1k_context: 10.0,
         }
     }
 
     #[test]
     fn the_slope_is_ms_per_thousand_tokens_of_context() {
-        // 100 ms/token at 0, +10 ms per 1000 tokens: 10, 9.90…, 9.09… tok/s.
-        let s = shape(
-            1000,
-            &[(0, 10.0), (1000, 1e3 / 110.0), (10_000, 1e3 / 200.0)],
-        );
-        assert!((s.intercept_ms - 100.0).abs() < 1e-9, "{}", s.intercept_ms);
-        assert!(
-            (s.ms_per_1k_context - 10.0).abs() < 1e-9,
-            "{}",
-            s.ms_per_1k_context
-        );
+        // By hand: x = 0, 1000, 2000 (mean 1000); y = 100, 112, 120 ms (mean 332/3).
+        // Sxy = (-1000)(-32/3) + 0 + (1000)(28/3) = 20000; Sxx = 2e6; slope = 0.01 ms per
+        // token of context = 10 ms per 1000; intercept = 332/3 - 0.01 * 1000 = 302/3 ms.
+        let (intercept_ms, ms_per_1k) = line(&points(&[(0, 100.0), (1000, 112.0), (2000, 120.0)]));
+        assert!((ms_per_1k - 10.0).abs() < 1e-9, "{ms_per_1k}");
+        assert!((intercept_ms - 302.0 / 3.0).abs() < 1e-9, "{intercept_ms}");
+        // Read from tok/s, as measured: 5 tok/s at 0 and 4 tok/s at 4000 tokens are 200 and
+        // 250 ms per token, +12.5 ms per 1000 tokens.
+        let (intercept_ms, ms_per_1k) = line(&points(&[(0, 200.0), (4000, 250.0)]));
+        assert!((ms_per_1k - 12.5).abs() < 1e-9 && (intercept_ms - 200.0).abs() < 1e-9);
         // 1 MB per 1000 tokens at 1 GB/s: 1 ms.
-        assert!((s.bytes_ms_per_1k(1.0) - 1.0).abs() < 1e-12);
+        assert!((shape(1000, &[]).bytes_ms_per_1k(1.0) - 1.0).abs() < 1e-12);
     }
 
     #[test]
@@ -380,7 +383,7 @@ mod tests {
             max_tokens: 2,
             rounds: 1,
             bandwidth_gb_s: 10.0,
-            shapes: vec![shape(1000, &[(64, 10.0), (256, 9.0)])],
+            shapes: vec![shape(1000, &[(64, 100.0), (256, 111.0)])],
             date: String::new(),
         };
         let table = slope.table();

@@ -1,6 +1,8 @@
 //! `quest bench <lesson>`: wiring for `quest::bench` — build the loops, set up the peer,
 //! run interleaved rounds, print the table, write JSON and SVG.
 
+use std::path::PathBuf;
+
 use anyhow::Result;
 
 use quest::bench::{bandwidth, peer::Peer, plot, BenchResult, Ceiling, LoopRuns, Measured};
@@ -18,6 +20,8 @@ pub struct BenchOptions {
     pub run: RunArgs,
     pub rounds: usize,
     pub python: bool,
+    /// Where the JSON and the SVG go.
+    pub out: PathBuf,
 }
 
 pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
@@ -137,8 +141,8 @@ pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
         date: quest::progress::Timestamp::now().to_string(),
     };
     report(&result);
-    let dir = ctx.root.join("target/quest-bench");
-    std::fs::create_dir_all(&dir)?;
+    let dir = &options.out;
+    std::fs::create_dir_all(dir)?;
     let json = dir.join(format!("{id}.json"));
     let svg = dir.join(format!("{id}.svg"));
     std::fs::write(&json, serde_json::to_vec_pretty(&result)?)?;

@@ -108,6 +108,9 @@ enum Command {
         /// Skip the Python peers (mlx-lm).
         #[arg(long)]
         no_python: bool,
+        /// Where the JSON and the SVG go (default: target/quest-bench in the project).
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
     /// Fit `time per token = fixed + bytes / bandwidth` on this machine from random-weights
     /// models of several sizes, with the hand and pipelined loops side by side.
@@ -297,7 +300,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             let lesson = ctx.lesson(&lesson)?;
             ctx.warn_if_stale(&lesson);
             if !no_lesson {
-                print!("{}", render::terminal(&lesson, &ctx.options()));
+                print!("{}", render::terminal(&lesson, &ctx.course, &ctx.options()));
             }
             run_and_record(&ctx, &lesson, &run)
         }
@@ -333,12 +336,14 @@ fn dispatch(cli: Cli) -> Result<()> {
             run,
             rounds,
             no_python,
+            out,
         } => {
             let lesson = ctx.lesson(&lesson)?;
             let options = bench::BenchOptions {
                 run,
                 rounds: rounds.max(1),
                 python: !no_python,
+                out: out.unwrap_or_else(|| ctx.root.join("target/quest-bench")),
             };
             bench::bench(&ctx, &lesson, &options)
         }

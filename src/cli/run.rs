@@ -144,7 +144,7 @@ pub(crate) fn reset(ctx: &Ctx, id: &str, yes: bool) -> Result<()> {
         std::io::stdout().flush()?;
         let mut answer = String::new();
         std::io::stdin().lock().read_line(&mut answer)?;
-        if !matches!(answer.trim(), "y" | "Y" | "yes" | "예" | "네") {
+        if !matches!(answer.trim(), "y" | "Y" | "yes" | "예" | "네" | "응") {
             println!("{}", ctx.ui("reset_cancelled"));
             return Ok(());
         }

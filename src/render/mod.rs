@@ -10,7 +10,7 @@ mod writer;
 use std::ffi::OsStr;
 use std::io::IsTerminal;
 
-use crate::course::{Lang, Lesson};
+use crate::course::{Course, Lang, Lesson};
 use writer::Writer;
 
 /// Wider lines are hard to read; a wide terminal still gets this many columns.
@@ -41,15 +41,26 @@ impl RenderOptions {
     }
 }
 
-/// The whole lesson: title, opening quote, then the body.
-pub fn terminal(lesson: &Lesson, options: &RenderOptions) -> String {
+/// The whole lesson: title, its minutes and tags, opening quote, then the body.
+/// `course` gives the reader's wording of the minutes.
+pub fn terminal(lesson: &Lesson, course: &Course, options: &RenderOptions) -> String {
     let mut writer = Writer::new(options);
     writer.title(&lesson.meta.title);
+    writer.byline(&byline(lesson, course, options.lang));
     if let Some(quote) = &lesson.meta.quote {
         writer.quote(quote);
     }
     writer.markdown(lesson.body());
     writer.finish()
+}
+
+/// `15 min · journey · mlx · …`: how long the lesson takes, then its tags.
+fn byline(lesson: &Lesson, course: &Course, lang: Lang) -> String {
+    let minutes = lesson.spec.minutes.to_string();
+    std::iter::once(course.ui_with("minutes", lang, &[("n", &minutes)]))
+        .chain(lesson.spec.tags.iter().cloned())
+        .collect::<Vec<_>>()
+        .join(" · ")
 }
 
 /// One section (heading included), e.g. the hint; `None` if there is no such section.

@@ -94,6 +94,13 @@ impl<'o> Writer<'o> {
         self.blank_pending = true;
     }
 
+    /// A line of facts right under the title (the minutes, the tags), dimmed.
+    pub(super) fn byline(&mut self, text: &str) {
+        self.blank_pending = false;
+        self.write_wrapped(&[Span::new(text, url_style())]);
+        self.blank_pending = true;
+    }
+
     /// The opening quote: indented text, then `— who` flush right.
     pub(super) fn quote(&mut self, quote: &Quote) {
         self.begin_block();

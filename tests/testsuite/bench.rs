@@ -1,13 +1,13 @@
 //! `quest bench` end to end on the real model, Rust side only and tiny (speed belongs in
 //! benchmarks, not tests): it must build the three loops, run them, print the ratio table
-//! and write JSON and SVG.
+//! and write JSON and SVG (into a fresh folder, so no earlier bench's files can pass it).
 
 use std::process::Command;
 
 #[test]
 fn bench_prints_the_ratio_table_and_writes_json_and_svg() {
-    let home = std::env::temp_dir().join(format!("quest-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&home).unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path().join("quest-bench");
     let out = Command::new(env!("CARGO_BIN_EXE_quest"))
         .args([
             "bench",
@@ -18,7 +18,9 @@ fn bench_prints_the_ratio_table_and_writes_json_and_svg() {
             "--max-tokens",
             "4",
         ])
-        .env("QUEST_HOME", &home)
+        .arg("--out")
+        .arg(&dir)
+        .env("QUEST_HOME", home.path())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -39,7 +41,6 @@ fn bench_prints_the_ratio_table_and_writes_json_and_svg() {
         stdout.contains("ratio") && stdout.contains("×1.00") && stdout.contains("ceiling"),
         "{stdout}"
     );
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/quest-bench");
     let json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("mlx-path.json")).unwrap()).unwrap();
     assert_eq!(json["loops"].as_array().unwrap().len(), 3);

@@ -13,13 +13,14 @@ const CHILD_PREFIX: &str = "QUEST_TEST_WRITER_PREFIX";
 const CHILD_COUNT: &str = "QUEST_TEST_WRITER_COUNT";
 const ACK: &str = "ACK ";
 
-/// The writer, never run on its own (ignored): spawned by the tests below, it
-/// awards `<prefix>:<i>` one update at a time and prints each key only after its
-/// update returned.
+/// The writer, not a test of its own: the tests below spawn it (ignored, so a
+/// normal run skips it) with the file to write. It awards `<prefix>:<i>` one
+/// update at a time and prints each key only after its update returned.
 #[test]
-#[ignore = "a child process of the tests below, spawned with --ignored"]
+#[ignore = "the child process of the tests in this file; they spawn it"]
 fn writer_process() {
-    let path = env::var(CHILD_FILE).expect("spawned by the tests, with QUEST_TEST_WRITER_FILE");
+    let path = env::var(CHILD_FILE)
+        .expect("writer_process runs only when spawned by the tests in this file");
     let prefix = env::var(CHILD_PREFIX).unwrap();
     let count: usize = env::var(CHILD_COUNT).unwrap().parse().unwrap();
     let mut store = Store::open(path).unwrap();

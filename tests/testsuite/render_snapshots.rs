@@ -3,18 +3,19 @@
 
 use std::path::Path;
 
-use quest::course::{Lang, Lesson};
+use quest::course::{Course, Lang};
 use quest::render::{self, RenderOptions};
 
 fn rendered(lang: Lang) -> String {
     let lessons = Path::new(env!("CARGO_MANIFEST_DIR")).join("lessons");
-    let lesson = Lesson::load(&lessons, "mlx-path", lang).expect("the lesson loads");
+    let course = Course::load(&lessons).expect("the course loads");
+    let lesson = course.lesson("mlx-path", lang).expect("the lesson loads");
     let options = RenderOptions {
         width: 80,
         color: false,
         lang,
     };
-    render::terminal(&lesson, &options)
+    render::terminal(&lesson, &course, &options)
 }
 
 #[test]
