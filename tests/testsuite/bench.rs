@@ -1,12 +1,14 @@
 //! `quest bench` end to end on the real model, Rust side only and tiny (speed belongs in
 //! benchmarks, not tests): it must build the three loops, run them, print the ratio table
 //! and write JSON and SVG (into a fresh folder, so no earlier bench's files can pass it).
+//! It benches a copy of the course, never the learner's own exercise.
 
 use std::process::Command;
 
 #[test]
 fn bench_prints_the_ratio_table_and_writes_json_and_svg() {
     let home = tempfile::tempdir().unwrap();
+    let root = crate::common::course_copy("bench");
     let dir = home.path().join("quest-bench");
     let out = Command::new(env!("CARGO_BIN_EXE_quest"))
         .args([
@@ -21,6 +23,7 @@ fn bench_prints_the_ratio_table_and_writes_json_and_svg() {
         .arg("--out")
         .arg(&dir)
         .env("QUEST_HOME", home.path())
+        .env("QUEST_ROOT", &root)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -31,8 +34,8 @@ fn bench_prints_the_ratio_table_and_writes_json_and_svg() {
         "{stderr}"
     );
     for row in [
-        "Rust hand loop (.item per token)",
-        "Rust pipelined loop (solution)",
+        "Rust: the lesson's starting code",
+        "Rust: the lesson's solution",
         "your exercise",
     ] {
         assert!(stdout.contains(row), "{stdout}");
@@ -46,5 +49,5 @@ fn bench_prints_the_ratio_table_and_writes_json_and_svg() {
     assert_eq!(json["loops"].as_array().unwrap().len(), 3);
     assert!(json["ceiling"]["bandwidth_gb_s"].as_f64().unwrap() > 0.0);
     let svg = std::fs::read_to_string(dir.join("mlx-path.svg")).unwrap();
-    assert!(svg.starts_with("<svg") && svg.contains("Rust pipelined loop"));
+    assert!(svg.starts_with("<svg") && svg.contains("the lesson's solution"));
 }
