@@ -49,6 +49,7 @@ impl Exercise {
         tokens: &[u32],
         text: &str,
     ) -> Result<()> {
+        let loaded = crate::lm::last_loaded();
         let report = Report {
             schema: REPORT_SCHEMA,
             model: self.model.clone(),
@@ -59,13 +60,20 @@ impl Exercise {
             decode_tok_s: timer.decode_tok_s(tokens.len()),
             tokens: tokens.to_vec(),
             text: text.to_owned(),
+            weights: loaded
+                .as_ref()
+                .map_or_else(String::new, |l| l.weights.clone()),
+            weight_bytes_per_token: loaded.as_ref().map_or(0, |l| l.weight_bytes),
         };
         match &self.report_path {
             Some(path) => report.write(path),
             None => {
                 println!(
-                    "TTFT {:.1} ms · decode {:.2} tok/s",
-                    report.ttft_ms, report.decode_tok_s
+                    "TTFT {:.1} ms · decode {:.2} tok/s · {} weights, {:.0} MB per token",
+                    report.ttft_ms,
+                    report.decode_tok_s,
+                    report.weights,
+                    report.weight_bytes_per_token as f64 / 1e6
                 );
                 Ok(())
             }
@@ -127,6 +135,13 @@ pub struct Report {
     pub decode_tok_s: f64,
     pub tokens: Vec<u32>,
     pub text: String,
+    /// How the model's matrices were held: `dense-f32`, `dense-f16` or `quantized` (see
+    /// `lm::WeightLayout`); empty in reports from before it was recorded.
+    #[serde(default)]
+    pub weights: String,
+    /// Bytes of weights one decode step reads (0 when not recorded).
+    #[serde(default)]
+    pub weight_bytes_per_token: u64,
 }
 
 impl Report {
