@@ -60,6 +60,7 @@ impl Exercise {
         tokens: &[u32],
         text: &str,
     ) -> Result<()> {
+        let loaded = crate::lm::last_loaded();
         let report = Report {
             schema: REPORT_SCHEMA,
             model: self.model.clone(),
@@ -76,13 +77,21 @@ impl Exercise {
             token_ms: timer.token_ms(),
             tokens: tokens.to_vec(),
             text: text.to_owned(),
+            weights: loaded
+                .as_ref()
+                .map_or_else(String::new, |l| l.weights.clone()),
+            weight_bytes_per_token: loaded.as_ref().map_or(0, |l| l.weight_bytes),
         };
         match &self.report_path {
             Some(path) => report.write(path),
             None => {
                 println!(
-                    "load {:.1} ms · TTFT {:.1} ms · decode {:.2} tok/s",
-                    report.load_ms, report.ttft_ms, report.decode_tok_s
+                    "load {:.1} ms · TTFT {:.1} ms · decode {:.2} tok/s · {} weights, {:.0} MB per token",
+                    report.load_ms,
+                    report.ttft_ms,
+                    report.decode_tok_s,
+                    report.weights,
+                    report.weight_bytes_per_token as f64 / 1e6
                 );
                 if let Some(growth) = report.metric(Metric::MsPerTokenGrowth) {
                     println!(
@@ -180,6 +189,13 @@ pub struct Report {
     pub token_ms: Vec<f64>,
     pub tokens: Vec<u32>,
     pub text: String,
+    /// How the model's matrices were held: `dense-f32`, `dense-f16` or `quantized` (see
+    /// `lm::WeightLayout`); empty in reports from before it was recorded.
+    #[serde(default)]
+    pub weights: String,
+    /// Bytes of weights one decode step reads (0 when not recorded).
+    #[serde(default)]
+    pub weight_bytes_per_token: u64,
 }
 
 impl Report {

@@ -1,5 +1,6 @@
 //! quest: a Rust workbook for LLM inference on MLX.
 pub mod bench;
+pub mod blas;
 pub mod check;
 pub mod course;
 pub mod lab;

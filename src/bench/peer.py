@@ -5,7 +5,9 @@ Q/K permutation undone, 4/8-bit affine with float32 scales) or builds a random-w
 from a config, then times, for the prompt ids it is given:
   hand       the seed's hand loop: model(y[None], cache), argmax, y.item() every token
   generate   mlx_lm.generate.generate_step (what stream_generate runs), greedy
-Prints one JSON object: per loop, per round, ttft_ms, decode_tok_s, token arrival times.
+--weights dense dequantizes every quantized layer to float32 at load (quest's CPU default),
+--weights quantized keeps mlx-lm's layout. Prints one JSON object: per loop, per round,
+ttft_ms, decode_tok_s, token arrival times; and which BLAS library the process mapped.
 quest writes this file into its peer venv and runs it there; it is not a test.
 """
 
@@ -20,6 +22,7 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx_lm.generate import generate_step
 from mlx_lm.models.cache import make_prompt_cache
+from mlx.utils import tree_unflatten
 from mlx_lm.utils import _get_classes, quantize_model
 
 GGUF_TO_HF = {
@@ -90,6 +93,40 @@ def random_model(config):
     return model
 
 
+def dequantize(model):
+    """Every QuantizedLinear / QuantizedEmbedding becomes its float32 equivalent: the
+    layout quest runs on the CPU by default (MLX's x86 quantized kernels are slow)."""
+    swaps = []
+    for path, m in model.named_modules():
+        if isinstance(m, (nn.QuantizedLinear, nn.QuantizedEmbedding)):
+            w = mx.dequantize(m.weight, m.scales, m.biases, m.group_size, m.bits).astype(mx.float32)
+            if isinstance(m, nn.QuantizedLinear):
+                dense = nn.Linear(w.shape[1], w.shape[0], bias="bias" in m)
+                if "bias" in m:
+                    dense.bias = m.bias
+            else:
+                dense = nn.Embedding(w.shape[0], w.shape[1])
+            dense.weight = w
+            swaps.append((path, dense))
+    if swaps:
+        model.update_modules(tree_unflatten(swaps))
+    mx.eval(model.parameters())
+    return model
+
+
+def blas_library():
+    """The BLAS this process mapped (what libmlx calls): openblas, or the wheel's libblas."""
+    try:
+        maps = Path("/proc/self/maps").read_text()
+    except OSError:
+        return "unknown"
+    for name in ("libopenblas", "libblas-"):
+        for line in maps.splitlines():
+            if name in line:
+                return line.split()[-1]
+    return "unknown"
+
+
 def hand_loop(model, prompt, n):
     cache = make_prompt_cache(model)
     start = time.perf_counter()
@@ -137,6 +174,7 @@ def main():
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--loops", default="hand,generate")
+    ap.add_argument("--weights", choices=["quantized", "dense"], default="quantized")
     args = ap.parse_args()
     if args.gguf:
         model = load_gguf(args.gguf)
@@ -145,6 +183,8 @@ def main():
         model, _ = load_model(Path(args.mlx_dir))
     else:
         model = random_model(json.loads(args.config))
+    if args.weights == "dense":
+        model = dequantize(model)
     prompt = mx.array([int(t) for t in args.prompt_ids.split(",")])
     loops = args.loops.split(",")
     for name in loops if args.warmup else []:  # warm-up (kernels, allocator), kept short
@@ -153,7 +193,8 @@ def main():
     for _ in range(args.rounds):
         for name in loops:
             results[name].append(measure(LOOPS[name], model, prompt, args.max_tokens))
-    json.dump({"mlx": mx.__version__, "device": str(mx.default_device()), "results": results}, sys.stdout)
+    json.dump({"mlx": mx.__version__, "device": str(mx.default_device()), "blas": blas_library(),
+               "weights": args.weights, "results": results}, sys.stdout)
 
 
 if __name__ == "__main__":

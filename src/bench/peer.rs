@@ -17,20 +17,44 @@ const PACKAGES: &[&str] = if cfg!(target_os = "macos") {
     &["mlx==0.32.2", "mlx-cpu==0.32.2", "mlx-lm==0.32.2"]
 };
 
-pub struct Peer {
-    python: PathBuf,
-    script: PathBuf,
-}
-
 #[derive(Deserialize)]
 struct Output {
     results: std::collections::BTreeMap<String, Vec<Measured>>,
 }
 
+/// Which MLX the peer's venv runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PeerBuild {
+    /// The same BLAS as this quest build (OpenBLAS put under the wheel as the Rust side
+    /// has it), so the side-by-side compares loops, not BLAS libraries.
+    Matched,
+    /// `pip install mlx-cpu` as it comes: the wheel's reference BLAS.
+    Stock,
+}
+
+pub struct Peer {
+    python: PathBuf,
+    script: PathBuf,
+    /// `OPENBLAS_NUM_THREADS` for the peer: the Rust side's thread count.
+    threads: Option<usize>,
+}
+
 impl Peer {
     /// The venv, made (and said so) when missing. Errors say why there is no peer.
     pub fn ensure() -> Result<Self> {
-        let dir = crate::lm::fetch::cache_dir()?.join("peer-venv");
+        Self::ensure_build(PeerBuild::Matched)
+    }
+
+    pub fn ensure_build(build: PeerBuild) -> Result<Self> {
+        let openblas = match build {
+            PeerBuild::Matched => build_openblas()?,
+            PeerBuild::Stock => None,
+        };
+        let name = match &openblas {
+            Some(_) => format!("peer-venv-{}", crate::blas::BUILT_WITH),
+            None => "peer-venv".to_owned(),
+        };
+        let dir = crate::lm::fetch::cache_dir()?.join(name);
         let python = dir.join("bin/python");
         let ready = || {
             Command::new(&python)
@@ -43,8 +67,13 @@ impl Peer {
         };
         if !ready() {
             eprintln!(
-                "quest: setting up the Python peer ({}) in {} — once, from PyPI",
+                "quest: setting up the Python peer ({}{}) in {} — once, from PyPI",
                 PACKAGES.join(" "),
+                if openblas.is_some() {
+                    ", on OpenBLAS"
+                } else {
+                    ""
+                },
                 dir.display()
             );
             let status = Command::new("python3")
@@ -65,34 +94,91 @@ impl Peer {
                 .args(PACKAGES)
                 .status()
                 .context("could not run pip in the peer venv")?;
-            if !status.success() || !ready() {
+            if !status.success() {
                 bail!(
                     "pip could not install {} (no PyPI access?)",
                     PACKAGES.join(" ")
                 );
             }
+            if let Some(lib) = &openblas {
+                patch_venv(&python, lib)?;
+            }
+            if !ready() {
+                bail!(
+                    "the peer venv {} does not import mlx 0.32.2 and mlx_lm; delete it to make it again",
+                    dir.display()
+                );
+            }
         }
         let script = dir.join("quest_peer.py");
         std::fs::write(&script, SCRIPT)?;
-        Ok(Self { python, script })
+        let threads = openblas.and_then(|_| crate::blas::threads());
+        Ok(Self {
+            python,
+            script,
+            threads,
+        })
     }
 
     /// One round of the seed's hand loop and mlx-lm's `generate_step`, on `model`
-    /// (a GGUF file or an MLX directory).
+    /// (a GGUF file or an MLX directory), in the weight layout the Rust side ran.
     pub fn round(
         &self,
         model: &Path,
         prompt_ids: &[u32],
         max_tokens: usize,
         warmup: bool,
+        weights: &str,
     ) -> Result<[Measured; 2]> {
+        let mut runs = self.run(
+            model,
+            prompt_ids,
+            max_tokens,
+            warmup,
+            weights,
+            "hand,generate",
+        )?;
+        let generate = runs.pop().context("no `generate` result")?;
+        let hand = runs.pop().context("no `hand` result")?;
+        Ok([hand, generate])
+    }
+
+    /// One round of `generate_step` alone, quantized weights (mlx-lm's own layout).
+    pub fn round_generate(
+        &self,
+        model: &Path,
+        prompt_ids: &[u32],
+        max_tokens: usize,
+        warmup: bool,
+    ) -> Result<Measured> {
+        let mut runs = self.run(
+            model,
+            prompt_ids,
+            max_tokens,
+            warmup,
+            "quantized",
+            "generate",
+        )?;
+        runs.pop().context("no `generate` result")
+    }
+
+    fn run(
+        &self,
+        model: &Path,
+        prompt_ids: &[u32],
+        max_tokens: usize,
+        warmup: bool,
+        weights: &str,
+        loops: &str,
+    ) -> Result<Vec<Measured>> {
         let ids: Vec<String> = prompt_ids.iter().map(u32::to_string).collect();
         let source_flag = if model.is_dir() {
             "--mlx-dir"
         } else {
             "--gguf"
         };
-        let output = Command::new(&self.python)
+        let mut command = Command::new(&self.python);
+        command
             .arg(&self.script)
             .arg(source_flag)
             .arg(model)
@@ -105,6 +191,11 @@ impl Peer {
                 "1",
             ])
             .args(["--warmup", if warmup { "1" } else { "0" }])
+            .args(["--weights", weights, "--loops", loops]);
+        if let Some(n) = self.threads {
+            command.env("OPENBLAS_NUM_THREADS", n.to_string());
+        }
+        let output = command
             .output()
             .context("could not start the Python peer")?;
         if !output.status.success() {
@@ -115,13 +206,67 @@ impl Peer {
         }
         let mut parsed: Output = serde_json::from_slice(&output.stdout)
             .context("the Python peer's output is not JSON")?;
-        let mut take = |name: &str| -> Result<Measured> {
-            parsed
-                .results
-                .remove(name)
-                .and_then(|mut runs| runs.pop())
-                .with_context(|| format!("no `{name}` result"))
-        };
-        Ok([take("hand")?, take("generate")?])
+        loops
+            .split(',')
+            .map(|name| {
+                parsed
+                    .results
+                    .remove(name)
+                    .and_then(|mut runs| runs.pop())
+                    .with_context(|| format!("no `{name}` result"))
+            })
+            .collect()
     }
+}
+
+/// This build's `libopenblas.so.0` (in its patched copy of the wheel), when the Rust side
+/// runs on OpenBLAS.
+fn build_openblas() -> Result<Option<PathBuf>> {
+    if !crate::blas::BUILT_WITH.starts_with("openblas-") {
+        return Ok(None);
+    }
+    let lib = Path::new(env!("QUEST_MLX_LIBDIR")).join("../../mlx_cpu.libs/libopenblas.so.0");
+    anyhow::ensure!(
+        lib.is_file(),
+        "this quest was built on OpenBLAS, but {} is gone; rebuild quest (cargo build)",
+        lib.display()
+    );
+    Ok(Some(lib))
+}
+
+/// Puts OpenBLAS under the venv's mlx-cpu exactly as the build does under its copy of the
+/// wheel (vendor/mlx-sys/PATCHES.md): libopenblas.so.0 in `mlx_cpu.libs`, the wheel's
+/// libblas/liblapack names as symlinks to it, `libgfortran.so.5` naming the wheel's copy.
+fn patch_venv(python: &Path, openblas: &Path) -> Result<()> {
+    let out = Command::new(python)
+        .args([
+            "-c",
+            "import mlx, os; print(os.path.join(os.path.dirname(mlx.__path__[0]), 'mlx_cpu.libs'))",
+        ])
+        .output()
+        .context("could not ask the peer venv where mlx is")?;
+    let libs = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    let names: Vec<String> = std::fs::read_dir(&libs)
+        .with_context(|| format!("the peer venv has no {}", libs.display()))?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .collect();
+    let find = |prefix: &str| {
+        names
+            .iter()
+            .find(|n| n.starts_with(prefix) && n.contains(".so"))
+            .cloned()
+            .with_context(|| format!("{} has no {prefix}*.so", libs.display()))
+    };
+    let (blas, lapack, gfortran) = (
+        find("libblas-")?,
+        find("liblapack-")?,
+        find("libgfortran-")?,
+    );
+    std::fs::copy(openblas, libs.join("libopenblas.so.0"))?;
+    for name in [&blas, &lapack] {
+        std::fs::remove_file(libs.join(name))?;
+        std::os::unix::fs::symlink("libopenblas.so.0", libs.join(name))?;
+    }
+    std::os::unix::fs::symlink(&gfortran, libs.join("libgfortran.so.5"))?;
+    Ok(())
 }

@@ -221,10 +221,9 @@ pub fn model(config: &Value, seed: u64) -> Result<Model> {
     }
     let mut config = config.clone();
     config["quantization"] = json!({"group_size": 32, "bits": 4});
-    Model::from_config(
-        &config,
-        Weights::new(tensors, Path::new("<random weights>"), dtype),
-    )
+    let mut weights = Weights::new(tensors, Path::new("<random weights>"), dtype);
+    crate::lm::prepare(&mut weights, crate::lm::WeightLayout::from_env()?)?;
+    Model::from_config(&config, weights)
 }
 
 /// The ids a random model decodes from (any ids below its vocabulary do).

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
-use quest::bench::{bandwidth, peer::Peer, plot, BenchResult, Ceiling, LoopRuns, Measured};
+use quest::bench::peer::{Peer, PeerBuild};
+use quest::bench::{bandwidth, plot, BenchResult, Ceiling, LoopRuns, Measured};
 use quest::course::{Lesson, Metric};
 use quest::lab::{self, RunRequest};
 use quest::lm::{self, Backend, ModelSource};
@@ -47,6 +48,18 @@ pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
         kv_bytes: cache_bytes.at(mean_context) as u64,
         bandwidth_gb_s: bandwidth::measure()?,
     };
+    // The peers run the layout the Rust loops run.
+    let peer_weights = if model.weights == "quantized" {
+        "quantized"
+    } else {
+        "dense"
+    };
+    eprintln!(
+        "quest: {} weights ({:.0} MB per token) on {}",
+        model.weights,
+        model.weight_bytes() as f64 / 1e6,
+        quest::blas::describe()
+    );
     drop(model);
 
     // The exercise as it is when built: what "your exercise" measures.
@@ -71,6 +84,20 @@ pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
         }
     } else {
         Err("--no-python".to_owned())
+    };
+    // mlx-lm as a pip user gets it (the stock wheel's BLAS, quantized weights), when the
+    // matched peer runs on another build.
+    let stock = match &peer {
+        Ok(_) if quest::blas::BUILT_WITH.starts_with("openblas-") => {
+            match Peer::ensure_build(PeerBuild::Stock) {
+                Ok(stock) => Some(stock),
+                Err(e) => {
+                    eprintln!("quest: no stock-wheel peer row ({e:#})");
+                    None
+                }
+            }
+        }
+        _ => None,
     };
     let python_note = peer.as_ref().err().cloned();
     if let Some(note) = &python_note {
@@ -97,6 +124,13 @@ pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
             runs: vec![],
         });
     }
+    if stock.is_some() {
+        loops.push(LoopRuns {
+            id: "py-generate-stock".into(),
+            label: "mlx-lm generate_step, stock mlx-cpu wheel, 4-bit (pip as is)".into(),
+            runs: vec![],
+        });
+    }
 
     // Warm-up (not counted), then interleaved rounds: A B C D E, A B C D E, …
     eprintln!(
@@ -117,9 +151,13 @@ pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
                 .push(Measured::from(lab::run(binary, &request)?));
         }
         if let Ok((peer, path)) = &peer {
-            let [hand, generate] = peer.round(path, &prompt_ids, max_tokens, true)?;
+            let [hand, generate] = peer.round(path, &prompt_ids, max_tokens, true, peer_weights)?;
             loops[3].runs.push(hand);
             loops[4].runs.push(generate);
+            if let Some(stock) = &stock {
+                let generate = stock.round_generate(path, &prompt_ids, max_tokens, true)?;
+                loops[5].runs.push(generate);
+            }
         }
         let rates: Vec<String> = loops
             .iter()
@@ -196,11 +234,16 @@ fn report(result: &BenchResult) {
         c.bandwidth_gb_s,
         c.tok_s()
     );
-    let tokens_equal = result.loops.iter().all(|l| {
-        l.runs
-            .iter()
-            .all(|r| r.tokens == result.loops[0].runs[0].tokens)
-    });
+    // The stock-wheel row runs another layout (4-bit), whose tokens may differ.
+    let tokens_equal = result
+        .loops
+        .iter()
+        .filter(|l| l.id != "py-generate-stock")
+        .all(|l| {
+            l.runs
+                .iter()
+                .all(|r| r.tokens == result.loops[0].runs[0].tokens)
+        });
     if !tokens_equal {
         println!("warning: not every loop produced the same tokens; compare their JSON.");
     }

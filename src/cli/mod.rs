@@ -27,6 +27,10 @@ struct Cli {
     /// Language of lessons and messages (remembered once chosen).
     #[arg(long, global = true, value_parser = parse_lang)]
     lang: Option<Lang>,
+    /// How a quantized model's matrices are held: `auto` (dense f32 on a CPU, quantized on
+    /// a GPU), `dense` or `quantized` (sets QUEST_WEIGHTS for the runs it starts).
+    #[arg(long, global = true, value_parser = parse_weights)]
+    weights: Option<quest::lm::WeightLayout>,
     #[command(subcommand)]
     command: Command,
 }
@@ -180,9 +184,17 @@ fn parse_lang(text: &str) -> Result<Lang, String> {
         .map_err(|_| format!("unknown language `{text}`; use en or ko"))
 }
 
+fn parse_weights(text: &str) -> Result<quest::lm::WeightLayout, String> {
+    text.parse()
+}
+
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     lab::end_children_on_signal();
+    if let Some(layout) = cli.weights {
+        // Read by `lm::load` here and in the exercise binaries quest starts.
+        std::env::set_var("QUEST_WEIGHTS", layout.as_str());
+    }
     match dispatch(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {

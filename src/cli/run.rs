@@ -90,7 +90,18 @@ fn print_report(ctx: &Ctx, r: &Report) {
     let tokens = |n: usize| ctx.ui_with("tokens", &[("n", &n.to_string())]);
     println!();
     println!("{}: {}", ctx.ui("output"), r.text.trim());
-    println!("{}: {} ({})", ctx.ui("model"), r.model, r.backend);
+    if r.weights.is_empty() {
+        println!("{}: {} ({})", ctx.ui("model"), r.model, r.backend);
+    } else {
+        println!(
+            "{}: {} ({}, {} weights, {:.0} MB/token)",
+            ctx.ui("model"),
+            r.model,
+            r.backend,
+            r.weights,
+            r.weight_bytes_per_token as f64 / 1e6
+        );
+    }
     println!(
         "{}: {}   {}: {}",
         ctx.ui("prompt_tokens"),

@@ -74,13 +74,111 @@ impl Backend {
     }
 }
 
-/// Loads a model and its tokenizer: a known name, a GGUF file, an MLX directory or a
-/// Hugging Face repo id from the local cache.
-pub fn load(model: &str) -> Result<(Model, Tokenizer)> {
-    match hub::resolve(model)? {
-        ModelSource::Directory(dir) => load_dir(&dir),
-        ModelSource::Gguf(file) => load_gguf(&file),
+/// How a quantized model's matrices are held in memory.
+///
+/// On the CPU, MLX's quantized matmul is its own scalar code and compute-bound, while a
+/// dense float matmul runs on the BLAS: so by default ([`WeightLayout::Auto`]) the CPU
+/// dequantizes 4-bit / Q4_0 / Q4_1 / Q8_0 weights to f32 once at load (about 4 bytes a
+/// parameter), and a GPU keeps them quantized as stored. `QUEST_WEIGHTS` (`quest
+/// --weights`) chooses: `auto`, `dense` or `quantized`. Float models load as stored.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WeightLayout {
+    #[default]
+    Auto,
+    /// Dequantize every quantized matrix to the float dtype at load.
+    Dense,
+    /// Keep quantized matrices quantized (mlx-lm's layout).
+    Quantized,
+}
+
+impl WeightLayout {
+    pub const CHOICES: &'static str = "auto, dense or quantized";
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WeightLayout::Auto => "auto",
+            WeightLayout::Dense => "dense",
+            WeightLayout::Quantized => "quantized",
+        }
     }
+
+    /// `QUEST_WEIGHTS`, or `auto` when unset.
+    pub fn from_env() -> Result<Self> {
+        match std::env::var("QUEST_WEIGHTS") {
+            Ok(v) if !v.is_empty() => v.parse().map_err(|e: String| anyhow!("QUEST_WEIGHTS: {e}")),
+            _ => Ok(WeightLayout::Auto),
+        }
+    }
+
+    /// Whether quantized matrices become dense on `backend`.
+    pub fn dense_on(self, backend: Backend) -> bool {
+        match self {
+            WeightLayout::Auto => backend == Backend::Cpu,
+            WeightLayout::Dense => true,
+            WeightLayout::Quantized => false,
+        }
+    }
+}
+
+impl std::str::FromStr for WeightLayout {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(WeightLayout::Auto),
+            "dense" => Ok(WeightLayout::Dense),
+            "quantized" => Ok(WeightLayout::Quantized),
+            other => Err(format!(
+                "unknown weight layout `{other}`; use {}",
+                WeightLayout::CHOICES
+            )),
+        }
+    }
+}
+
+/// What the last `load` in this process loaded: the weight layout and the bytes of
+/// weights a decode step reads (for the exercise's report).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Loaded {
+    pub weights: String,
+    pub weight_bytes: u64,
+}
+
+static LOADED: std::sync::Mutex<Option<Loaded>> = std::sync::Mutex::new(None);
+
+/// The layout and size of the model the last `lm::load*` call loaded, if any.
+pub fn last_loaded() -> Option<Loaded> {
+    LOADED.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+fn remember(model: &Model) {
+    *LOADED.lock().unwrap_or_else(|e| e.into_inner()) = Some(Loaded {
+        weights: model.weights.clone(),
+        weight_bytes: model.weight_bytes() as u64,
+    });
+}
+
+/// Loads a model and its tokenizer: a known name, a GGUF file, an MLX directory or a
+/// Hugging Face repo id from the local cache. Every weight is read in (as mlx-lm's `load`
+/// does), in the layout `QUEST_WEIGHTS` asks for ([`WeightLayout`]: by default dense f32
+/// on the CPU, quantized as stored on a GPU).
+pub fn load(model: &str) -> Result<(Model, Tokenizer)> {
+    load_with(model, WeightLayout::from_env()?)
+}
+
+/// [`load`] with an explicit weight layout.
+pub fn load_with(model: &str, layout: WeightLayout) -> Result<(Model, Tokenizer)> {
+    match hub::resolve(model)? {
+        ModelSource::Directory(dir) => load_dir_with(&dir, layout),
+        ModelSource::Gguf(file) => load_gguf_with(&file, layout),
+    }
+}
+
+/// Readies `weights` for this machine before a model is built from them: OpenBLAS's
+/// thread count ([`crate::blas::init`]) and whether quantized matrices become dense.
+pub fn prepare(weights: &mut Weights, layout: WeightLayout) -> Result<()> {
+    crate::blas::init()?;
+    weights.dense = layout.dense_on(Backend::detect());
+    Ok(())
 }
 
 /// One empty cache per layer: a KV cache for attention layers, a fixed-size recurrent
@@ -90,13 +188,21 @@ pub fn make_prompt_cache(model: &Model) -> Vec<LayerCache> {
 }
 
 pub fn load_dir(dir: &Path) -> Result<(Model, Tokenizer)> {
-    let model = load_model_dir(dir)?;
+    load_dir_with(dir, WeightLayout::from_env()?)
+}
+
+pub fn load_dir_with(dir: &Path, layout: WeightLayout) -> Result<(Model, Tokenizer)> {
+    let model = load_model_dir_with(dir, layout)?;
     let tokenizer = Tokenizer::from_dir(dir)?;
     Ok((model, tokenizer))
 }
 
 /// The model alone, for directories without a tokenizer (random-weights test models).
 pub fn load_model_dir(dir: &Path) -> Result<Model> {
+    load_model_dir_with(dir, WeightLayout::from_env()?)
+}
+
+pub fn load_model_dir_with(dir: &Path, layout: WeightLayout) -> Result<Model> {
     let config_path = dir.join("config.json");
     let text = std::fs::read_to_string(&config_path)
         .with_context(|| format!("could not read {}", config_path.display()))?;
@@ -120,17 +226,26 @@ pub fn load_model_dir(dir: &Path) -> Result<Model> {
         })?;
         tensors.extend(loaded);
     }
-    let weights = Weights::new(tensors, dir, Backend::detect().float_dtype());
-    Model::from_config(&config, weights)
-        .with_context(|| format!("loading the model in {}", dir.display()))
+    let mut weights = Weights::new(tensors, dir, Backend::detect().float_dtype());
+    prepare(&mut weights, layout)?;
+    let model = Model::from_config(&config, weights)
+        .with_context(|| format!("loading the model in {}", dir.display()))?;
+    remember(&model);
+    Ok(model)
 }
 
 pub fn load_gguf(file: &Path) -> Result<(Model, Tokenizer)> {
+    load_gguf_with(file, WeightLayout::from_env()?)
+}
+
+pub fn load_gguf_with(file: &Path, layout: WeightLayout) -> Result<(Model, Tokenizer)> {
     let gguf = gguf::Gguf::open(file)?;
     let config = gguf.config()?;
-    let weights = gguf.weights(&config, Backend::detect().float_dtype())?;
+    let mut weights = gguf.weights(&config, Backend::detect().float_dtype())?;
+    prepare(&mut weights, layout)?;
     let model = Model::from_config(&config, weights)
         .with_context(|| format!("loading {}", file.display()))?;
+    remember(&model);
     // A tokenizer.json beside the file wins over the one rebuilt from metadata.
     let dir = file.parent().unwrap_or(Path::new("."));
     let tokenizer = if dir.join("tokenizer.json").is_file() {

@@ -22,6 +22,9 @@ pub struct Weights {
     source: PathBuf,
     /// The dtype float tensors are cast to (f32 on CPU: bf16 is slow there and sums in bf16).
     pub float_dtype: Dtype,
+    /// Dequantize quantized matrices to `float_dtype` as they are taken (see
+    /// [`crate::lm::WeightLayout`]).
+    pub dense: bool,
     /// Everything handed out, to evaluate in one go when loading is done.
     taken: Vec<Array>,
 }
@@ -32,8 +35,25 @@ impl Weights {
             tensors,
             source: source.to_path_buf(),
             float_dtype,
+            dense: false,
             taken: Vec::new(),
         }
+    }
+
+    /// What the model built from these weights will hold: `quantized` when some matrix
+    /// stays quantized, else `dense-f32` / `dense-f16` / `dense-bf16`.
+    pub fn layout_name(&self) -> String {
+        let quantized = self.tensors.keys().any(|k| k.ends_with(".scales"));
+        if quantized && !self.dense {
+            return "quantized".into();
+        }
+        let dtype = match self.float_dtype {
+            Dtype::Float32 => "f32",
+            Dtype::Float16 => "f16",
+            Dtype::Bfloat16 => "bf16",
+            _ => "float",
+        };
+        format!("dense-{dtype}")
     }
 
     pub fn source(&self) -> &Path {
@@ -97,7 +117,8 @@ impl Weights {
 
     /// A linear layer `prefix.weight` (+ `.scales`/`.biases` when quantized, + `.bias`).
     pub fn linear(&mut self, prefix: &str, quant: Option<Quantization>) -> Result<Linear> {
-        let weight = self.take(&format!("{prefix}.weight"))?;
+        let weight = self.take_as_stored(&format!("{prefix}.weight"))?;
+        let weight = self.to_float(weight)?;
         let bias_name = format!("{prefix}.bias");
         let bias = if self.contains(&bias_name) {
             Some(self.take(&bias_name)?)
@@ -105,41 +126,60 @@ impl Weights {
             None
         };
         let scales_name = format!("{prefix}.scales");
-        if self.contains(&scales_name) {
-            let q = quant.with_context(|| {
-                format!(
-                    "{prefix} in {} is quantized but the config has no `quantization` (group_size, bits)",
-                    self.source.display()
-                )
-            })?;
-            let scales = self.take(&scales_name)?;
-            let biases = self.take(&format!("{prefix}.biases"))?;
-            // Layers may differ in bits (GGUF: a Q8_0 embedding beside Q4_1 matrices), so
-            // read them off the shapes: packed u32 columns * 32 = groups * group_size * bits.
-            let packed_bits = weight.shape()[1] * 32;
-            let group_bits = scales.shape()[1] * q.group_size;
-            anyhow::ensure!(
-                group_bits > 0 && packed_bits % group_bits == 0,
-                "{prefix} in {} has quantized shapes that do not fit group size {}",
-                self.source.display(),
-                q.group_size
-            );
-            let bits = packed_bits / group_bits;
-            Ok(Linear::Quantized {
-                weight,
-                scales,
-                biases,
-                bias,
-                group_size: q.group_size,
-                bits,
-            })
-        } else {
+        if !self.contains(&scales_name) {
+            self.taken.push(weight.clone());
             // Store the transpose once so a forward pass is a plain matmul.
-            Ok(Linear::Dense {
+            return Ok(Linear::Dense {
                 weight_t: weight.t(),
                 bias,
-            })
+            });
         }
+        let q = quant.with_context(|| {
+            format!(
+                "{prefix} in {} is quantized but the config has no `quantization` (group_size, bits)",
+                self.source.display()
+            )
+        })?;
+        let scales = self.take_as_stored(&scales_name)?;
+        let scales = self.to_float(scales)?;
+        let biases = self.take_as_stored(&format!("{prefix}.biases"))?;
+        let biases = self.to_float(biases)?;
+        // Layers may differ in bits (GGUF: a Q8_0 embedding beside Q4_1 matrices), so
+        // read them off the shapes: packed u32 columns * 32 = groups * group_size * bits.
+        let packed_bits = weight.shape()[1] * 32;
+        let group_bits = scales.shape()[1] * q.group_size;
+        anyhow::ensure!(
+            group_bits > 0 && packed_bits % group_bits == 0,
+            "{prefix} in {} has quantized shapes that do not fit group size {}",
+            self.source.display(),
+            q.group_size
+        );
+        let bits = packed_bits / group_bits;
+        if self.dense {
+            // The float matrix the quantized matmul computes with, made once at load: on
+            // the CPU a BLAS matmul over it is far faster than MLX's quantized kernels.
+            let weight = dequantize(&weight, &scales, &biases, q.group_size, bits)
+                .and_then(|w| w.as_dtype(self.float_dtype))
+                .with_context(|| format!("dequantizing {prefix} in {}", self.source.display()))?;
+            // Evaluated now, so the packed arrays are freed as loading goes on.
+            mlx_rs::transforms::eval([&weight]).with_context(|| {
+                format!("could not read the weights of {}", self.source.display())
+            })?;
+            return Ok(Linear::Dense {
+                weight_t: weight.t(),
+                bias,
+            });
+        }
+        self.taken
+            .extend([weight.clone(), scales.clone(), biases.clone()]);
+        Ok(Linear::Quantized {
+            weight,
+            scales,
+            biases,
+            bias,
+            group_size: q.group_size,
+            bits,
+        })
     }
 
     /// An embedding table; when quantized, rows are dequantized as they are looked up.

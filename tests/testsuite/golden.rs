@@ -1,13 +1,18 @@
 //! Golden tests: quest::lm against mlx-lm 0.32.2 on the same MLX (fixtures made by
 //! tests/peer/golden.py; see tests/fixtures/README.md). Tokens must be identical; logits
 //! must agree within `LOGIT_TOLERANCE`.
+//!
+//! The fixtures come from mlx-lm's quantized layout. quest runs each quantized model in
+//! both layouts (`lm::WeightLayout`): `quantized` as mlx-lm does, and `dense` (dequantized
+//! to the float dtype at load, the CPU default); the same tokens and tolerance hold for
+//! both.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use mlx_rs::ops::indexing::argmax_axis;
 use mlx_rs::Array;
-use quest::lm::{self, KvCache, LayerCache, Message, Model};
+use quest::lm::{self, KvCache, LayerCache, Message, Model, WeightLayout};
 use serde_json::Value;
 
 /// MLX work stays on one thread at a time (a stream belongs to its thread).
@@ -67,10 +72,41 @@ fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
 }
 
 #[test]
-fn smollm2_gguf_matches_mlx_lm() {
+fn smollm2_gguf_dense_matches_mlx_lm() {
+    check_smollm2(WeightLayout::Dense, "dense-f32");
+}
+
+#[test]
+fn smollm2_gguf_quantized_matches_mlx_lm() {
+    check_smollm2(WeightLayout::Quantized, "quantized");
+}
+
+/// The CPU default is dense f32; on a GPU the default keeps the file's quantized layout.
+#[test]
+fn the_default_layout_is_dense_on_the_cpu() {
+    let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
+    let model =
+        lm::load_model_dir_with(&fixtures().join("qwen3-tiny-4bit"), WeightLayout::Auto).unwrap();
+    let expected = match lm::Backend::detect() {
+        lm::Backend::Cpu => "dense-f32",
+        _ => "quantized",
+    };
+    assert_eq!(model.weights, expected);
+    let loaded = lm::last_loaded().unwrap();
+    assert_eq!(loaded.weights, expected);
+    assert_eq!(loaded.weight_bytes, model.weight_bytes() as u64);
+}
+
+fn check_smollm2(layout: WeightLayout, expected_layout: &str) {
     let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
     let g = golden("smollm2");
-    let (model, tokenizer) = lm::load(lm::DEFAULT_MODEL).unwrap();
+    let (model, tokenizer) = lm::load_with(lm::DEFAULT_MODEL, layout).unwrap();
+    assert_eq!(model.weights, expected_layout);
+    if layout == WeightLayout::Dense {
+        // 134.5M parameters at 4 bytes: what a decode step reads.
+        let mb = model.weight_bytes() as f64 / 1e6;
+        assert!((530.0..550.0).contains(&mb), "{mb} MB of dense weights");
+    }
 
     let messages: Vec<Message> = vec![Message::user(g["messages"][0]["content"].as_str().unwrap())];
     let prompt = tokenizer
@@ -113,10 +149,10 @@ fn smollm2_gguf_matches_mlx_lm() {
     );
 }
 
-fn check_tiny_qwen3(dir: &str) {
+fn check_tiny_qwen3(dir: &str, layout: WeightLayout) {
     let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
     let g = golden(dir);
-    let model = lm::load_model_dir(&fixtures().join(dir)).unwrap();
+    let model = lm::load_model_dir_with(&fixtures().join(dir), layout).unwrap();
     assert_eq!(model.model_type, "qwen3");
     let (prefill, tokens) = greedy(&model, &ids(&g["prompt_ids"]), 16);
     assert_eq!(
@@ -139,12 +175,17 @@ fn check_tiny_qwen3(dir: &str) {
 
 #[test]
 fn qwen3_float32_matches_mlx_lm() {
-    check_tiny_qwen3("qwen3-tiny-f32");
+    check_tiny_qwen3("qwen3-tiny-f32", WeightLayout::Auto);
 }
 
 #[test]
-fn qwen3_4bit_matches_mlx_lm() {
-    check_tiny_qwen3("qwen3-tiny-4bit");
+fn qwen3_4bit_quantized_matches_mlx_lm() {
+    check_tiny_qwen3("qwen3-tiny-4bit", WeightLayout::Quantized);
+}
+
+#[test]
+fn qwen3_4bit_dense_matches_mlx_lm() {
+    check_tiny_qwen3("qwen3-tiny-4bit", WeightLayout::Dense);
 }
 
 #[test]

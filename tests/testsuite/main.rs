@@ -2,6 +2,7 @@
 //! extra binary would link MLX again, which costs real CI time on two cores.
 
 mod bad_models;
+mod blas;
 mod bench;
 mod cli;
 mod common;

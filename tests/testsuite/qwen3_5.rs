@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use mlx_rs::ops::indexing::argmax_axis;
 use mlx_rs::{Array, Dtype};
 use quest::lm::weights::Weights;
-use quest::lm::{self, LayerCache, Message, Model};
+use quest::lm::{self, LayerCache, Message, Model, WeightLayout};
 use serde_json::Value;
 
 /// MLX work stays on one thread at a time (a stream belongs to its thread).
@@ -82,10 +82,10 @@ fn greedy(model: &Model, prompt: &[u32], n: usize) -> (Vec<Vec<f32>>, Vec<u32>) 
     (steps, tokens)
 }
 
-fn check_against_mlx_lm(dir: &str) {
+fn check_against_mlx_lm(dir: &str, layout: WeightLayout) {
     let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
     let g = read_json(&fixture(dir).join("golden.json"));
-    let (model, tokenizer) = lm::load_dir(&fixture(dir)).unwrap();
+    let (model, tokenizer) = lm::load_dir_with(&fixture(dir), layout).unwrap();
     assert_eq!(model.model_type, "qwen3_5");
 
     let messages = [Message::user(g["messages"][0]["content"].as_str().unwrap())];
@@ -130,12 +130,19 @@ fn check_against_mlx_lm(dir: &str) {
 
 #[test]
 fn qwen3_5_float32_matches_mlx_lm() {
-    check_against_mlx_lm("qwen3_5-tiny-f32");
+    check_against_mlx_lm("qwen3_5-tiny-f32", WeightLayout::Auto);
+}
+
+/// mlx-lm's layout; and the same file dequantized to dense floats at load (the CPU
+/// default), within the same tolerance.
+#[test]
+fn qwen3_5_4bit_quantized_matches_mlx_lm() {
+    check_against_mlx_lm("qwen3_5-tiny-4bit", WeightLayout::Quantized);
 }
 
 #[test]
-fn qwen3_5_4bit_matches_mlx_lm() {
-    check_against_mlx_lm("qwen3_5-tiny-4bit");
+fn qwen3_5_4bit_dense_matches_mlx_lm() {
+    check_against_mlx_lm("qwen3_5-tiny-4bit", WeightLayout::Dense);
 }
 
 fn f32_tensors() -> HashMap<String, Array> {

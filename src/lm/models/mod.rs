@@ -19,6 +19,9 @@ pub const SUPPORTED: &[&str] = &["llama", "qwen3", "qwen3_5"];
 /// A loaded language model.
 pub struct Model {
     pub model_type: String,
+    /// `dense-f32`, `dense-f16` or `quantized`: how the matrices are held (see
+    /// [`crate::lm::WeightLayout`]).
+    pub weights: String,
     decoder: Decoder,
 }
 
@@ -56,8 +59,10 @@ impl Model {
                 SUPPORTED.join(", ")
             ),
         };
+        let layout = weights.layout_name();
         Ok(Self {
             model_type,
+            weights: layout,
             decoder: Decoder::load(weights, shape)?,
         })
     }

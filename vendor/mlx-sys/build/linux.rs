@@ -2,6 +2,11 @@
 //! cmake) against an existing MLX build — the official Linux wheel from PyPI
 //! (`mlx-cpu==0.32.2`, or `mlx-cuda-13`/`mlx-cuda-12` 0.32.2 through `MLX_DIR`) — and uses the
 //! committed bindings in `src/bindings.rs` (no libclang needed). See PATCHES.md.
+//!
+//! The wheel bundles netlib's reference BLAS/LAPACK (unoptimised loops: a 135M model
+//! takes seconds to prefill). Unless `QUEST_BLAS=bundled`, the build also fetches OpenBLAS
+//! from PyPI (`cmeel-openblas`, pinned) and, in its own copy of the unpacked wheel, puts
+//! it under the file names libmlx.so loads (see `patch_openblas`).
 
 use std::{
     env, fs,
@@ -12,6 +17,21 @@ use std::{
 /// mlx-c 0.7.0 compiles against exactly this MLX (0.32.4's headers break it).
 const MLX_VERSION: &str = "0.32.2";
 const MLX_WHEEL: &str = "mlx-cpu";
+
+/// OpenBLAS from PyPI (BSD-3-Clause): an unprefixed `libopenblas.so.0` exporting the
+/// CBLAS and LAPACK symbols libmlx needs; it links `libgfortran.so.5`, which the mlx-cpu
+/// wheel carries under a hashed name.
+const OPENBLAS_PACKAGE: &str = "cmeel-openblas";
+const OPENBLAS_VERSION: &str = "0.3.31";
+
+/// Which BLAS libmlx runs on, chosen with `QUEST_BLAS`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Blas {
+    /// OpenBLAS from PyPI, in a patched copy of the wheel (the default).
+    OpenBlas,
+    /// The wheel's own reference BLAS/LAPACK, as `pip install mlx-cpu` gives it.
+    Bundled,
+}
 
 /// mlx-c's own source list (CMakeLists.txt `mlxc-src`).
 const MLX_C_SOURCES: &[&str] = &[
@@ -45,15 +65,26 @@ const MLX_C_SOURCES: &[&str] = &[
 
 pub fn main() {
     println!("cargo:rerun-if-env-changed=MLX_DIR");
+    println!("cargo:rerun-if-env-changed=QUEST_BLAS");
     println!("cargo:rerun-if-changed=build/linux.rs");
     println!("cargo:rerun-if-changed=src/shims/mach_time.c");
 
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
     let out_dir = PathBuf::from(env::var("OUT_DIR").unwrap());
     let mlx_c_root = manifest.join("src/mlx-c");
-    let mlx_dir = match env::var_os("MLX_DIR") {
-        Some(dir) => PathBuf::from(dir),
-        None => fetch_wheel(&out_dir),
+    // `external`: an MLX_DIR install is used as it is, never patched.
+    let (mlx_dir, blas_name) = match env::var_os("MLX_DIR") {
+        Some(dir) => (PathBuf::from(dir), "external".to_owned()),
+        None => {
+            let stock = fetch_wheel(&out_dir);
+            match blas_choice() {
+                Blas::Bundled => (stock, "bundled".to_owned()),
+                Blas::OpenBlas => (
+                    with_openblas(&out_dir, &stock),
+                    format!("openblas-{OPENBLAS_VERSION}"),
+                ),
+            }
+        }
     };
     let include = mlx_dir.join("include");
     let libdir = mlx_dir.join("lib");
@@ -88,7 +119,131 @@ pub fn main() {
     println!("cargo:libdir={}", libdir.display());
     println!("cargo:include={}", include.display());
     println!("cargo:version={MLX_VERSION}");
+    // DEP_MLX_BLAS: `openblas-<version>`, `bundled` (the wheel's reference BLAS) or
+    // `external` (MLX_DIR, used as installed).
+    println!("cargo:blas={blas_name}");
+}
 
+fn blas_choice() -> Blas {
+    match env::var("QUEST_BLAS").as_deref() {
+        Err(_) | Ok("") | Ok("openblas") => Blas::OpenBlas,
+        Ok("bundled") => Blas::Bundled,
+        Ok(other) => panic!(
+            "\n\nmlx-sys: QUEST_BLAS={other} is not a choice. Leave it unset (or `openblas`) to run MLX's CPU\n\
+             backend on OpenBLAS ({OPENBLAS_PACKAGE}=={OPENBLAS_VERSION} from PyPI), or set QUEST_BLAS=bundled to keep\n\
+             the reference BLAS that the {MLX_WHEEL} wheel bundles (much slower).\n"
+        ),
+    }
+}
+
+/// A copy of the unpacked wheel at `stock` (its `mlx` folder) whose BLAS and LAPACK are
+/// OpenBLAS, in its own folder beside the stock copy, so switching `QUEST_BLAS` back and
+/// forth never corrupts either. Returns the copy's `mlx` folder.
+fn with_openblas(out_dir: &Path, stock: &Path) -> PathBuf {
+    let root = out_dir.join(format!(
+        "{MLX_WHEEL}-{MLX_VERSION}+openblas-{OPENBLAS_VERSION}"
+    ));
+    let mlx_dir = root.join("mlx");
+    if mlx_dir.join("lib/libmlx.so").is_file() {
+        return mlx_dir;
+    }
+    let openblas = fetch_openblas(out_dir);
+    let staging = out_dir.join("openblas-staging");
+    let _ = fs::remove_dir_all(&staging);
+    copy_tree(stock.parent().unwrap(), &staging);
+    patch_openblas(&staging, &openblas);
+    let _ = fs::remove_dir_all(&root);
+    fs::rename(&staging, &root).unwrap();
+    // The patched copy holds its own libopenblas.so.0; the wheel and its unpacked tree
+    // (three copies of the library) are no longer needed.
+    let _ = fs::remove_dir_all(out_dir.join("openblas-download"));
+    let _ = fs::remove_dir_all(out_dir.join(format!("{OPENBLAS_PACKAGE}-{OPENBLAS_VERSION}")));
+    mlx_dir
+}
+
+/// libmlx.so names its BLAS and LAPACK by hashed file names (`libblas-….so.3.10.0`,
+/// `liblapack-….so.3.10.0`) found through its RPATH `$ORIGIN/../../mlx_cpu.libs`. Both
+/// become symlinks to one `libopenblas.so.0` there (one file: the loader maps it once, one
+/// thread pool), and `libgfortran.so.5`, which OpenBLAS needs, a symlink to the wheel's
+/// hashed copy (found through the same RPATH, which applies to libmlx's dependencies).
+fn patch_openblas(wheel_root: &Path, openblas: &Path) {
+    let libs = wheel_root.join("mlx_cpu.libs");
+    let names: Vec<String> = fs::read_dir(&libs)
+        .unwrap_or_else(|e| panic!("mlx-sys: the wheel has no {}: {e}", libs.display()))
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .collect();
+    let find = |prefix: &str| {
+        names
+            .iter()
+            .find(|n| n.starts_with(prefix) && n.contains(".so"))
+            .unwrap_or_else(|| {
+                panic!(
+                    "mlx-sys: {MLX_WHEEL}=={MLX_VERSION} has no {prefix}*.so in mlx_cpu.libs; \
+                     set QUEST_BLAS=bundled to build without OpenBLAS"
+                )
+            })
+            .clone()
+    };
+    let (blas, lapack, gfortran) = (find("libblas-"), find("liblapack-"), find("libgfortran-"));
+    fs::copy(openblas, libs.join("libopenblas.so.0")).unwrap();
+    for name in [&blas, &lapack] {
+        fs::remove_file(libs.join(name)).unwrap();
+        symlink("libopenblas.so.0", &libs.join(name));
+    }
+    symlink(&gfortran, &libs.join("libgfortran.so.5"));
+}
+
+fn symlink(target: &str, link: &Path) {
+    std::os::unix::fs::symlink(target, link)
+        .unwrap_or_else(|e| panic!("mlx-sys: could not link {} -> {target}: {e}", link.display()));
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for entry in fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let dest = to.join(entry.file_name());
+        let kind = entry.file_type().unwrap();
+        if kind.is_dir() {
+            copy_tree(&entry.path(), &dest);
+        } else if kind.is_symlink() {
+            let target = fs::read_link(entry.path()).unwrap();
+            std::os::unix::fs::symlink(target, &dest).unwrap();
+        } else {
+            fs::copy(entry.path(), &dest).unwrap();
+        }
+    }
+}
+
+/// Downloads the pinned OpenBLAS wheel with pip and returns its `libopenblas.so.0`.
+fn fetch_openblas(out_dir: &Path) -> PathBuf {
+    let root = out_dir.join(format!("{OPENBLAS_PACKAGE}-{OPENBLAS_VERSION}"));
+    let lib = root.join("cmeel.prefix/lib/libopenblas.so.0");
+    if lib.is_file() {
+        return lib;
+    }
+    let download = out_dir.join("openblas-download");
+    let wheel = pip_download(
+        &download,
+        &format!("{OPENBLAS_PACKAGE}=={OPENBLAS_VERSION}"),
+        "cmeel_openblas-",
+    )
+    .unwrap_or_else(|python| {
+        panic!(
+            "\n\nmlx-sys: could not download {OPENBLAS_PACKAGE}=={OPENBLAS_VERSION} (OpenBLAS) with `{python} -m pip download`.\n\
+             quest runs MLX's CPU backend on OpenBLAS; the reference BLAS the {MLX_WHEEL} wheel bundles is\n\
+             about 30x slower to the first token. Either make pip reach PyPI, or build on the bundled BLAS:\n  \
+             QUEST_BLAS=bundled cargo build\n"
+        )
+    });
+    unzip(&wheel, &root);
+    if !lib.is_file() {
+        panic!(
+            "mlx-sys: {} has no cmeel.prefix/lib/libopenblas.so.0; set QUEST_BLAS=bundled to build without OpenBLAS",
+            wheel.display()
+        );
+    }
+    lib
 }
 
 fn check_mlx_dir(mlx_dir: &Path, include: &Path, libdir: &Path) {
@@ -130,43 +285,58 @@ fn fetch_wheel(out_dir: &Path) -> PathBuf {
         return mlx_dir;
     }
     let download = out_dir.join("wheel-download");
-    fs::create_dir_all(&download).unwrap();
+    let wheel = pip_download(&download, &format!("{MLX_WHEEL}=={MLX_VERSION}"), "mlx_cpu-")
+        .unwrap_or_else(|python| {
+            panic!(
+                "\n\nmlx-sys: could not download {MLX_WHEEL}=={MLX_VERSION} with `{python} -m pip download`.\n\
+                 quest needs the official MLX Linux build. Either make pip reach PyPI, or install it yourself\n\
+                 (`pip install {MLX_WHEEL}=={MLX_VERSION}`) and set MLX_DIR to its `mlx` folder.\n"
+            )
+        });
+    unzip(&wheel, &root);
+    mlx_dir
+}
+
+/// `pip download` of one pinned wheel (no dependencies) into `download`; the wheel's path,
+/// or, when pip fails, the Python command that was tried.
+fn pip_download(download: &Path, requirement: &str, file_prefix: &str) -> Result<PathBuf, String> {
+    fs::create_dir_all(download).unwrap();
     let python = find_python();
     let status = Command::new(&python)
         .args(["-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-d"])
-        .arg(&download)
-        .arg(format!("{MLX_WHEEL}=={MLX_VERSION}"))
+        .arg(download)
+        .arg(requirement)
         .status();
     if !matches!(status, Ok(s) if s.success()) {
-        panic!(
-            "\n\nmlx-sys: could not download {MLX_WHEEL}=={MLX_VERSION} with `{python} -m pip download`.\n\
-             quest needs the official MLX Linux build. Either make pip reach PyPI, or install it yourself\n\
-             (`pip install {MLX_WHEEL}=={MLX_VERSION}`) and set MLX_DIR to its `mlx` folder.\n"
-        );
+        return Err(python);
     }
-    let wheel = fs::read_dir(&download)
+    Ok(fs::read_dir(download)
         .unwrap()
         .filter_map(|entry| entry.ok().map(|e| e.path()))
         .find(|path| {
             path.file_name()
                 .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("mlx_cpu-") && n.ends_with(".whl"))
+                .is_some_and(|n| n.starts_with(file_prefix) && n.ends_with(".whl"))
         })
-        .expect("pip reported success but left no mlx_cpu wheel");
-    let staging = out_dir.join("wheel-staging");
+        .unwrap_or_else(|| panic!("pip reported success but left no {file_prefix}*.whl")))
+}
+
+/// Unpacks a wheel whole into `root` (through a staging folder, so a half-unpacked wheel
+/// is never mistaken for a complete one).
+fn unzip(wheel: &Path, root: &Path) {
+    let staging = PathBuf::from(format!("{}.staging", root.display()));
     let _ = fs::remove_dir_all(&staging);
-    let status = Command::new(&python)
+    let status = Command::new(find_python())
         .args(["-m", "zipfile", "-e"])
-        .arg(&wheel)
+        .arg(wheel)
         .arg(&staging)
         .status();
     if !matches!(status, Ok(s) if s.success()) {
         panic!("mlx-sys: could not unpack {}", wheel.display());
     }
     // zipfile drops the executable bit; the shared libraries only need to be readable.
-    let _ = fs::remove_dir_all(&root);
-    fs::rename(&staging, &root).unwrap();
-    mlx_dir
+    let _ = fs::remove_dir_all(root);
+    fs::rename(&staging, root).unwrap();
 }
 
 fn find_python() -> String {

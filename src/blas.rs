@@ -1,0 +1,163 @@
+//! Which BLAS MLX's CPU backend runs on, and with how many threads.
+//!
+//! On Linux the build links libmlx against OpenBLAS from PyPI (see
+//! vendor/mlx-sys/PATCHES.md) unless `QUEST_BLAS=bundled` keeps the reference BLAS the
+//! `mlx-cpu` wheel bundles; an `MLX_DIR` install is used as it is; macOS keeps Accelerate.
+//! What actually serves `cblas_sgemm` in this process is asked of the dynamic loader
+//! (`dladdr`), not assumed.
+//!
+//! Threads: OpenBLAS starts its pool when it is loaded, before `main`, with one thread per
+//! CPU. [`init`] sets the count quest uses: `QUEST_BLAS_THREADS` when set, else the CPUs
+//! this process may use, at most [`MAX_DEFAULT_THREADS`] (a small model's matrices gain
+//! nothing from more); when `OPENBLAS_NUM_THREADS` is set, OpenBLAS's own reading of it is
+//! kept.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use anyhow::{bail, Result};
+
+/// The BLAS the linked libmlx was built to load: `openblas-<version>`, `bundled` (the
+/// wheel's reference BLAS), `external` (an `MLX_DIR` install) or `accelerate` (macOS).
+pub const BUILT_WITH: &str = env!("QUEST_MLX_BLAS");
+
+/// The default thread count never exceeds this.
+pub const MAX_DEFAULT_THREADS: usize = 8;
+
+/// The library that serves a symbol in this process, and its real path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Provider {
+    /// The file name the loader opened (may be a symlink, e.g. the wheel's `libblas-….so`).
+    pub loaded_as: PathBuf,
+    /// The same file with symlinks resolved.
+    pub file: PathBuf,
+}
+
+/// Which loaded library defines `symbol` in the global scope (what libmlx's calls bind
+/// to), or `None` when no loaded object defines it.
+#[cfg(unix)]
+pub fn provider(symbol: &str) -> Option<Provider> {
+    let address = lookup(symbol)?;
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: `address` came from dlsym; dladdr only reads the loader's tables.
+    if unsafe { libc::dladdr(address, &mut info) } == 0 || info.dli_fname.is_null() {
+        return None;
+    }
+    let name = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) };
+    let loaded_as = PathBuf::from(name.to_string_lossy().into_owned());
+    let file = std::fs::canonicalize(&loaded_as).unwrap_or_else(|_| loaded_as.clone());
+    Some(Provider { loaded_as, file })
+}
+
+#[cfg(not(unix))]
+pub fn provider(_symbol: &str) -> Option<Provider> {
+    None
+}
+
+#[cfg(unix)]
+fn lookup(symbol: &str) -> Option<*mut libc::c_void> {
+    // Make sure libmlx (and with it its BLAS) is loaded and linked into this binary.
+    let _ = crate::lm::Backend::detect();
+    let name = std::ffi::CString::new(symbol).ok()?;
+    // SAFETY: a plain symbol lookup in the global scope.
+    let address = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+    (!address.is_null()).then_some(address)
+}
+
+/// OpenBLAS's build description (`openblas_get_config()`, e.g. "OpenBLAS 0.3.31 DYNAMIC_ARCH
+/// …"), when OpenBLAS is loaded.
+pub fn openblas_config() -> Option<String> {
+    #[cfg(unix)]
+    {
+        let f = lookup("openblas_get_config")?;
+        // SAFETY: OpenBLAS's `char* openblas_get_config(void)`, a static string.
+        let f: extern "C" fn() -> *const libc::c_char = unsafe { std::mem::transmute(f) };
+        let s = f();
+        (!s.is_null()).then(|| {
+            unsafe { std::ffi::CStr::from_ptr(s) }
+                .to_string_lossy()
+                .trim()
+                .to_owned()
+        })
+    }
+    #[cfg(not(unix))]
+    None
+}
+
+/// OpenBLAS's current thread count, when OpenBLAS is loaded.
+pub fn threads() -> Option<usize> {
+    #[cfg(unix)]
+    {
+        let f = lookup("openblas_get_num_threads")?;
+        // SAFETY: OpenBLAS's `int openblas_get_num_threads(void)`.
+        let f: extern "C" fn() -> libc::c_int = unsafe { std::mem::transmute(f) };
+        Some(f().max(1) as usize)
+    }
+    #[cfg(not(unix))]
+    None
+}
+
+/// The thread count quest asks of OpenBLAS: `QUEST_BLAS_THREADS`, else the CPUs this
+/// process may use (at most [`MAX_DEFAULT_THREADS`]). `None` when `OPENBLAS_NUM_THREADS`
+/// is set (OpenBLAS has read it already).
+pub fn wanted_threads() -> Result<Option<usize>> {
+    if let Ok(value) = std::env::var("QUEST_BLAS_THREADS") {
+        return match value.trim().parse::<usize>() {
+            Ok(n) if n >= 1 => Ok(Some(n)),
+            _ => bail!(
+                "QUEST_BLAS_THREADS={value} is not a thread count; set it to a whole number of at \
+                 least 1 (or unset it for the default, one per CPU up to {MAX_DEFAULT_THREADS})"
+            ),
+        };
+    }
+    if std::env::var_os("OPENBLAS_NUM_THREADS").is_some() {
+        return Ok(None);
+    }
+    Ok(Some(default_threads()))
+}
+
+/// One thread per CPU this process may use, at most [`MAX_DEFAULT_THREADS`].
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, MAX_DEFAULT_THREADS)
+}
+
+/// Sets OpenBLAS's thread count once per process (see the module doc). Does nothing when
+/// MLX does not run on OpenBLAS. `lm::load` and the benchmarks call it.
+pub fn init() -> Result<()> {
+    static DONE: OnceLock<Result<(), String>> = OnceLock::new();
+    DONE.get_or_init(|| {
+        let wanted = wanted_threads().map_err(|e| e.to_string())?;
+        #[cfg(unix)]
+        if let (Some(n), Some(f)) = (wanted, lookup("openblas_set_num_threads")) {
+            // SAFETY: OpenBLAS's `void openblas_set_num_threads(int)`.
+            let f: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(f) };
+            f(n as libc::c_int);
+        }
+        #[cfg(not(unix))]
+        let _ = wanted;
+        Ok(())
+    })
+    .clone()
+    .map_err(anyhow::Error::msg)
+}
+
+/// One line for humans: "OpenBLAS 0.3.31 (2 threads)", "bundled reference BLAS", …
+pub fn describe() -> String {
+    match (openblas_config(), threads()) {
+        (Some(config), Some(n)) => {
+            let version = config
+                .split_whitespace()
+                .take(2)
+                .collect::<Vec<_>>()
+                .join(" ");
+            format!("{version} ({n} thread{})", if n == 1 { "" } else { "s" })
+        }
+        _ => match BUILT_WITH {
+            "bundled" => "the mlx-cpu wheel's reference BLAS".into(),
+            "accelerate" => "Accelerate".into(),
+            other => format!("BLAS: {other}"),
+        },
+    }
+}
