@@ -476,6 +476,8 @@ mod tests {
             token_ms,
             tokens: vec![],
             text: String::new(),
+            weights: "dense-f32".into(),
+            weight_bytes_per_token: 540_000_000,
         }
     }
 

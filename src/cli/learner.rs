@@ -140,6 +140,6 @@ pub fn run_record(report: &Report, code: CodeRef, lang: Lang) -> Run {
         prompt_tokens: report.prompt_tokens as u32,
         lang,
         metrics: report.metrics(),
-        weights: None,
+        weights: (!report.weights.is_empty()).then(|| report.weights.clone()),
     }
 }

@@ -32,7 +32,11 @@ impl Exercise {
 /// `quest run`'s output must not.
 fn assert_snapshot_redacted(name: &str, s: &str) {
     let mut settings = insta::Settings::clone_current();
-    settings.add_filter(r"(?m)^(Model: .*) \((?:cpu|metal|cuda)\)$", "$1 ([DEVICE])");
+    // The device, and the weight layout that depends on it (dense f32 on a CPU).
+    settings.add_filter(
+        r"(?m)^(Model: .*) \((?:cpu|metal|cuda)(?:, [^)]*)?\)$",
+        "$1 ([DEVICE], [WEIGHTS])",
+    );
     settings.add_filter(r"\d+\.\d+ ms", "[TTFT] ms");
     settings.add_filter(r"\d+\.\d+ tok/s", "[RATE] tok/s");
     settings.bind(|| insta::assert_snapshot!(name, s));
@@ -107,6 +111,10 @@ fn run_submit_card_status() {
         "{stdout}"
     );
     let results = &stdout[stdout.find("Output:").expect(&stdout)..];
+    assert!(
+        results.contains(" weights, ") && results.contains(" MB/token)"),
+        "the run says which weight layout ran and its bytes per token: {results}"
+    );
     assert_snapshot_redacted("run_mlx_path", results);
 
     // Submitting the untouched hand loop: the code check names the sync and its line.

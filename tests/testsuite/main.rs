@@ -2,8 +2,8 @@
 //! extra binary would link MLX again, which costs real CI time on two cores.
 
 mod bad_models;
-mod blas;
 mod bench;
+mod blas;
 mod cli;
 mod common;
 mod data_lessons;
