@@ -76,8 +76,13 @@ impl Learner {
 /// before building, so a save during the run cannot mislabel what was measured.
 pub fn current_exercise(lesson: &Lesson) -> Result<(PathBuf, Vec<u8>, CodeRef)> {
     let path = exercise_path(lesson)?;
-    let source = std::fs::read(&path)
-        .with_context(|| format!("could not read your exercise {}", path.display()))?;
+    let source = std::fs::read(&path).with_context(|| {
+        format!(
+            "could not read your exercise {}; `quest reset {}` writes it as the lesson gives it",
+            path.display(),
+            lesson.meta.id
+        )
+    })?;
     let code = exercise_code(&source, &lesson.starting_code()?);
     Ok((path, source, code))
 }

@@ -147,7 +147,8 @@ pub(crate) fn reset(ctx: &Ctx, id: &str, yes: bool) -> Result<()> {
         );
         return Ok(());
     }
-    if !yes {
+    // A missing file holds no edits to lose.
+    if !yes && path.exists() {
         print!(
             "{} ",
             ctx.ui_with("reset_confirm", &[("path", &path.display().to_string())])
@@ -159,6 +160,10 @@ pub(crate) fn reset(ctx: &Ctx, id: &str, yes: bool) -> Result<()> {
             println!("{}", ctx.ui("reset_cancelled"));
             return Ok(());
         }
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("could not create {}", dir.display()))?;
     }
     std::fs::write(&path, original)
         .with_context(|| format!("could not write {}", path.display()))?;

@@ -84,10 +84,12 @@ pub fn render(ctx: &Ctx, learner: &Learner, state: &State, verbose: bool) -> Str
         .iter()
         .filter(|a| state.has_award(&a.award_key()))
         .count();
+    let percent = (100 * done).checked_div(lessons.len()).unwrap_or(0);
     out += &format!(
-        "{} {done}/{}   {} {earned}/{}\n",
+        "{} {done}/{} ({})   {} {earned}/{}\n",
         ctx.ui("lessons"),
         lessons.len(),
+        ctx.ui_with("percent_complete", &[("n", &percent.to_string())]),
         ctx.ui("achievements"),
         learner.achievements.len()
     );
