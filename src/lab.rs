@@ -292,6 +292,11 @@ pub fn build(workspace: &Path, source: &Path, quiet: bool) -> Result<PathBuf> {
         .join("quest-lab-builds")
         .join(&crate::course::sha256_hex(&key)[..16]);
     if kept.is_file() {
+        // Used now: the newest builds are the ones kept.
+        let _ = std::fs::File::options()
+            .write(true)
+            .open(&kept)
+            .and_then(|file| file.set_modified(std::time::SystemTime::now()));
         return Ok(kept);
     }
     std::fs::create_dir_all(kept.parent().unwrap_or(&target))?;
@@ -321,10 +326,31 @@ pub fn build(workspace: &Path, source: &Path, quiet: bool) -> Result<PathBuf> {
     anyhow::ensure!(status.success(), BuildFailed);
     let built = target.join(profile).join("quest-lab");
     let partial = kept.with_extension("partial");
+    let _ = std::fs::remove_file(&partial);
+    // A copy, not a link: the next build may rewrite the linker's output in place.
     std::fs::copy(&built, &partial)
-        .with_context(|| format!("could not copy {}", built.display()))?;
+        .with_context(|| format!("could not keep {}", built.display()))?;
     std::fs::rename(&partial, &kept)?;
+    forget_old_builds(kept.parent().unwrap_or(&target), KEPT_BUILDS);
     Ok(kept)
+}
+
+/// How many built exercises are kept (each is a whole binary, 100+ MB in a debug build).
+const KEPT_BUILDS: usize = 6;
+
+/// Removes all but the `keep` newest builds in `dir`.
+fn forget_old_builds(dir: &Path, keep: usize) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut builds: Vec<(std::time::SystemTime, PathBuf)> = entries
+        .flatten()
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .collect();
+    builds.sort_by(|a, b| b.0.cmp(&a.0));
+    for (_, path) in builds.into_iter().skip(keep) {
+        let _ = std::fs::remove_file(path);
+    }
 }
 
 /// The build failed; cargo has already printed why.
