@@ -338,8 +338,10 @@ pub fn build(workspace: &Path, source: &Path, quiet: bool) -> Result<PathBuf> {
 /// How many built exercises are kept (each is a whole binary, 100+ MB in a debug build).
 const KEPT_BUILDS: usize = 6;
 
-/// Removes all but the `keep` newest builds in `dir`.
+/// Removes all but the `keep` newest builds in `dir`, and never one used in the last
+/// hour (another quest may be about to run it).
 fn forget_old_builds(dir: &Path, keep: usize) {
+    let hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
@@ -348,7 +350,7 @@ fn forget_old_builds(dir: &Path, keep: usize) {
         .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
         .collect();
     builds.sort_by(|a, b| b.0.cmp(&a.0));
-    for (_, path) in builds.into_iter().skip(keep) {
+    for (_, path) in builds.into_iter().skip(keep).filter(|(at, _)| *at < hour_ago) {
         let _ = std::fs::remove_file(path);
     }
 }
