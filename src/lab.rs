@@ -350,7 +350,11 @@ fn forget_old_builds(dir: &Path, keep: usize) {
         .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
         .collect();
     builds.sort_by(|a, b| b.0.cmp(&a.0));
-    for (_, path) in builds.into_iter().skip(keep).filter(|(at, _)| *at < hour_ago) {
+    for (_, path) in builds
+        .into_iter()
+        .skip(keep)
+        .filter(|(at, _)| *at < hour_ago)
+    {
         let _ = std::fs::remove_file(path);
     }
 }

@@ -403,12 +403,26 @@ impl<'ast> Visit<'ast> for Calls {
         visit::visit_expr_method_call(self, e);
     }
     fn visit_expr_call(&mut self, e: &'ast syn::ExprCall) {
-        if let syn::Expr::Path(path) = &*e.func {
-            if let Some(last) = path.path.segments.last() {
+        match &*e.func {
+            syn::Expr::Path(path) => {
+                if let Some(last) = path.path.segments.last() {
+                    self.push(&last.ident, CallKind::Function);
+                }
+            }
+            func => self.visit_expr(func),
+        }
+        for arg in &e.args {
+            self.visit_expr(arg);
+        }
+    }
+    /// `iter.map(LayerCache::state)`: a function passed by its path is called there.
+    fn visit_expr_path(&mut self, e: &'ast syn::ExprPath) {
+        if e.path.segments.len() > 1 {
+            if let Some(last) = e.path.segments.last() {
                 self.push(&last.ident, CallKind::Function);
             }
         }
-        visit::visit_expr_call(self, e);
+        visit::visit_expr_path(self, e);
     }
     fn visit_macro(&mut self, m: &'ast syn::Macro) {
         if let Some(last) = m.path.segments.last() {
@@ -637,6 +651,24 @@ fn helper() { println!("hi"); }"#;
             .replace("(&model);\n", "(&model);\n    for _ in 0..n {\n")
             .replace("println!(\"hi\");", "");
         assert_eq!(check(&once, &rules), []);
+    }
+
+    #[test]
+    fn a_function_passed_by_its_path_counts_as_called() {
+        let rules: Vec<Rule> = serde_yaml::from_str(
+            "[{id: eval-caches, require: [{call: state}], in: {before_loop: forward}}]",
+        )
+        .unwrap();
+        let source = |eval: &str| {
+            format!(
+                "fn main() {{\n    {eval}\n    for _ in 0..n {{ model.forward(&y, &mut cache); }}\n}}"
+            )
+        };
+        let by_path = source("eval(cache.iter().flat_map(lm::LayerCache::state))?;");
+        assert_eq!(check(&by_path, &rules), []);
+        let by_method = source("eval(cache.iter().flat_map(|c| c.state()))?;");
+        assert_eq!(check(&by_method, &rules), []);
+        assert_eq!(check(&source("eval(&logits)?;"), &rules).len(), 1);
     }
 
     #[test]
