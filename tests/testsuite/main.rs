@@ -9,6 +9,7 @@ mod common;
 mod data_lessons;
 mod flow;
 mod golden;
+mod journey;
 mod lessons;
 mod parser_robustness;
 mod progress_course;
