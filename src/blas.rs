@@ -7,10 +7,14 @@
 //! (`dladdr`), not assumed.
 //!
 //! Threads: OpenBLAS starts its pool when it is loaded, before `main`, with one thread per
-//! CPU. [`init`] sets the count quest uses: `QUEST_BLAS_THREADS` when set, else the CPUs
-//! this process may use, at most [`MAX_DEFAULT_THREADS`] (a small model's matrices gain
-//! nothing from more); when `OPENBLAS_NUM_THREADS` is set, OpenBLAS's own reading of it is
-//! kept.
+//! CPU. [`init`] sets the count quest uses: `QUEST_BLAS_THREADS` when set, else half the
+//! CPUs this process may use, at least 1 and at most [`MAX_DEFAULT_THREADS`]; when
+//! `OPENBLAS_NUM_THREADS` is set, OpenBLAS's own reading of it is kept. Half, because MLX's
+//! CPU stream runs on a thread of its own beside the host loop, and OpenBLAS's threads
+//! spin while they wait: with as many BLAS threads as CPUs, anything else running on the
+//! machine stalls them (measured on 2 vCPUs under a parallel build: 2 threads decoded at
+//! 2–3 tok/s, 1 thread at 6–9); on an idle machine the second thread gains a few percent
+//! (docs/benchmarks.md). A small model's matrices gain nothing from more than 8.
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -97,8 +101,8 @@ pub fn threads() -> Option<usize> {
     None
 }
 
-/// The thread count quest asks of OpenBLAS: `QUEST_BLAS_THREADS`, else the CPUs this
-/// process may use (at most [`MAX_DEFAULT_THREADS`]). `None` when `OPENBLAS_NUM_THREADS`
+/// The thread count quest asks of OpenBLAS: `QUEST_BLAS_THREADS`, else
+/// [`default_threads`]. `None` when `OPENBLAS_NUM_THREADS`
 /// is set (OpenBLAS has read it already).
 pub fn wanted_threads() -> Result<Option<usize>> {
     if let Ok(value) = std::env::var("QUEST_BLAS_THREADS") {
@@ -106,7 +110,7 @@ pub fn wanted_threads() -> Result<Option<usize>> {
             Ok(n) if n >= 1 => Ok(Some(n)),
             _ => bail!(
                 "QUEST_BLAS_THREADS={value} is not a thread count; set it to a whole number of at \
-                 least 1 (or unset it for the default, one per CPU up to {MAX_DEFAULT_THREADS})"
+                 least 1 (or unset it for the default, half the CPUs, 1 to {MAX_DEFAULT_THREADS})"
             ),
         };
     }
@@ -116,11 +120,9 @@ pub fn wanted_threads() -> Result<Option<usize>> {
     Ok(Some(default_threads()))
 }
 
-/// One thread per CPU this process may use, at most [`MAX_DEFAULT_THREADS`].
+/// Half the CPUs this process may use, at least 1 and at most [`MAX_DEFAULT_THREADS`].
 pub fn default_threads() -> usize {
-    std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .clamp(1, MAX_DEFAULT_THREADS)
+    (std::thread::available_parallelism().map_or(1, |n| n.get()) / 2).clamp(1, MAX_DEFAULT_THREADS)
 }
 
 /// Sets OpenBLAS's thread count once per process (see the module doc). Does nothing when

@@ -16,7 +16,7 @@ use quest::lm::{self, Message};
 fn main() -> Result<()> {
     let run = Exercise::from_env()?;
 
-    // LOAD: the weights are mapped and lazy; nothing is computed yet.
+    // LOAD: every weight is read in now, as mlx-lm's load does (4-bit becomes f32 on a CPU).
     let (model, tokenizer) = lm::load(&run.model)?;
     let messages = [Message::user(&run.prompt)];
     let prompt = tokenizer.apply_chat_template(&messages, true, false)?;

@@ -46,6 +46,7 @@ impl Peer {
     }
 
     pub fn ensure_build(build: PeerBuild) -> Result<Self> {
+        crate::blas::init()?;
         let openblas = match build {
             PeerBuild::Matched => build_openblas()?,
             PeerBuild::Stock => None,
