@@ -349,7 +349,7 @@ fn forget_old_builds(dir: &Path, keep: usize) {
         .flatten()
         .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
         .collect();
-    builds.sort_by(|a, b| b.0.cmp(&a.0));
+    builds.sort_by_key(|build| std::cmp::Reverse(build.0));
     for (_, path) in builds
         .into_iter()
         .skip(keep)
