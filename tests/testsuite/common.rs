@@ -72,3 +72,32 @@ pub fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+/// From what `quest submit` printed: the `--before X --after Y` of its card command
+/// for lesson `id`, and the `shows-here` answer this machine's measured ratio (the
+/// `(×1.23)` on the medians line) gives.
+pub fn card_numbers(stdout: &str, id: &str) -> (String, String, &'static str) {
+    let line = stdout
+        .lines()
+        .find(|l| l.contains(&format!("quest card {id} --before")))
+        .unwrap_or_else(|| panic!("no card command in:\n{stdout}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let after = |flag: &str| words[words.iter().position(|w| *w == flag).unwrap() + 1].to_owned();
+    let medians = stdout
+        .lines()
+        .find(|l| l.contains("medians:"))
+        .expect(stdout);
+    let ratio: f64 = medians
+        .rsplit("(×")
+        .next()
+        .unwrap()
+        .trim_end_matches(')')
+        .parse()
+        .unwrap();
+    let shows = if ratio >= 1.10 {
+        "shows-here=yes"
+    } else {
+        "shows-here=no"
+    };
+    (after("--before"), after("--after"), shows)
+}

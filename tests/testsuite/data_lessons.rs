@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::common::{copy_dir, course_copy, home, quest_in, text};
+use crate::common::{card_numbers, copy_dir, course_copy, home, quest_in, text};
 
 /// The real course plus the fixture lessons `sleepy`, `reading` and `broken` in a
 /// track of their own.
@@ -35,17 +35,6 @@ fn course_with_data_lessons(name: &str) -> PathBuf {
     std::fs::create_dir_all(exercise.parent().unwrap()).unwrap();
     std::fs::write(&exercise, lesson.starting_code().unwrap()).unwrap();
     root
-}
-
-/// `--before X --after Y` as `quest submit` printed them in its card command.
-fn card_numbers(stdout: &str) -> (String, String) {
-    let line = stdout
-        .lines()
-        .find(|l| l.contains("quest card sleepy --before"))
-        .unwrap_or_else(|| panic!("no card command in:\n{stdout}"));
-    let words: Vec<&str> = line.split_whitespace().collect();
-    let after = |flag: &str| words[words.iter().position(|w| *w == flag).unwrap() + 1].to_owned();
-    (after("--before"), after("--after"))
 }
 
 #[test]
@@ -144,7 +133,7 @@ fn a_lesson_made_of_data_runs_submits_and_completes() {
         stdout.contains("growth of ms per token"),
         "the `also` metric: {stdout}"
     );
-    let (before, after) = card_numbers(&stdout);
+    let (before, after, _) = card_numbers(&stdout, "sleepy");
 
     let out = quest(&[
         "card",

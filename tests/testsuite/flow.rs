@@ -66,34 +66,6 @@ fn edited(original: &str) -> String {
     )
 }
 
-/// `--before X --after Y` from submit's card hint, and the answer to "did it show
-/// here?" from the measured ratio (`(×1.02)` on the medians line).
-fn measured(stdout: &str) -> (String, String, &'static str) {
-    let line = stdout
-        .lines()
-        .find(|l| l.contains("quest card mlx-path --before"))
-        .expect(stdout);
-    let words: Vec<&str> = line.split_whitespace().collect();
-    let after = |flag: &str| words[words.iter().position(|w| *w == flag).unwrap() + 1].to_owned();
-    let medians = stdout
-        .lines()
-        .find(|l| l.contains("medians:"))
-        .expect(stdout);
-    let ratio: f64 = medians
-        .rsplit("(×")
-        .next()
-        .unwrap()
-        .trim_end_matches(')')
-        .parse()
-        .unwrap();
-    let shows = if ratio >= 1.10 {
-        "shows-here=yes"
-    } else {
-        "shows-here=no"
-    };
-    (after("--before"), after("--after"), shows)
-}
-
 #[test]
 fn run_submit_card_status() {
     let home = common::home("flow");
@@ -170,7 +142,7 @@ fn run_submit_card_status() {
         stdout.contains("The same 8 greedy tokens as the reference"),
         "{stdout}"
     );
-    let (before, after, shows) = measured(&stdout);
+    let (before, after, shows) = common::card_numbers(&stdout, "mlx-path");
 
     // Invented numbers are refused, with what was measured.
     let out = quest(

@@ -3,35 +3,7 @@
 //! passed with its solution, the card's numbers and quiz answers accepted. Every
 //! edit goes to a copy of the course, never to the learner's exercises.
 
-use crate::common::{course_copy, home, quest_in, text};
-
-/// `--before X --after Y` from the card command `quest submit` printed, and the
-/// `shows-here` answer this machine's measured ratio (`(×1.23)`) gives.
-fn card_numbers(stdout: &str, id: &str) -> (String, String, &'static str) {
-    let line = stdout
-        .lines()
-        .find(|l| l.contains(&format!("quest card {id} --before")))
-        .unwrap_or_else(|| panic!("no card command in:\n{stdout}"));
-    let words: Vec<&str> = line.split_whitespace().collect();
-    let after = |flag: &str| words[words.iter().position(|w| *w == flag).unwrap() + 1].to_owned();
-    let medians = stdout
-        .lines()
-        .find(|l| l.contains("medians:"))
-        .expect(stdout);
-    let ratio: f64 = medians
-        .rsplit("(×")
-        .next()
-        .unwrap()
-        .trim_end_matches(')')
-        .parse()
-        .unwrap();
-    let shows = if ratio >= 1.10 {
-        "shows-here=yes"
-    } else {
-        "shows-here=no"
-    };
-    (after("--before"), after("--after"), shows)
-}
+use crate::common::{card_numbers, course_copy, home, quest_in, text};
 
 /// Submits the starting code (refused by the rules: returns what was printed), then
 /// the solution (passes), then the card with `answers`; checks the lesson completes.
