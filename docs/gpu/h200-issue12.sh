@@ -4,12 +4,17 @@
 # runs on the device machine (no network, no Rust) from the pieces carried in $B:
 # part-ab of the packed MLX tree (part-aa was left in /tmp/persist by the call before),
 # quest-<name>.xz binaries, and the mlx / mlx-lm wheels. Everything lands in $OUT.
+# Made here: the mlx-cuda-13 0.32.2 wheel unpacked, its mlx/lib/libmlx.so stripped
+# (strip --strip-unneeded), `tar c mlx | xz -9 | split -b 40M` (part-aa, part-ab: the
+# calls' 64 MiB limit), `tar c mlx_cuda_13.libs | xz` as libs.tar.xz (libmlx's LAPACK and
+# BLAS), each quest binary (built with MLX_DIR) xz-packed; the folder is ignored by git
+# and named in the call's carry.
 #   BINS="before after"   binaries to run `quest fit` with, in that order, one after the other
 #   SWEEP="20 40 …"       MLX_MAX_OPS_PER_BUFFER values for `quest fit` with the last binary
 #   SWEEP_MB="…"          MLX_MAX_MB_PER_BUFFER values (with the default ops) likewise
 #   SWEEP_SHAPES, SWEEP_ROUNDS   the sweep's shapes and rounds (fewer than the full fits)
-#   NCU_SHAPES="Qwen3-0.6B Qwen3-8B"  shapes profiled per kernel with ncu
-#   PY=1                  the Python peers (the seed's hand loop, mlx-lm generate_step)
+#   NCU_SHAPES="Qwen3-8B Qwen3-0.6B"  shapes profiled per kernel kind with ncu (NCU_TIMEOUT each)
+#   STEPS="fits py sweeps profile"   which parts run, in that order (py: the Python peers)
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 SITE=/opt/torch/.venv/lib/python3.12/site-packages
@@ -20,11 +25,13 @@ ROUNDS=${ROUNDS:-5}
 mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile "$B"/mlx-0.32.2-*.whl "$B"/mlx_lm-0.32.2-*.whl
 cat /tmp/persist/part-aa "$B"/part-ab | xz -d | tar x -C "$SITE"
+xz -dc "$B"/libs.tar.xz | tar x -C "$SITE"
 export LD_LIBRARY_PATH="$SITE/mlx/lib" QUEST_ROOT="$PWD"
 for bin in $BINS; do xz -dc "$B/quest-$bin.xz" > "/tmp/quest-$bin" && chmod +x "/tmp/quest-$bin"; done
 python3 -c 'import mlx.core as mx; print("mlx", mx.__version__, mx.default_device())'
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
 
+fits() {
 # 1. Each binary, all six shapes, full rounds, one after the other.
 for bin in $BINS; do
   echo "== quest-$bin fit"
@@ -32,8 +39,11 @@ for bin in $BINS; do
   cp target/quest-bench/fit-cuda.json "$OUT/fit-$bin.json"
 done
 
+}
+
+py() {
 # 2. The Python peers on the same shapes and prompt (as h200.sh).
-if [ "${PY:-1}" = 1 ]; then
+if true; then
   PROMPT=$(python3 -c 'print(",".join(str(1 + (i * 7919) % 1000) for i in range(16)))')
   last=$(echo $BINS | awk '{print $NF}')
   "/tmp/quest-$last" fit --configs > /tmp/configs.json
@@ -50,6 +60,9 @@ PY
   python3 -c 'import json, glob, os; print(json.dumps({os.path.basename(f)[3:-5]: json.load(open(f)) for f in glob.glob("/tmp/py-*.json")}))' > "$OUT/py-all.json"
 fi
 
+}
+
+sweeps() {
 # 3. MLX's CUDA buffer settings, with the last binary, on fewer shapes and rounds.
 last=$(echo $BINS | awk '{print $NF}')
 sweep() { # label, then env assignments
@@ -64,17 +77,22 @@ sweep() { # label, then env assignments
   [ -n "${SWEEP_EXTRA:-}" ] && for kv in $SWEEP_EXTRA; do sweep "$kv" "$kv"; done
 } 2>&1 | tee "$OUT/sweep.txt"
 
-# 4. GPU time per kernel: ncu over `quest fit` runs of 2 and 6 tokens (one round). A fit
-# decodes n - 1 steps in each of its three loops plus 2 warm-up steps, so the two runs
-# differ by 12 decode steps and nothing else; the difference per kernel name, over 12, is
-# the time per decoded token (ncu serializes kernels: launch gaps are not in it).
+}
+
+profile() {
+last=$(echo $BINS | awk '{print $NF}')
+# 4. GPU time per kernel kind: ncu over `quest fit --max-tokens 3 --rounds 1`; the kernels
+# between two argmax launches are one step, and ncu_per_token.py averages the decode
+# steps (ncu serializes kernels: launch gaps are not in it). The 8B shape needs about
+# 3 minutes under ncu.
 for shape in ${NCU_SHAPES:-}; do
-  for n in 2 6; do
-    timeout 200 ncu --clock-control none --metrics gpu__time_duration.sum --csv --print-units base \
-      "/tmp/quest-$last" fit --shapes "$shape" --max-tokens $n --rounds 1 \
-      > "/tmp/ncu-$shape-$n.csv" 2> "/tmp/ncu-$shape-$n.err"
-    echo "ncu $shape $n: rc=$? $(wc -l < /tmp/ncu-$shape-$n.csv) lines"
-  done
-  python3 "$HERE/ncu_per_token.py" "/tmp/ncu-$shape-2.csv" "/tmp/ncu-$shape-6.csv" 12 \
-    | tee "$OUT/ncu-$shape.txt"
-done 2>&1 | tee -a "$OUT/ncu.log"
+  timeout ${NCU_TIMEOUT:-200} ncu --clock-control none --metrics gpu__time_duration.sum --csv --print-units base \
+    "/tmp/quest-$last" fit --shapes "$shape" --max-tokens 3 --rounds 1 \
+    > "/tmp/ncu-$shape.csv" 2> "/tmp/ncu-$shape.err"
+  echo "ncu $shape: rc=$? $(wc -l < "/tmp/ncu-$shape.csv") lines"
+  python3 "$HERE/ncu_per_token.py" "/tmp/ncu-$shape.csv"
+done 2>&1 | tee -a "$OUT/ncu.txt"
+tar c -C /tmp $(cd /tmp && ls ncu-*.csv) | xz -1 > "$OUT/ncu-csv.tar.xz"
+}
+
+for step in ${STEPS:-fits py sweeps profile}; do "$step"; done

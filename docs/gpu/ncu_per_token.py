@@ -1,9 +1,12 @@
-"""GPU time per decoded token, by kernel kind, from two ncu runs of `quest fit` that differ
-only in the number of decoded tokens: everything else (model making, prefills, the copy
-bandwidth probe) is the same in both and cancels in the difference.
+"""GPU time per decoded token, by kernel kind, from an ncu run of `quest fit`
+(ncu --metrics gpu__time_duration.sum --csv --print-units base …).
 
-usage: ncu_per_token.py SHORT.csv LONG.csv EXTRA_DECODE_STEPS
-(ncu --metrics gpu__time_duration.sum --csv --print-units base …)
+Every forward pass ends with one argmax kernel, so the kernels between two argmax
+launches are one step. Decode steps all launch the same number of kernels (the most
+common step length); prefills and the model's making launch other counts and are left
+out. ncu serializes kernels, so this is device time alone: launch gaps are not in it.
+
+usage: ncu_per_token.py RUN.csv
 """
 import collections
 import csv
@@ -23,33 +26,28 @@ def kind(name):
         elif depth == 0:
             out.append(ch)
     name = "".join(out).strip()
-    name = re.sub(r"^(void|mlx::core::cu::|cu::)\s*", "", name)
+    name = re.sub(r"^void\s*", "", name)
     return name.split("::")[-1][:60] or "?"
 
 
-def load(path):
-    times, counts = collections.Counter(), collections.Counter()
-    with open(path) as f:
-        rows = csv.DictReader(line for line in f if line.startswith('"'))
-        for r in rows:
-            if r.get("Metric Name") != "gpu__time_duration.sum":
-                continue
-            k = kind(r["Kernel Name"])
-            times[k] += float(r["Metric Value"].replace(",", ""))  # ns
-            counts[k] += 1
-    return times, counts
-
-
-short, long_, steps = load(sys.argv[1]), load(sys.argv[2]), int(sys.argv[3])
 rows = []
-for k in set(long_[0]) | set(short[0]):
-    ns = (long_[0][k] - short[0][k]) / steps
-    n = (long_[1][k] - short[1][k]) / steps
-    if n > 0.01 or abs(ns) > 100:
-        rows.append((ns, n, k))
-rows.sort(reverse=True)
-total = sum(r[0] for r in rows)
-print(f"GPU time per decoded token: {total / 1e3:.1f} µs in {sum(r[1] for r in rows):.0f} kernels")
+with open(sys.argv[1]) as f:
+    for r in csv.DictReader(line for line in f if line.startswith('"')):
+        if r.get("Metric Name") == "gpu__time_duration.sum":
+            rows.append((kind(r["Kernel Name"]), float(r["Metric Value"].replace(",", ""))))
+ends = [i for i, (k, _) in enumerate(rows) if k.startswith("arg_reduce")]
+steps = [rows[a + 1 : b + 1] for a, b in zip(ends, ends[1:])]
+length = collections.Counter(len(s) for s in steps).most_common(1)[0][0]
+decode = [s for s in steps if len(s) == length]
+times, counts = collections.Counter(), collections.Counter()
+for step in decode:
+    for k, ns in step:
+        times[k] += ns / len(decode)
+        counts[k] += 1 / len(decode)
+total = sum(times.values())
+print(f"{len(decode)} decode steps of {length} kernels; GPU time per decoded token: "
+      f"{total / 1e3:.1f} µs")
 print(f"{'kernel kind':<60} {'µs/token':>9} {'share':>6} {'launches':>9} {'µs each':>8}")
-for ns, n, k in rows:
-    print(f"{k:<60} {ns / 1e3:>9.1f} {100 * ns / total:>5.1f}% {n:>9.1f} {ns / 1e3 / max(n, 1e-9):>8.2f}")
+for k, ns in times.most_common():
+    print(f"{k:<60} {ns / 1e3:>9.1f} {100 * ns / total:>5.1f}% {counts[k]:>9.0f} "
+          f"{ns / 1e3 / counts[k]:>8.2f}")
