@@ -17,6 +17,9 @@ pub struct ShapePoint {
     pub pipelined_tok_s: f64,
     pub hand: Vec<Measured>,
     pub pipelined: Vec<Measured>,
+    pub layers: usize,
+    /// The host's time per token in one more pipelined run (see [`loops::HostSplit`]).
+    pub host: loops::HostSplit,
 }
 
 impl ShapePoint {
@@ -27,6 +30,11 @@ impl ShapePoint {
     /// What the hand loop's per-token sync costs here: its extra ms per token.
     pub fn sync_ms(&self) -> f64 {
         1e3 / self.hand_tok_s - self.ms_per_token()
+    }
+
+    /// Host time (graph building and `async_eval`) per layer and token, in µs.
+    pub fn host_us_per_layer(&self) -> f64 {
+        (self.host.build_ms + self.host.eval_ms) * 1e3 / self.layers.max(1) as f64
     }
 }
 
@@ -67,6 +75,7 @@ pub fn run(options: &FitOptions, mut progress: impl FnMut(&str)) -> Result<Fit> 
             hand.push(loops::hand(&model, &prompt, options.max_tokens)?);
             pipelined.push(loops::pipelined(&model, &prompt, options.max_tokens)?);
         }
+        let host = loops::pipelined_split(&model, &prompt, options.max_tokens)?;
         let rate =
             |runs: &[Measured]| median(&runs.iter().map(|r| r.decode_tok_s).collect::<Vec<_>>());
         let point = ShapePoint {
@@ -76,6 +85,8 @@ pub fn run(options: &FitOptions, mut progress: impl FnMut(&str)) -> Result<Fit> 
             pipelined_tok_s: rate(&pipelined),
             hand,
             pipelined,
+            layers: model.num_layers(),
+            host,
         };
         progress(&format!(
             "{}: {:.0} MB/token, hand {:.2} tok/s, pipelined {:.2} tok/s",
@@ -155,6 +166,22 @@ impl Fit {
              (random weights: decode speed depends on shapes and bytes, not on the values)\n",
             self.fixed_ms, self.effective_gb_s, self.sync_cost_ms
         );
+        out += &format!(
+            "\nhost time per token (one more pipelined run): building the graph, then async_eval\n\
+             {:<14} {:>10} {:>10} {:>10} {:>10} {:>14}\n",
+            "shape", "build ms", "eval ms", "host ms", "wall ms", "host µs/layer"
+        );
+        for p in &self.points {
+            out += &format!(
+                "{:<14} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>14.1}\n",
+                p.shape,
+                p.host.build_ms,
+                p.host.eval_ms,
+                p.host.build_ms + p.host.eval_ms,
+                p.host.wall_ms,
+                p.host_us_per_layer()
+            );
+        }
         out
     }
 }

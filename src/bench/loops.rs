@@ -8,6 +8,7 @@ use anyhow::Result;
 use mlx_rs::ops::indexing::argmax_axis;
 use mlx_rs::transforms::async_eval;
 use mlx_rs::Array;
+use serde::Serialize;
 
 use super::Measured;
 use crate::lm::{self, Model};
@@ -65,6 +66,46 @@ pub fn pipelined_from(
     Ok((tokens, first))
 }
 
+/// Where the host's time goes in the pipelined loop, per decoded token: building the
+/// step's graph (`model.forward` and the argmax, lazily: no kernel runs), and
+/// `async_eval` (MLX turning that graph into kernels and queueing them). `wall_ms` is the
+/// whole decode time per token, the wait for the last tokens included: where it is about
+/// `build_ms + eval_ms`, the host is the bottleneck; where it is larger, the device is.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct HostSplit {
+    pub build_ms: f64,
+    pub eval_ms: f64,
+    pub wall_ms: f64,
+}
+
+/// The pipelined loop once more, with the host's time split (see [`HostSplit`]).
+pub fn pipelined_split(model: &Model, prompt: &[u32], n: usize) -> Result<HostSplit> {
+    let mut cache = lm::make_prompt_cache(model);
+    let mut y = next_token(model, &lm::tokens_array(prompt), &mut cache)?;
+    y.item_exact::<u32>();
+    let first = Instant::now();
+    let (mut build, mut eval) = (0.0, 0.0);
+    let mut pending = Vec::with_capacity(n);
+    for _ in 1..n {
+        let t0 = Instant::now();
+        y = next_token(model, &y.reshape(&[1, 1])?, &mut cache)?;
+        let t1 = Instant::now();
+        async_eval([&y])?;
+        build += (t1 - t0).as_secs_f64();
+        eval += t1.elapsed().as_secs_f64();
+        pending.push(y.clone());
+    }
+    for t in &pending {
+        t.item_exact::<u32>();
+    }
+    let steps = n.saturating_sub(1).max(1) as f64;
+    Ok(HostSplit {
+        build_ms: build * 1e3 / steps,
+        eval_ms: eval * 1e3 / steps,
+        wall_ms: first.elapsed().as_secs_f64() * 1e3 / steps,
+    })
+}
+
 /// Decode rate over the tokens after the first (timed from `first`), TTFT up to `first`.
 pub fn measured(start: Instant, first: Instant, tokens: Vec<u32>, token_ms: Vec<f64>) -> Measured {
     let decode_s = first.elapsed().as_secs_f64();
@@ -78,5 +119,28 @@ pub fn measured(start: Instant, first: Instant, tokens: Vec<u32>, token_ms: Vec<
         },
         tokens,
         token_ms,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::random;
+
+    #[test]
+    fn the_host_split_is_timed_and_the_loops_agree() {
+        let config = serde_json::json!({"model_type": "llama", "hidden_size": 64,
+            "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
+            "intermediate_size": 128, "vocab_size": 256, "rms_norm_eps": 1e-5,
+            "rope_theta": 10000.0, "tie_word_embeddings": true});
+        let model = random::model(&config, 0).unwrap();
+        let prompt: Vec<u32> = random::prompt(4).iter().map(|t| t % 256).collect();
+        let split = pipelined_split(&model, &prompt, 5).unwrap();
+        assert!(split.build_ms > 0.0 && split.eval_ms > 0.0, "{split:?}");
+        // The whole decode includes the host's part of it.
+        assert!(split.wall_ms >= split.build_ms + split.eval_ms, "{split:?}");
+        let hand = hand(&model, &prompt, 5).unwrap();
+        let pipelined = pipelined(&model, &prompt, 5).unwrap();
+        assert_eq!(hand.tokens, pipelined.tokens);
     }
 }

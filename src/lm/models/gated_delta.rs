@@ -15,11 +15,12 @@
 
 use anyhow::{ensure, Result};
 use mlx_rs::fast::rms_norm;
-use mlx_rs::nn::{silu, softplus};
+use mlx_rs::nn::softplus;
 use mlx_rs::ops::indexing::IndexOp;
 use mlx_rs::ops::{concatenate, conv1d, sigmoid, split_at_indices, stack, zeros_dtype};
 use mlx_rs::{Array, Dtype};
 
+use super::activations::silu;
 use crate::lm::cache::RecurrentCache;
 use crate::lm::weights::{Linear, Quantization, Weights};
 
@@ -110,7 +111,7 @@ impl GatedDeltaNet {
         };
         let conv_input = concatenate(&[previous, qkv], 1)?;
         let conv_len = conv_input.shape()[1];
-        let conv_out = silu(conv1d(
+        let conv_out = silu(&conv1d(
             &conv_input,
             &self.conv_weight,
             1,
@@ -223,7 +224,7 @@ fn recurrence(
 /// RMS-normalizes `y` per head, then gates it with `silu(z)` (in float32, as mlx-lm).
 fn gated_rms_norm(y: &Array, z: &Array, weight: &Array, eps: f32) -> Result<Array> {
     let normed = rms_norm(y, Some(weight), eps)?;
-    let gate = silu(z.as_dtype(Dtype::Float32)?)?;
+    let gate = silu(&z.as_dtype(Dtype::Float32)?)?;
     Ok(gate
         .multiply(normed.as_dtype(Dtype::Float32)?)?
         .as_dtype(y.dtype())?)

@@ -1,5 +1,6 @@
 //! One file per architecture (config + sanitize), one shared decoder.
 
+pub mod activations;
 pub mod gated_delta;
 pub mod llama;
 pub mod qwen3;

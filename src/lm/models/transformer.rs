@@ -5,10 +5,10 @@
 
 use anyhow::{bail, ensure, Result};
 use mlx_rs::fast::{rms_norm, rope, scaled_dot_product_attention, ScaledDotProductAttentionMask};
-use mlx_rs::nn::silu;
 use mlx_rs::ops::sigmoid;
 use mlx_rs::Array;
 
+use super::activations::swiglu;
 use super::gated_delta::{GatedDeltaNet, GatedDeltaShape};
 use crate::lm::cache::{KvCache, LayerCache, RecurrentCache};
 use crate::lm::weights::{Embedding, Fused, Linear, Quantization, Weights};
@@ -181,8 +181,7 @@ impl Mlp {
 
     fn forward(&self, x: &Array) -> Result<Array> {
         let gate_up = self.gate_up_proj.forward(x)?;
-        let gate = silu(&gate_up[0])?;
-        self.down_proj.forward(&gate.multiply(&gate_up[1])?)
+        self.down_proj.forward(&swiglu(&gate_up[0], &gate_up[1])?)
     }
 
     fn nbytes(&self) -> usize {
