@@ -22,8 +22,7 @@ use crate::course::Metric;
 /// Bumped whenever a field of [`Report`] changes meaning.
 pub const REPORT_SCHEMA: u32 = 2;
 
-pub const DEFAULT_PROMPT: &str = "What is the capital of France? Answer in one sentence.";
-pub const DEFAULT_MAX_TOKENS: usize = 32;
+pub use crate::course::spec::{DEFAULT_MAX_TOKENS, DEFAULT_PROMPT};
 
 /// What quest asks an exercise to do.
 pub struct Exercise {

@@ -53,11 +53,16 @@ pub struct LessonSpec {
 fn default_model() -> String {
     "smollm2-135m-instruct".into()
 }
+/// The prompt and token count of a lesson that names none; an exercise run by hand
+/// uses them too.
+pub const DEFAULT_PROMPT: &str = "What is the capital of France? Answer in one sentence.";
+pub const DEFAULT_MAX_TOKENS: usize = 32;
+
 fn default_prompt() -> String {
-    "What is the capital of France? Answer in one sentence.".into()
+    DEFAULT_PROMPT.into()
 }
 fn default_max_tokens() -> usize {
-    32
+    DEFAULT_MAX_TOKENS
 }
 
 /// Where an effect can show: any CPU, or any GPU (Metal or CUDA).
