@@ -308,6 +308,10 @@ pub fn build(workspace: &Path, source: &Path, quiet: bool) -> Result<PathBuf> {
         .open(&lock_path)
         .with_context(|| format!("could not open {}", lock_path.display()))?;
     fs4::FileExt::lock(&lock).with_context(|| format!("could not lock {}", lock_path.display()))?;
+    // Another quest may have built the same source while this one waited.
+    if kept.is_file() {
+        return Ok(kept);
+    }
     let source = std::path::absolute(source)?;
     let mut cargo = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cargo
