@@ -23,7 +23,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 /tmp/quest fit --shapes all --max-tokens "${TOKENS:-64}" --rounds "${ROUNDS:-5}" 2>&1 | tee "$OUT/rust-fit.txt"
 cp target/quest-bench/fit-cuda.json "$OUT/"
 
-# Python: the seed's hand loop and mlx-lm's generate_step on the same shapes and prompt.
+# Python: the original lesson's Python hand loop and mlx-lm's generate_step on the same shapes and prompt.
 PROMPT=$(python3 -c 'print(",".join(str(1 + (i * 7919) % 1000) for i in range(16)))')
 /tmp/quest fit --configs > /tmp/configs.json
 for shape in $(python3 -c 'import json; print(" ".join(json.load(open("/tmp/configs.json"))))'); do

@@ -1,6 +1,6 @@
 //! `quest bench <lesson>`: the lesson's loops side by side on one model, prompt and
 //! token count — the Rust hand loop, the Rust pipelined loop (the solution), the
-//! learner's exercise, and the Python peers on mlx-lm (the seed's hand loop and
+//! learner's exercise, and the Python peers on mlx-lm (the original lesson's Python hand loop and
 //! `generate_step`, what `stream_generate` runs) — interleaved round by round after a
 //! warm-up, as medians with min–max, ratios, and fractions of the decode ceiling.
 

@@ -3,7 +3,7 @@
 Loads a llama GGUF into an mlx-lm model (MLX's own GGUF reader, names mapped, llama.cpp's
 Q/K permutation undone, 4/8-bit affine with float32 scales) or builds a random-weights model
 from a config, then times, for the prompt ids it is given:
-  hand       the seed's hand loop: model(y[None], cache), argmax, y.item() every token
+  hand       the original lesson's Python hand loop: model(y[None], cache), argmax, y.item() every token
   generate   mlx_lm.generate.generate_step (what stream_generate runs), greedy
 --weights dense dequantizes every quantized layer to float32 at load (quest's CPU default),
 --weights quantized keeps mlx-lm's layout. Prints one JSON object: per loop, per round,

@@ -121,7 +121,7 @@ impl Peer {
         })
     }
 
-    /// One round of the seed's hand loop and mlx-lm's `generate_step`, on `model`
+    /// One round of the original lesson's Python hand loop and mlx-lm's `generate_step`, on `model`
     /// (a GGUF file or an MLX directory), in the weight layout the Rust side ran.
     pub fn round(
         &self,

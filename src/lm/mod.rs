@@ -1,5 +1,5 @@
 //! `quest::lm`: a small mlx-lm in Rust. The API reads like the Python one, so the
-//! lesson's Rust loop and the seed's Python loop line up:
+//! lesson's Rust loop and the original lesson's Python loop line up:
 //!
 //! ```text
 //! let (model, tokenizer) = lm::load("smollm2-135m-instruct")?;
