@@ -177,7 +177,12 @@ pub fn load_with(model: &str, layout: WeightLayout) -> Result<(Model, Tokenizer)
 /// is only recorded. The first forward pass computes them, once: its arrays keep the
 /// results, so later passes run as after [`load`]. Same layout, same tokens.
 pub fn load_lazy(model: &str) -> Result<(Model, Tokenizer)> {
-    load_source(model, WeightLayout::from_env()?, true)
+    load_lazy_with(model, WeightLayout::from_env()?)
+}
+
+/// [`load_lazy`] with an explicit weight layout.
+pub fn load_lazy_with(model: &str, layout: WeightLayout) -> Result<(Model, Tokenizer)> {
+    load_source(model, layout, true)
 }
 
 fn load_source(model: &str, layout: WeightLayout, lazy: bool) -> Result<(Model, Tokenizer)> {
