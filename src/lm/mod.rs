@@ -158,8 +158,8 @@ fn remember(model: &Model) {
 }
 
 /// Loads a model and its tokenizer: a known name, a GGUF file, an MLX directory or a
-/// Hugging Face repo id from the local cache. Every weight is read in (as mlx-lm's `load`
-/// does), in the layout `QUEST_WEIGHTS` asks for ([`WeightLayout`]: by default dense f32
+/// Hugging Face repo id from the local cache. Every weight is read in and evaluated (as
+/// mlx-lm's `load` does; [`load_lazy`] evaluates nothing), in the layout `QUEST_WEIGHTS` asks for ([`WeightLayout`]: by default dense f32
 /// on the CPU, quantized as stored on a GPU).
 pub fn load(model: &str) -> Result<(Model, Tokenizer)> {
     load_with(model, WeightLayout::from_env()?)
