@@ -2,7 +2,7 @@
 //! lesson's Rust loop and the original lesson's Python loop line up:
 //!
 //! ```text
-//! let (model, tokenizer) = lm::load("smollm2-135m-instruct")?;
+//! let (model, tokenizer) = lm::load("smollm2-135m-instruct")?;  // or lm::load_lazy
 //! let mut cache = lm::make_prompt_cache(&model);
 //! let logits = model.forward(&prompt, &mut cache)?;
 //! ```
@@ -158,8 +158,8 @@ fn remember(model: &Model) {
 }
 
 /// Loads a model and its tokenizer: a known name, a GGUF file, an MLX directory or a
-/// Hugging Face repo id from the local cache. Every weight is read in (as mlx-lm's `load`
-/// does), in the layout `QUEST_WEIGHTS` asks for ([`WeightLayout`]: by default dense f32
+/// Hugging Face repo id from the local cache. Every weight is read in and evaluated (as
+/// mlx-lm's `load` does; [`load_lazy`] evaluates nothing), in the layout `QUEST_WEIGHTS` asks for ([`WeightLayout`]: by default dense f32
 /// on the CPU, quantized as stored on a GPU).
 pub fn load(model: &str) -> Result<(Model, Tokenizer)> {
     load_with(model, WeightLayout::from_env()?)
@@ -167,9 +167,31 @@ pub fn load(model: &str) -> Result<(Model, Tokenizer)> {
 
 /// [`load`] with an explicit weight layout.
 pub fn load_with(model: &str, layout: WeightLayout) -> Result<(Model, Tokenizer)> {
+    load_source(model, layout, false)
+}
+
+/// [`load`], lazily: the model is built from lazy arrays and nothing is evaluated.
+/// What the file format lets MLX defer stays deferred (safetensors are read from disk
+/// when first needed; MLX's GGUF reader copies the tensors as it opens the file), and
+/// every cast, dequantization (to dense f32 on the CPU) and stacking of fused matrices
+/// is only recorded. The first forward pass computes them, once: its arrays keep the
+/// results, so later passes run as after [`load`]. Same layout, same tokens.
+pub fn load_lazy(model: &str) -> Result<(Model, Tokenizer)> {
+    load_lazy_with(model, WeightLayout::from_env()?)
+}
+
+/// [`load_lazy`] with an explicit weight layout.
+pub fn load_lazy_with(model: &str, layout: WeightLayout) -> Result<(Model, Tokenizer)> {
+    load_source(model, layout, true)
+}
+
+fn load_source(model: &str, layout: WeightLayout, lazy: bool) -> Result<(Model, Tokenizer)> {
     match hub::resolve(model)? {
-        ModelSource::Directory(dir) => load_dir_with(&dir, layout),
-        ModelSource::Gguf(file) => load_gguf_with(&file, layout),
+        ModelSource::Directory(dir) => {
+            let model = model_dir(&dir, layout, lazy)?;
+            Ok((model, Tokenizer::from_dir(&dir)?))
+        }
+        ModelSource::Gguf(file) => gguf_file(&file, layout, lazy),
     }
 }
 
@@ -192,7 +214,7 @@ pub fn load_dir(dir: &Path) -> Result<(Model, Tokenizer)> {
 }
 
 pub fn load_dir_with(dir: &Path, layout: WeightLayout) -> Result<(Model, Tokenizer)> {
-    let model = load_model_dir_with(dir, layout)?;
+    let model = model_dir(dir, layout, false)?;
     let tokenizer = Tokenizer::from_dir(dir)?;
     Ok((model, tokenizer))
 }
@@ -203,6 +225,10 @@ pub fn load_model_dir(dir: &Path) -> Result<Model> {
 }
 
 pub fn load_model_dir_with(dir: &Path, layout: WeightLayout) -> Result<Model> {
+    model_dir(dir, layout, false)
+}
+
+fn model_dir(dir: &Path, layout: WeightLayout, lazy: bool) -> Result<Model> {
     let config_path = dir.join("config.json");
     let text = std::fs::read_to_string(&config_path)
         .with_context(|| format!("could not read {}", config_path.display()))?;
@@ -228,6 +254,7 @@ pub fn load_model_dir_with(dir: &Path, layout: WeightLayout) -> Result<Model> {
     }
     let mut weights = Weights::new(tensors, dir, Backend::detect().float_dtype());
     prepare(&mut weights, layout)?;
+    weights.lazy = lazy;
     let model = Model::from_config(&config, weights)
         .with_context(|| format!("loading the model in {}", dir.display()))?;
     remember(&model);
@@ -239,10 +266,15 @@ pub fn load_gguf(file: &Path) -> Result<(Model, Tokenizer)> {
 }
 
 pub fn load_gguf_with(file: &Path, layout: WeightLayout) -> Result<(Model, Tokenizer)> {
+    gguf_file(file, layout, false)
+}
+
+fn gguf_file(file: &Path, layout: WeightLayout, lazy: bool) -> Result<(Model, Tokenizer)> {
     let gguf = gguf::Gguf::open(file)?;
     let config = gguf.config()?;
     let mut weights = gguf.weights(&config, Backend::detect().float_dtype())?;
     prepare(&mut weights, layout)?;
+    weights.lazy = lazy;
     let model = Model::from_config(&config, weights)
         .with_context(|| format!("loading {}", file.display()))?;
     remember(&model);

@@ -25,6 +25,10 @@ pub struct Weights {
     /// Dequantize quantized matrices to `float_dtype` as they are taken (see
     /// [`crate::lm::WeightLayout`]).
     pub dense: bool,
+    /// Leave every weight a lazy array: nothing is read, cast, dequantized or stacked
+    /// at load; the first forward pass that needs a weight computes it, once (see
+    /// [`crate::lm::load_lazy`]).
+    pub lazy: bool,
     /// Everything handed out, to evaluate in one go when loading is done.
     taken: Vec<Array>,
 }
@@ -36,6 +40,7 @@ impl Weights {
             source: source.to_path_buf(),
             float_dtype,
             dense: false,
+            lazy: false,
             taken: Vec::new(),
         }
     }
@@ -161,10 +166,14 @@ impl Weights {
             let weight = dequantize(&weight, &scales, &biases, q.group_size, bits)
                 .and_then(|w| w.as_dtype(self.float_dtype))
                 .with_context(|| format!("dequantizing {prefix} in {}", self.source.display()))?;
-            // Evaluated now, so the packed arrays are freed as loading goes on.
-            mlx_rs::transforms::eval([&weight]).with_context(|| {
-                format!("could not read the weights of {}", self.source.display())
-            })?;
+            // Evaluated now, so the packed arrays are freed as loading goes on (unless
+            // lazy: then the first forward pass dequantizes it, and the packed arrays
+            // stay in memory until then).
+            if !self.lazy {
+                mlx_rs::transforms::eval([&weight]).with_context(|| {
+                    format!("could not read the weights of {}", self.source.display())
+                })?;
+            }
             return Ok(Linear::Dense {
                 weight_t: weight.t(),
                 bias,
@@ -188,10 +197,13 @@ impl Weights {
     }
 
     /// Reads every weight in (as mlx-lm's `load` does, so the first forward pass times the
-    /// model, not the disk and the dtype casts). Anything left over means the loader and
-    /// the file disagree about the architecture.
+    /// model, not the disk and the dtype casts); when lazy, reads nothing. Anything left
+    /// over means the loader and the file disagree about the architecture.
     pub fn finish(self) -> Result<()> {
         let mut left: Vec<_> = self.tensors.into_keys().collect();
+        if left.is_empty() && self.lazy {
+            return Ok(());
+        }
         if left.is_empty() {
             mlx_rs::transforms::eval(self.taken.iter()).with_context(|| {
                 format!("could not read the weights of {}", self.source.display())
@@ -334,6 +346,12 @@ pub enum Fused {
 
 impl Fused {
     pub fn new(parts: Vec<Linear>) -> Result<Self> {
+        Self::build(parts, true)
+    }
+
+    /// [`Fused::new`]; with `eval` false the stacked matrix stays lazy, for the first
+    /// forward pass to compute (`Fused::build(parts, !weights.lazy)`).
+    pub fn build(parts: Vec<Linear>, eval: bool) -> Result<Self> {
         let Some(stacked) = Self::stack(&parts)? else {
             return Ok(Fused::Separate(parts));
         };
@@ -347,7 +365,9 @@ impl Fused {
             .take(parts.len() - 1)
             .collect();
         // Materialize now: the parts' memory is freed, and the first step does not pay.
-        mlx_rs::transforms::eval(stacked.arrays())?;
+        if eval {
+            mlx_rs::transforms::eval(stacked.arrays())?;
+        }
         Ok(Fused::One {
             linear: stacked,
             splits,

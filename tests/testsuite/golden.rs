@@ -97,10 +97,27 @@ fn the_default_layout_is_dense_on_the_cpu() {
     assert_eq!(loaded.weight_bytes, model.weight_bytes() as u64);
 }
 
+/// `lm::load_lazy` evaluates nothing at load; the first forward pass computes the
+/// weights, and the tokens and logits are those of the eager load.
+#[test]
+fn smollm2_gguf_lazy_matches_mlx_lm() {
+    check_smollm2_loaded(WeightLayout::Dense, "dense-f32", true);
+    check_smollm2_loaded(WeightLayout::Quantized, "quantized", true);
+}
+
 fn check_smollm2(layout: WeightLayout, expected_layout: &str) {
+    check_smollm2_loaded(layout, expected_layout, false)
+}
+
+fn check_smollm2_loaded(layout: WeightLayout, expected_layout: &str, lazy: bool) {
     let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
     let g = golden("smollm2");
-    let (model, tokenizer) = lm::load_with(lm::DEFAULT_MODEL, layout).unwrap();
+    let load = if lazy {
+        lm::load_lazy_with
+    } else {
+        lm::load_with
+    };
+    let (model, tokenizer) = load(lm::DEFAULT_MODEL, layout).unwrap();
     assert_eq!(model.weights, expected_layout);
     if layout == WeightLayout::Dense {
         // 134.5M parameters at 4 bytes: what a decode step reads.

@@ -64,3 +64,9 @@ fn lazy_prefill_from_starting_code_to_card() {
     let refused = journey("lazy-prefill", &["skipped=head", "saved=arithmetic"]);
     insta::assert_snapshot!("lazy_prefill_refused", refused);
 }
+
+#[test]
+fn mapped_lazy_from_starting_code_to_card() {
+    let refused = journey("mapped-lazy", &["paid-by=first-forward"]);
+    insta::assert_snapshot!("mapped_lazy_refused", refused);
+}

@@ -94,11 +94,14 @@ impl Attention {
             None
         };
         Ok(Self {
-            qkv_proj: Fused::new(vec![
-                w.linear(&format!("{p}.q_proj"), q)?,
-                w.linear(&format!("{p}.k_proj"), q)?,
-                w.linear(&format!("{p}.v_proj"), q)?,
-            ])?,
+            qkv_proj: Fused::build(
+                vec![
+                    w.linear(&format!("{p}.q_proj"), q)?,
+                    w.linear(&format!("{p}.k_proj"), q)?,
+                    w.linear(&format!("{p}.v_proj"), q)?,
+                ],
+                !w.lazy,
+            )?,
             o_proj: w.linear(&format!("{p}.o_proj"), q)?,
             qk_norm,
             output_gate: s.attention_output_gate,
@@ -171,10 +174,13 @@ struct Mlp {
 impl Mlp {
     fn load(w: &mut Weights, p: &str, q: Option<Quantization>) -> Result<Self> {
         Ok(Self {
-            gate_up_proj: Fused::new(vec![
-                w.linear(&format!("{p}.gate_proj"), q)?,
-                w.linear(&format!("{p}.up_proj"), q)?,
-            ])?,
+            gate_up_proj: Fused::build(
+                vec![
+                    w.linear(&format!("{p}.gate_proj"), q)?,
+                    w.linear(&format!("{p}.up_proj"), q)?,
+                ],
+                !w.lazy,
+            )?,
             down_proj: w.linear(&format!("{p}.down_proj"), q)?,
         })
     }

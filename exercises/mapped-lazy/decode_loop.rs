@@ -1,0 +1,43 @@
+// mapped-lazy: a load that does all the work up front.
+//
+// `lm::load` builds the model and then evaluates every weight: on the CPU it
+// dequantizes each 4-bit matrix to f32 and stacks the fused ones, before the clock
+// for the first token starts. Your task (see the lesson): load lazily, so that load
+// only records that work, and measure who pays for it.
+
+use anyhow::Result;
+use mlx_rs::ops::indexing::argmax_axis;
+use quest::lab::{Exercise, Timer};
+use quest::lm::{self, Message};
+
+fn main() -> Result<()> {
+    let run = Exercise::from_env()?;
+
+    // LOAD: every weight is read in and computed now, as mlx-lm's load does.
+    let (model, tokenizer) = lm::load(&run.model)?;
+    let messages = [Message::user(&run.prompt)];
+    let prompt = tokenizer.apply_chat_template(&messages, true, false)?;
+    let prompt_ids = tokenizer.encode(&prompt)?;
+    let mut cache = lm::make_prompt_cache(&model);
+    // The clock for the first token starts here: everything above is load time.
+    let mut timer = Timer::start();
+
+    // PREFILL: the whole prompt in one forward pass.
+    let logits = model.forward(&lm::tokens_array(&prompt_ids), &mut cache)?;
+    let mut y = argmax_axis(lm::last_position(&logits), -1, None)?;
+    let mut tokens = vec![y.item_exact::<u32>()];
+    timer.first_token();
+
+    // DECODE: one token in, one token out.
+    for _ in 1..run.max_tokens {
+        let logits = model.forward(&y.reshape(&[1, 1])?, &mut cache)?;
+        y = argmax_axis(lm::last_position(&logits), -1, None)?;
+        tokens.push(y.item_exact::<u32>());
+        timer.token(); // this token is on the host: one per-token time
+    }
+    timer.done();
+
+    let text = tokenizer.decode(lm::until_eos(&tokens, &tokenizer))?;
+    println!("{text}");
+    run.report(&timer, prompt_ids.len(), &tokens, &text)
+}
