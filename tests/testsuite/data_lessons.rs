@@ -135,53 +135,18 @@ fn a_lesson_made_of_data_runs_submits_and_completes() {
     );
     let (before, after, _) = card_numbers(&stdout, "sleepy");
 
-    let out = quest(&[
-        "card",
-        "sleepy",
-        "--before",
-        "1000",
-        "--after",
-        &after,
-        "--answer",
-        "term=fixed",
-    ]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        text(&out).0.contains("is not within 15 %"),
-        "{}",
-        text(&out).0
-    );
-    let out = quest(&[
-        "card",
-        "sleepy",
-        "--before",
-        &before,
-        "--after",
-        &after,
-        "--answer",
-        "term=bytes",
-    ]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        text(&out).0.contains("Sleeping reads no bytes."),
-        "{}",
-        text(&out).0
-    );
-    let out = quest(&[
-        "card",
-        "sleepy",
-        "--before",
-        &before,
-        "--after",
-        &after,
-        "--answer",
-        "terms=fixed",
-    ]);
-    assert!(
-        text(&out).0.contains("no question `terms`"),
-        "{}",
-        text(&out).0
-    );
+    // A refused card says why, and saves nothing.
+    let refused = |before: &str, answer: &str, why: &str| {
+        let out = quest(&[
+            "card", "sleepy", "--before", before, "--after", &after, "--answer", answer,
+        ]);
+        let (stdout, _) = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{stdout}");
+        assert!(stdout.contains(why), "{why}: {stdout}");
+    };
+    refused("1000", "term=fixed", "is not within 15 %");
+    refused(&before, "term=bytes", "Sleeping reads no bytes.");
+    refused(&before, "terms=fixed", "no question `terms`");
     let out = quest(&[
         "card", "sleepy", "--before", &before, "--after", &after, "--term", "fixed",
     ]);
