@@ -261,7 +261,8 @@ pub fn workspace_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn target_dir(workspace: &Path) -> PathBuf {
+/// Where cargo builds in `workspace` (`CARGO_TARGET_DIR` when set).
+pub fn target_dir(workspace: &Path) -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| workspace.join("target"), PathBuf::from)
 }
 
