@@ -51,7 +51,8 @@ impl Exercise {
         })
     }
 
-    /// Writes the report for quest (or prints the numbers when run by hand).
+    /// Writes the report for quest (or prints the numbers when run by hand): one
+    /// sequence's tokens.
     pub fn report(
         &self,
         timer: &Timer,
@@ -59,6 +60,25 @@ impl Exercise {
         tokens: &[u32],
         text: &str,
     ) -> Result<()> {
+        self.report_rows(timer, prompt_tokens, &[tokens.to_vec()], text)
+    }
+
+    /// [`Exercise::report`] for a batch: the tokens of each sequence (row), all of one
+    /// length, decoded together (each step wrote one token to every row). The decode rate
+    /// counts every row's tokens; `text` is row 0's.
+    pub fn report_rows(
+        &self,
+        timer: &Timer,
+        prompt_tokens: usize,
+        rows: &[Vec<u32>],
+        text: &str,
+    ) -> Result<()> {
+        let tokens = rows.first().cloned().unwrap_or_default();
+        anyhow::ensure!(
+            rows.iter().all(|row| row.len() == tokens.len()),
+            "every row of a batch writes one token per step, but these rows hold {:?} tokens",
+            rows.iter().map(Vec::len).collect::<Vec<_>>()
+        );
         let loaded = crate::lm::last_loaded();
         let report = Report {
             schema: REPORT_SCHEMA,
@@ -72,9 +92,15 @@ impl Exercise {
                 .as_secs_f64()
                 * 1e3,
             ttft_ms: timer.ttft().as_secs_f64() * 1e3,
-            decode_tok_s: timer.decode_tok_s(tokens.len()),
+            decode_tok_s: timer.decode_tok_s(tokens.len()) * rows.len().max(1) as f64,
             token_ms: timer.token_ms(),
-            tokens: tokens.to_vec(),
+            tokens,
+            batch: rows.len().max(1),
+            rows: if rows.len() > 1 {
+                rows.to_vec()
+            } else {
+                Vec::new()
+            },
             text: text.to_owned(),
             weights: loaded
                 .as_ref()
@@ -92,6 +118,13 @@ impl Exercise {
                     report.weights,
                     report.weight_bytes_per_token as f64 / 1e6
                 );
+                if report.batch > 1 {
+                    println!(
+                        "batch {}: {:.2} tok/s per sequence",
+                        report.batch,
+                        report.metric(Metric::PerSeqTokS).unwrap_or_default()
+                    );
+                }
                 if let Some(growth) = report.metric(Metric::MsPerTokenGrowth) {
                     println!(
                         "{:.2} ms per token, growing {growth:.2} ms per 100 tokens",
@@ -181,12 +214,21 @@ pub struct Report {
     pub generated_tokens: usize,
     pub load_ms: f64,
     pub ttft_ms: f64,
+    /// Tokens after the first over the time after the first, every row of a batch
+    /// counted: the machine's total decode rate.
     pub decode_tok_s: f64,
     /// The time of each token after the first, when the exercise marked them
     /// ([`Timer::token`]).
     #[serde(default)]
     pub token_ms: Vec<f64>,
+    /// The generated tokens (of row 0, in a batch).
     pub tokens: Vec<u32>,
+    /// How many sequences were decoded together (1 in reports from before batches).
+    #[serde(default = "one")]
+    pub batch: usize,
+    /// In a batch, every row's tokens (row 0 is `tokens`); empty for one sequence.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rows: Vec<Vec<u32>>,
     pub text: String,
     /// How the model's matrices were held: `dense-f32`, `dense-f16` or `quantized` (see
     /// `lm::WeightLayout`); empty in reports from before it was recorded.
@@ -197,12 +239,17 @@ pub struct Report {
     pub weight_bytes_per_token: u64,
 }
 
+fn one() -> usize {
+    1
+}
+
 impl Report {
     /// A named number from this run; `None` when the run did not measure it
     /// (per-token metrics need [`Timer::token`]).
     pub fn metric(&self, metric: Metric) -> Option<f64> {
         let value = match metric {
             Metric::DecodeTokS => self.decode_tok_s,
+            Metric::PerSeqTokS => self.decode_tok_s / self.batch.max(1) as f64,
             Metric::TtftMs => self.ttft_ms,
             Metric::LoadMs => self.load_ms,
             Metric::MsPerToken if self.token_ms.is_empty() => {
@@ -511,6 +558,8 @@ mod tests {
             decode_tok_s,
             token_ms,
             tokens: vec![],
+            batch: 1,
+            rows: vec![],
             text: String::new(),
             weights: "dense-f32".into(),
             weight_bytes_per_token: 540_000_000,

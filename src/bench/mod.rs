@@ -5,6 +5,7 @@
 //! warm-up, as medians with min–max, ratios, and fractions of the decode ceiling.
 
 pub mod bandwidth;
+pub mod batch;
 pub mod fit;
 pub mod loops;
 pub mod peer;

@@ -40,6 +40,7 @@ pub fn correct_answer(question: &Question, measured: Option<f64>) -> Option<Stri
         Answer::Is(answer) => Some(answer.clone()),
         Answer::Measured {
             measured: MeasuredAnswer::EffectShows,
+            ..
         } => measured.map(|ratio| {
             if ratio >= EFFECT_SHOWS_RATIO {
                 "yes".into()
@@ -47,6 +48,16 @@ pub fn correct_answer(question: &Question, measured: Option<f64>) -> Option<Stri
                 "no".into()
             }
         }),
+        Answer::Measured {
+            measured: MeasuredAnswer::Improvement,
+            from,
+        } => {
+            let ratio = measured?;
+            from.iter()
+                .filter(|(_, &least)| ratio >= least)
+                .max_by(|a, b| a.1.total_cmp(b.1))
+                .map(|(choice, _)| choice.clone())
+        }
     }
 }
 
@@ -83,5 +94,21 @@ mod tests {
         let fixed: Question =
             serde_yaml::from_str("{id: term, choices: [fixed, bytes], answer: fixed}").unwrap();
         assert_eq!(correct_answer(&fixed, None).as_deref(), Some("fixed"));
+    }
+
+    #[test]
+    fn an_improvement_answer_is_the_band_it_falls_in() {
+        let question: Question = serde_yaml::from_str(
+            "{id: gain, choices: [none, some, big], \
+              answer: {measured: improvement, from: {big: 3.0, some: 1.5, none: 0}}}",
+        )
+        .unwrap();
+        let answer = |ratio| correct_answer(&question, Some(ratio));
+        assert_eq!(answer(3.6).as_deref(), Some("big"));
+        assert_eq!(answer(3.0).as_deref(), Some("big"));
+        assert_eq!(answer(2.9).as_deref(), Some("some"));
+        assert_eq!(answer(1.0).as_deref(), Some("none"));
+        assert_eq!(answer(0.4).as_deref(), Some("none"));
+        assert_eq!(correct_answer(&question, None), None);
     }
 }

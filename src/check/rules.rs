@@ -98,7 +98,11 @@ pub fn check(source: &str, rules: &[Rule]) -> Vec<Finding> {
 fn check_rule(program: &Program, rule: &Rule) -> Vec<Finding> {
     let Some(region) = program.region(&rule.region) else {
         let name = match &rule.region {
-            Region::Loop(f) | Region::BeforeLoop(f) | Region::AfterLoop(f) | Region::Fn(f) => f,
+            Region::Loop(f)
+            | Region::BeforeLoop(f)
+            | Region::AfterLoop(f)
+            | Region::InnerLoop(f)
+            | Region::Fn(f) => f,
             Region::File => "",
         };
         return vec![Finding {
@@ -216,7 +220,10 @@ impl<'a> Program<'a> {
                     line: function.1.span().end().line,
                 })
             }
-            Region::Loop(target) | Region::BeforeLoop(target) | Region::AfterLoop(target) => {
+            Region::Loop(target)
+            | Region::BeforeLoop(target)
+            | Region::AfterLoop(target)
+            | Region::InnerLoop(target) => {
                 let (body, found) = self.functions().find_map(|(_, body)| {
                     let mut loops = LoopFinder {
                         target,
@@ -230,6 +237,10 @@ impl<'a> Program<'a> {
                 Some(match region {
                     Region::Loop(_) => RegionCalls {
                         calls: found.calls,
+                        line: found.end,
+                    },
+                    Region::InnerLoop(_) => RegionCalls {
+                        calls: found.inner.unwrap_or_default(),
                         line: found.end,
                     },
                     Region::BeforeLoop(_) => RegionCalls {
@@ -311,6 +322,8 @@ struct FoundLoop {
     start: usize,
     end: usize,
     calls: Vec<Call>,
+    /// The calls of the first loop inside it that calls the target too, if any.
+    inner: Option<Vec<Call>>,
 }
 
 /// The first loop whose body (following helpers) calls `target`.
@@ -328,10 +341,17 @@ impl LoopFinder<'_, '_> {
         let calls = calls_in(|calls| calls.visit_block(body));
         let expanded = self.program.expand(&calls);
         if expanded.iter().any(|call| call.name == self.target) {
+            let mut nested = LoopFinder {
+                target: self.target,
+                program: self.program,
+                found: None,
+            };
+            nested.visit_block(body);
             self.found = Some(FoundLoop {
                 start: span.start().line,
                 end: span.end().line,
                 calls,
+                inner: nested.found.map(|inner| inner.calls),
             });
         }
     }
@@ -499,6 +519,31 @@ fn main() {
     let tokens: Vec<u32> = ys.iter().map(|t| t.item_exact::<u32>()).collect();
     println!("{}", tokenizer.decode(&tokens)?);
 }"#;
+
+    #[test]
+    fn a_loop_of_forwards_inside_the_decode_loop_is_its_inner_loop() {
+        let rule: Vec<Rule> = serde_yaml::from_str(
+            "- {id: per-row, forbid: [{call: forward}], in: {inner_loop: forward}}",
+        )
+        .unwrap();
+        // One forward per step for the whole batch: no inner loop, nothing found.
+        assert_eq!(check(HAND_LOOP, &rule), []);
+        // A forward per row inside each step.
+        let per_step = HAND_LOOP.replace(
+            "let logits = model.forward(&y, &mut cache)?;",
+            "for row in 0..4 {\n let logits = model.forward(&y, &mut caches[row])?;\n }",
+        );
+        let lines: Vec<usize> = check(&per_step, &rule).iter().map(|f| f.line).collect();
+        assert_eq!(lines, [6]);
+        // A whole decode loop per row, inside a loop over the rows.
+        let per_row = format!(
+            "fn main() {{ for row in 0..4 {{ let logits = model.forward(&p, &mut c)?;\n{}; }} }}",
+            HAND_LOOP.replace("fn main()", "let _ = ")
+        );
+        let found = check(&per_row, &rule);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].call, "forward");
+    }
 
     #[test]
     fn the_hand_loop_syncs_every_step() {

@@ -387,3 +387,94 @@ pub fn slope(root: &std::path::Path, args: &SlopeArgs) -> Result<()> {
     println!("JSON: {}", json.display());
     Ok(())
 }
+
+pub struct BatchArgs {
+    pub model: Option<String>,
+    pub shapes: Option<String>,
+    pub batches: String,
+    pub max_tokens: usize,
+    pub rounds: usize,
+    pub out: PathBuf,
+}
+
+/// `quest batch`: total and per-sequence decode rates at several batch sizes.
+pub fn batch(args: &BatchArgs) -> Result<()> {
+    use quest::bench::batch::{self, BatchOptions, BatchResult, Subject};
+    use quest::bench::random;
+    let backend = Backend::detect();
+    let batches = args
+        .batches
+        .split(',')
+        .map(|b| match b.trim().parse::<usize>() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => Err(anyhow::anyhow!(
+                "`{b}` is not a batch size (a whole number of sequences, at least 1)"
+            )),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    // A real model on a CPU (the course's); random-weights shapes on a GPU box, which
+    // may hold no model files.
+    let shapes = match (&args.model, &args.shapes) {
+        (Some(_), Some(_)) => anyhow::bail!("give --model or --shapes, not both"),
+        (None, None) if backend != Backend::Cpu => {
+            Some("SmolLM2-135M,Qwen3-0.6B,Qwen3-4B,Qwen3.5-0.8B".to_owned())
+        }
+        (_, shapes) => shapes.clone(),
+    };
+    let mut subjects = Vec::new();
+    match shapes {
+        Some(names) => {
+            for shape in parse_shapes(&names)? {
+                eprintln!("quest: building random {} …", shape.name);
+                subjects.push(Subject {
+                    name: format!("random:{}", shape.name),
+                    model: random::model(&(shape.config)(), 0)?,
+                    prompt: random::prompt(16),
+                });
+            }
+        }
+        None => {
+            let name = args
+                .model
+                .clone()
+                .unwrap_or_else(|| lm::DEFAULT_MODEL.to_owned());
+            let (model, tokenizer) = lm::load(&name)?;
+            let prompt = tokenizer.apply_chat_template(
+                &[lm::Message::user(lab::DEFAULT_PROMPT)],
+                true,
+                false,
+            )?;
+            subjects.push(Subject {
+                name,
+                model,
+                prompt: tokenizer.encode(&prompt)?,
+            });
+        }
+    }
+    let options = BatchOptions {
+        batches,
+        max_tokens: args.max_tokens,
+        rounds: args.rounds,
+    };
+    let models = batch::run(&subjects, &options, |line| eprintln!("quest: {line}"))?;
+    let result = BatchResult {
+        backend: backend.name().into(),
+        blas: if backend == Backend::Cpu {
+            quest::blas::describe()
+        } else {
+            "-".into()
+        },
+        max_tokens: args.max_tokens,
+        rounds: args.rounds,
+        date: Timestamp::now().to_string(),
+        models,
+    };
+    let table = result.table();
+    println!("{table}");
+    std::fs::create_dir_all(&args.out)?;
+    let json = args.out.join(format!("batch-{}.json", backend.name()));
+    std::fs::write(&json, serde_json::to_vec_pretty(&result)?)?;
+    std::fs::write(args.out.join(format!("batch-{}.txt", backend.name())), &table)?;
+    println!("JSON: {}", json.display());
+    Ok(())
+}

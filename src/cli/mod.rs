@@ -153,6 +153,27 @@ enum Command {
         #[arg(long, default_value_t = 3)]
         rounds: usize,
     },
+    /// Decode tok/s as the batch grows, in total and per sequence: the prompt broadcast to
+    /// B rows, one step per token for all of them, interleaved round by round.
+    Batch {
+        /// A model (name, GGUF, MLX directory; default: the course's model on a CPU).
+        #[arg(long)]
+        model: Option<String>,
+        /// Comma-separated random-weights shapes instead (any of `quest fit`'s or
+        /// `quest slope`'s); default on a GPU: SmolLM2-135M,Qwen3-0.6B,Qwen3-4B,Qwen3.5-0.8B.
+        #[arg(long)]
+        shapes: Option<String>,
+        /// Comma-separated batch sizes.
+        #[arg(long, default_value = "1,2,4,8")]
+        batch: String,
+        #[arg(long, default_value_t = 32)]
+        max_tokens: usize,
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Where the JSON and the table go (default: target/quest-bench).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Print shell completions (bash, zsh, fish, …).
     Completions { shell: clap_complete::Shell },
 }
@@ -289,6 +310,25 @@ fn dispatch(cli: Cli) -> Result<()> {
         };
         return bench::slope(&root, &args);
     }
+    if let Command::Batch {
+        model,
+        shapes,
+        batch,
+        max_tokens,
+        rounds,
+        out,
+    } = cli.command
+    {
+        let args = bench::BatchArgs {
+            model,
+            shapes,
+            batches: batch,
+            max_tokens: max_tokens.max(2),
+            rounds: rounds.max(1),
+            out: out.unwrap_or_else(|| root.join("target/quest-bench")),
+        };
+        return bench::batch(&args);
+    }
     if let Command::Dev(command) = &cli.command {
         return dev::run(&root, command);
     }
@@ -373,6 +413,7 @@ fn dispatch(cli: Cli) -> Result<()> {
         Command::Completions { .. }
         | Command::Fit { .. }
         | Command::Slope { .. }
+        | Command::Batch { .. }
         | Command::Dev(_) => unreachable!(),
     }
 }

@@ -116,6 +116,21 @@ fn print_report(ctx: &Ctx, r: &Report) {
         r.decode_tok_s,
         ctx.ui("tok_per_s")
     );
+    if r.batch > 1 {
+        let per_seq = r
+            .metric(quest::course::Metric::PerSeqTokS)
+            .unwrap_or_default();
+        println!(
+            "{}",
+            ctx.ui_with(
+                "batch_line",
+                &[
+                    ("n", &r.batch.to_string()),
+                    ("tok_s", &format!("{per_seq:.2}"))
+                ]
+            )
+        );
+    }
     if let (Some(per_token), Some(growth)) = (
         r.metric(quest::course::Metric::MsPerToken),
         r.metric(quest::course::Metric::MsPerTokenGrowth),

@@ -94,6 +94,22 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
     // 3. The behaviour: the solution's greedy tokens.
     let reference = run_binary(ctx, &solution, &request)?;
     let first_run = run_binary(ctx, &yours, &request)?;
+    if let Some(batch) = spec.batch {
+        if first_run.batch != batch {
+            println!(
+                "  {}",
+                ctx.ui_with(
+                    "submit_batch_differs",
+                    &[
+                        ("got", &first_run.batch.to_string()),
+                        ("batch", &batch.to_string())
+                    ]
+                )
+            );
+            record_submission(ctx, &mut learner, id, Some(code), false, false, None)?;
+            bail!(ctx.ui("submit_batch_failed").to_owned());
+        }
+    }
     let compared = match spec.tokens {
         TokenCheck::Exact => Some(reference.tokens.len().max(first_run.tokens.len())),
         TokenCheck::First(n) => Some(n),

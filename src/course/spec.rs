@@ -3,7 +3,7 @@
 //! The texts that go with them (rule messages, quiz questions) are in `en.md` /
 //! `ko.md`, keyed by the ids given here.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -42,6 +42,10 @@ pub struct LessonSpec {
     pub rules: Vec<Rule>,
     #[serde(default, with = "serde_yaml::with::singleton_map")]
     pub tokens: TokenCheck,
+    /// How many sequences the learner's run must decode together (its report's rows);
+    /// the token check then compares row 0. Unset: any batch.
+    #[serde(default)]
+    pub batch: Option<usize>,
     #[serde(default)]
     pub measure: Option<Measure>,
     #[serde(default)]
@@ -148,6 +152,10 @@ pub enum Region {
     BeforeLoop(String),
     /// The function that holds that loop, after the loop.
     AfterLoop(String),
+    /// Any loop inside the first loop that calls this function and calls it too (one
+    /// call per row, in a loop, where one call for the batch would do). Empty when
+    /// there is none.
+    InnerLoop(String),
     /// The body of the function with this name.
     Fn(String),
     /// The whole file.
@@ -209,8 +217,10 @@ pub enum Direction {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Metric {
-    /// Tokens after the first over the time after the first.
+    /// Tokens after the first over the time after the first (every sequence of a batch).
     DecodeTokS,
+    /// The decode rate of one sequence: `decode_tok_s` over the batch.
+    PerSeqTokS,
     /// Time to first token: prefill until the first token is on the host.
     TtftMs,
     /// From the exercise's start until the timer started (loading the model).
@@ -223,8 +233,9 @@ pub enum Metric {
 }
 
 impl Metric {
-    pub const ALL: [Metric; 5] = [
+    pub const ALL: [Metric; 6] = [
         Metric::DecodeTokS,
+        Metric::PerSeqTokS,
         Metric::TtftMs,
         Metric::LoadMs,
         Metric::MsPerToken,
@@ -235,6 +246,7 @@ impl Metric {
     pub fn key(self) -> &'static str {
         match self {
             Metric::DecodeTokS => "decode_tok_s",
+            Metric::PerSeqTokS => "per_seq_tok_s",
             Metric::TtftMs => "ttft_ms",
             Metric::LoadMs => "load_ms",
             Metric::MsPerToken => "ms_per_token",
@@ -249,7 +261,7 @@ impl Metric {
     /// The unit shown after a value.
     pub fn unit(self) -> &'static str {
         match self {
-            Metric::DecodeTokS => "tok/s",
+            Metric::DecodeTokS | Metric::PerSeqTokS => "tok/s",
             Metric::TtftMs | Metric::LoadMs | Metric::MsPerToken => "ms",
             Metric::MsPerTokenGrowth => "ms/100 tok",
         }
@@ -257,7 +269,7 @@ impl Metric {
 
     /// Whether a larger value is better (speed) or worse (time).
     pub fn higher_is_better(self) -> bool {
-        matches!(self, Metric::DecodeTokS)
+        matches!(self, Metric::DecodeTokS | Metric::PerSeqTokS)
     }
 
     /// How much better `after` is than `before`: above 1 is better, in either
@@ -319,14 +331,21 @@ pub struct Question {
     pub answer: Answer,
 }
 
-/// `answer: fixed`, or `answer: {measured: effect_shows}`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+/// `answer: fixed`, `answer: {measured: effect_shows}`, or
+/// `answer: {measured: improvement, from: {big: 3.0, some: 1.5, none: 0}}`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(untagged)]
 pub enum Answer {
     /// The same everywhere.
     Is(String),
     /// Computed from what quest measured on this machine.
-    Measured { measured: MeasuredAnswer },
+    Measured {
+        measured: MeasuredAnswer,
+        /// For `improvement`: each choice and the least improvement that makes it the
+        /// answer.
+        #[serde(default)]
+        from: BTreeMap<String, f64>,
+    },
 }
 
 /// Answers that depend on the machine.
@@ -336,6 +355,9 @@ pub enum MeasuredAnswer {
     /// `yes` when the learner's code improved the lesson's metric by at least 10 %
     /// over the baseline (medians of quest's measurements here), else `no`.
     EffectShows,
+    /// The choice whose `from` is the largest one at or under the measured improvement
+    /// (the same medians): how large the effect was here, in bands.
+    Improvement,
 }
 
 /// The improvement that counts as "the effect shows" for a measured answer.
@@ -394,6 +416,9 @@ impl LessonSpec {
                 }
             }
         }
+        if self.batch == Some(0) {
+            bail!("{at}: `batch` is a number of sequences, 1 or more");
+        }
         if let Some(measure) = &self.measure {
             if measure
                 .at_least
@@ -412,12 +437,28 @@ impl LessonSpec {
                 Answer::Is(answer) => choices.contains(&answer.as_str()),
                 Answer::Measured {
                     measured: MeasuredAnswer::EffectShows,
-                } => self.measure.is_some() && choices == ["yes", "no"],
+                    from,
+                } => self.measure.is_some() && choices == ["yes", "no"] && from.is_empty(),
+                Answer::Measured {
+                    measured: MeasuredAnswer::Improvement,
+                    from,
+                } => {
+                    // Every choice has a band, and every improvement falls in one.
+                    self.measure.is_some()
+                        && from.keys().map(String::as_str).eq(choices
+                            .iter()
+                            .copied()
+                            .collect::<BTreeSet<_>>())
+                        && from.len() == choices.len()
+                        && from.values().all(|v| v.is_finite() && *v >= 0.0)
+                        && from.values().any(|v| *v == 0.0)
+                }
             };
             if !valid {
                 bail!(
                     "{at}: question `{}`: the answer must be one of its choices ({}); a measured \
-                     answer needs `measure` and the choices [yes, no]",
+                     answer needs `measure`: `effect_shows` the choices [yes, no], `improvement` \
+                     a `from:` for each choice (the least improvement, one of them 0)",
                     question.id,
                     choices.join(", ")
                 );
@@ -499,7 +540,8 @@ quiz:
         assert_eq!(
             spec.quiz[1].answer,
             Answer::Measured {
-                measured: MeasuredAnswer::EffectShows
+                measured: MeasuredAnswer::EffectShows,
+                from: BTreeMap::new(),
             }
         );
         assert!(spec.shows_on_backend("cuda"));

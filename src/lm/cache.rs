@@ -72,6 +72,11 @@ impl KvCache {
         self.keys.iter().chain(self.values.iter())
     }
 
+    /// How many sequences the cache holds, once something was written to it.
+    pub fn batch(&self) -> Option<i32> {
+        self.keys.as_ref().map(|k| k.shape()[0])
+    }
+
     /// Bytes the cache holds for real entries (what a decode step reads).
     pub fn nbytes_used(&self) -> usize {
         match (&self.keys, &self.values) {
@@ -116,6 +121,15 @@ impl LayerCache {
         match self {
             LayerCache::Kv(kv) => Box::new(kv.state()),
             LayerCache::Recurrent(r) => Box::new(r.conv.iter().chain(r.state.iter())),
+        }
+    }
+
+    /// How many sequences the cache holds (its arrays' first dimension); `None` while
+    /// it is empty. A cache is made for one batch: the prefill sets it.
+    pub fn batch(&self) -> Option<i32> {
+        match self {
+            LayerCache::Kv(kv) => kv.batch(),
+            LayerCache::Recurrent(r) => r.state.as_ref().map(|s| s.shape()[0]),
         }
     }
 

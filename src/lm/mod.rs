@@ -294,6 +294,19 @@ pub fn tokens_array(ids: &[u32]) -> Array {
     Array::from_slice(&ids, &[1, ids.len() as i32])
 }
 
+/// `[B, L]` int32 ids from `B` prompts of the same length `L` (a batch `forward` takes).
+/// Prompts of different lengths would need padding and a mask, which quest does not do.
+pub fn tokens_rows(rows: &[Vec<u32>]) -> Result<Array> {
+    let len = rows.first().map_or(0, Vec::len);
+    anyhow::ensure!(
+        len > 0 && rows.iter().all(|row| row.len() == len),
+        "a batch needs prompts of one length (at least one token); these have {:?} tokens",
+        rows.iter().map(Vec::len).collect::<Vec<_>>()
+    );
+    let ids: Vec<i32> = rows.iter().flatten().map(|&i| i as i32).collect();
+    Ok(Array::from_slice(&ids, &[rows.len() as i32, len as i32]))
+}
+
 /// The logits of the last position of `[B, L, V]`: the next token's distribution.
 pub fn last_position(logits: &Array) -> Array {
     weights::last_position(logits)

@@ -68,8 +68,11 @@ impl Model {
         })
     }
 
-    /// `tokens`: `[1, L]` int32 ids. Returns `[1, L, vocab]` logits, lazily.
-    /// `cache`: one per layer, from [`Model::make_cache`] (`lm::make_prompt_cache`).
+    /// `tokens`: `[B, L]` int32 ids, `B` sequences of `L` tokens each. Returns
+    /// `[B, L, vocab]` logits, lazily. `cache`: one per layer, from [`Model::make_cache`]
+    /// (`lm::make_prompt_cache`); it keeps `B` sequences (keys and values, or recurrent
+    /// states, per row), so every later step feeds `[B, 1]`. Rows never mix: row `i` of
+    /// the logits is what a batch of one would give for row `i`'s tokens.
     pub fn forward(&self, tokens: &Array, cache: &mut [LayerCache]) -> Result<Array> {
         self.decoder.forward(tokens, cache)
     }

@@ -305,6 +305,16 @@ impl Decoder {
             "tokens must be shaped [batch, length] with at least one token, not {:?}",
             tokens.shape()
         );
+        // A cache holds the sequences its prefill started; a step must bring one token for each.
+        let batch = tokens.shape()[0];
+        if let Some(held) = cache.iter().find_map(LayerCache::batch) {
+            ensure!(
+                held == batch,
+                "tokens have a batch of {batch} but the cache holds {held} sequences; \
+                 feed each step one token per sequence ([{held}, 1]), or make a new cache \
+                 with lm::make_prompt_cache(&model) for another batch"
+            );
+        }
         let mut h = self.embed_tokens.forward(tokens)?;
         for (block, layer_cache) in self.layers.iter().zip(cache.iter_mut()) {
             let mixed = block
