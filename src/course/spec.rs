@@ -581,6 +581,14 @@ quiz:
             ),
             (FULL.replace("host_read, eval", "host_reed, eval"), "rules"),
             (FULL.replace("minutes: 15", "minute: 15"), "minute"),
+            (
+                FULL.replace(
+                    "answer: {measured: effect_shows}",
+                    "answer: {measured: improvement, from: {yes: 1.5, no: 1.1}}",
+                ),
+                "one of them 0",
+            ),
+            (FULL.replace("tokens: {first: 8}", "batch: 0"), "`batch`"),
         ];
         for (yaml, expected) in cases {
             let error = format!("{:#}", parse(&yaml).unwrap_err());

@@ -2,6 +2,7 @@
 //! extra binary would link MLX again, which costs real CI time on two cores.
 
 mod bad_models;
+mod batch;
 mod bench;
 mod blas;
 mod cli;
@@ -12,6 +13,7 @@ mod golden;
 mod journey;
 mod lessons;
 mod parser_robustness;
+mod physics_batch;
 mod progress_course;
 mod progress_processes;
 mod progress_store;

@@ -1,0 +1,207 @@
+//! Batches through `quest::lm`: `forward` on `[B, L]` with one cache for all the rows,
+//! against mlx-lm 0.32.2 doing the same (fixtures in tests/fixtures/batch/, made by
+//! tests/peer/golden_batch.py), and each row against the same sequence decoded alone.
+//! Greedy tokens must be identical; logits must agree within `TOLERANCE`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use mlx_rs::ops::indexing::argmax_axis;
+use mlx_rs::Array;
+use quest::bench::random;
+use quest::lm::{self, Model, WeightLayout};
+use serde_json::Value;
+
+/// MLX work stays on one thread at a time (a stream belongs to its thread).
+static MLX: Mutex<()> = Mutex::new(());
+
+/// Largest allowed |logit difference| (logits span about ±30), as the batch-1 golden
+/// tests. A batch changes the shape of every matrix product (four rows instead of one),
+/// and with it the kernel the BLAS picks and the order it sums in: measured 2026-12-01
+/// on the CPU (float32, MLX 0.32.2), the largest difference over every case and row is
+/// printed by the tests (`--nocapture`) and sits far below this.
+const TOLERANCE: f32 = 1e-4;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+fn ids(v: &Value) -> Vec<u32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as u32)
+        .collect()
+}
+
+fn rows_of(v: &Value) -> Vec<Vec<u32>> {
+    v.as_array().unwrap().iter().map(ids).collect()
+}
+
+fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len(), "vocab sizes differ");
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+/// The lesson's loop at batch B: one prefill of `prompts` (`[B, L]`), then `n - 1`
+/// steps of `[B, 1]`. Returns every step's last-position logits (`[B][vocab]`, step 0 is
+/// the prefill) and each row's tokens.
+fn batch_greedy(model: &Model, prompts: &Array, n: usize) -> (Vec<Vec<Vec<f32>>>, Vec<Vec<u32>>) {
+    let batch = prompts.shape()[0];
+    let mut cache = lm::make_prompt_cache(model);
+    let mut input = prompts.clone();
+    let mut steps = Vec::new();
+    let mut rows = vec![Vec::new(); batch as usize];
+    for _ in 0..n {
+        let logits = model.forward(&input, &mut cache).unwrap();
+        // `[B, vocab]`, a strided view of the logits: copied to be read row by row.
+        let last = lm::last_position(&logits).contiguous().unwrap();
+        let vocab = last.shape()[1] as usize;
+        steps.push(
+            last.as_slice::<f32>()
+                .chunks(vocab)
+                .map(<[f32]>::to_vec)
+                .collect(),
+        );
+        let y = argmax_axis(&last, -1, None).unwrap();
+        for (row, &token) in rows.iter_mut().zip(y.as_slice::<u32>()) {
+            row.push(token);
+        }
+        input = y.reshape(&[batch, 1]).unwrap();
+    }
+    (steps, rows)
+}
+
+/// Every case of the mlx-lm fixture that `model_prefix` names, on `model`.
+fn check_cases(model: &Model, model_prefix: &str) {
+    let g: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixtures().join("batch/golden.json")).unwrap(),
+    )
+    .unwrap();
+    let bytes = std::fs::read(fixtures().join("batch/prefill_logits.f32")).unwrap();
+    let all: Vec<f32> = bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    let mut offset = 0;
+    let mut checked = 0;
+    for case in g["cases"].as_array().unwrap() {
+        let name = case["name"].as_str().unwrap();
+        let (rows, vocab) = (
+            case["prefill_rows"].as_u64().unwrap() as usize,
+            case["vocab"].as_u64().unwrap() as usize,
+        );
+        let expected_logits = &all[offset..offset + rows * vocab];
+        offset += rows * vocab;
+        if !name.starts_with(model_prefix) {
+            continue;
+        }
+        let prompts = rows_of(&case["prompt_ids"]);
+        let n = case["steps"].as_u64().unwrap() as usize;
+        let (steps, tokens) = batch_greedy(model, &lm::tokens_rows(&prompts).unwrap(), n);
+        assert_eq!(
+            tokens,
+            rows_of(&case["greedy_ids"]),
+            "{name}: batched greedy tokens differ from mlx-lm's"
+        );
+        // mlx-lm's own batch-1 runs of each row's prompt give the same tokens.
+        assert_eq!(
+            tokens,
+            rows_of(&case["single_greedy_ids"]),
+            "{name}: a row differs from its prompt decoded alone"
+        );
+        for (row, expected) in expected_logits.chunks(vocab).enumerate() {
+            let diff = max_abs_diff(&steps[0][row], expected);
+            println!("{name} row {row}: prefill logits within {diff:e} of mlx-lm's");
+            assert!(
+                diff < TOLERANCE,
+                "{name} row {row}: prefill logits differ by {diff} (tolerance {TOLERANCE})"
+            );
+        }
+        checked += 1;
+    }
+    assert!(checked > 0, "no `{model_prefix}` case in the fixture");
+    assert_eq!(offset, all.len(), "the fixture's logits are not all accounted for");
+}
+
+#[test]
+fn smollm2_batches_match_mlx_lm_dense() {
+    let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
+    let (model, _) = lm::load_with(lm::DEFAULT_MODEL, WeightLayout::Dense).unwrap();
+    check_cases(&model, "smollm2");
+}
+
+#[test]
+fn smollm2_batches_match_mlx_lm_quantized() {
+    let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
+    let (model, _) = lm::load_with(lm::DEFAULT_MODEL, WeightLayout::Quantized).unwrap();
+    check_cases(&model, "smollm2");
+}
+
+#[test]
+fn qwen3_5_batches_match_mlx_lm() {
+    let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
+    let model =
+        lm::load_model_dir_with(&fixtures().join("qwen3_5-tiny-f32"), WeightLayout::Auto).unwrap();
+    check_cases(&model, "qwen3_5");
+}
+
+/// A small Qwen3.5 of random weights (`quest::bench::random`): gated delta layers (the
+/// recurrent state and the conv window, per row) and full attention (the KV cache, per
+/// row). Two different prompts decoded together give, row by row, what each gives alone,
+/// at every step.
+#[test]
+fn qwen3_5_rows_of_a_batch_decode_as_alone() {
+    let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
+    let config = serde_json::json!({"model_type": "qwen3_5", "hidden_size": 64,
+        "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 16, "intermediate_size": 128, "vocab_size": 300, "rms_norm_eps": 1e-6,
+        "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 16,
+        "linear_value_head_dim": 16, "linear_conv_kernel_dim": 4, "full_attention_interval": 2,
+        "tie_word_embeddings": true});
+    let model = random::model(&config, 7).unwrap();
+    let prompts: Vec<Vec<u32>> = vec![
+        random::prompt(9).iter().map(|t| t % 300).collect(),
+        (0..9).map(|i| 250 - 13 * i).collect(),
+    ];
+    let (batched, rows) = batch_greedy(&model, &lm::tokens_rows(&prompts).unwrap(), 12);
+    assert_ne!(rows[0], rows[1], "the two prompts should decode differently");
+    for (r, prompt) in prompts.iter().enumerate() {
+        let (alone, tokens) = batch_greedy(&model, &lm::tokens_array(prompt), 12);
+        assert_eq!(rows[r], tokens[0], "row {r}: tokens differ from its run alone");
+        for (step, (b, a)) in batched.iter().zip(&alone).enumerate() {
+            let diff = max_abs_diff(&b[r], &a[0]);
+            assert!(
+                diff < TOLERANCE,
+                "row {r}, step {step}: logits differ by {diff} from the run alone"
+            );
+        }
+    }
+}
+
+/// A cache belongs to the batch its prefill started: a step with another batch is
+/// refused with a message, not a shape error from deep inside MLX.
+#[test]
+fn a_step_of_another_batch_is_refused() {
+    let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
+    let model =
+        lm::load_model_dir_with(&fixtures().join("qwen3-tiny-f32"), WeightLayout::Auto).unwrap();
+    let mut cache = lm::make_prompt_cache(&model);
+    let prompts = lm::tokens_rows(&[vec![1, 2, 3], vec![4, 5, 6]]).unwrap();
+    model.forward(&prompts, &mut cache).unwrap();
+    let error = model
+        .forward(&lm::tokens_array(&[7]), &mut cache)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("a batch of 1 but the cache holds 2 sequences"),
+        "{error}"
+    );
+    let error = lm::tokens_rows(&[vec![1, 2], vec![3]])
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("[2, 1]"), "{error}");
+}
