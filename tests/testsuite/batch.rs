@@ -15,12 +15,14 @@ use serde_json::Value;
 /// MLX work stays on one thread at a time (a stream belongs to its thread).
 static MLX: Mutex<()> = Mutex::new(());
 
-/// Largest allowed |logit difference| (logits span about ±30), as the batch-1 golden
-/// tests. A batch changes the shape of every matrix product (four rows instead of one),
-/// and with it the kernel the BLAS picks and the order it sums in: measured 2026-12-01
-/// on the CPU (float32, MLX 0.32.2), the largest difference over every case and row is
-/// printed by the tests (`--nocapture`) and sits far below this.
-const TOLERANCE: f32 = 1e-4;
+/// Largest allowed |logit difference| (logits span about ±30). A batch changes the
+/// shape of every matrix product (four rows instead of one), and with it the kernel MLX
+/// or the BLAS picks and the order it sums in. Measured 2026-12-01 on the CPU (float32,
+/// MLX 0.32.2, OpenBLAS 0.3.31; printed with `--nocapture`): Qwen3.5 within 7.6e-6,
+/// SmolLM2 within 8.8e-5 dense and 8.1e-5 quantized against mlx-lm's 4-bit kernels,
+/// about 45 float32 ulps at 30. 2e-4 leaves room for another machine's kernels; a wrong
+/// weight, row or position moves logits by whole units.
+const TOLERANCE: f32 = 2e-4;
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
