@@ -166,7 +166,10 @@ pub fn run(
                     points[i].batch,
                     options.max_tokens,
                 )?;
-                line.push(format!("B={} {:.2} tok/s", points[i].batch, run.total_tok_s));
+                line.push(format!(
+                    "B={} {:.2} tok/s",
+                    points[i].batch, run.total_tok_s
+                ));
                 points[i].runs.push(run);
             }
             progress(&format!("  round {}: {}", round + 1, line.join(", ")));
@@ -174,7 +177,11 @@ pub fn run(
         // Batch 1's tokens, from a run of its own when 1 was not among the sizes.
         let single = match points.iter().find(|p| p.batch == 1) {
             Some(point) => point.runs[0].tokens.clone(),
-            None => decode(&subject.model, &subject.prompt, 1, options.max_tokens)?.0.tokens,
+            None => {
+                decode(&subject.model, &subject.prompt, 1, options.max_tokens)?
+                    .0
+                    .tokens
+            }
         };
         let row0_as_batch1 = points
             .iter()
@@ -204,15 +211,21 @@ impl BatchResult {
             "model", "batch", "total tok/s", "tok/s per seq", "ms per step", "step vs B=1"
         ));
         for m in &self.models {
-            let base = m.points.iter().find(|p| p.batch == 1).map(BatchPoint::ms_per_step);
+            let base = m
+                .points
+                .iter()
+                .find(|p| p.batch == 1)
+                .map(BatchPoint::ms_per_step);
             for p in &m.points {
                 let totals: Vec<f64> = p.runs.iter().map(|r| r.total_tok_s).collect();
                 let (lo, hi) = (
                     totals.iter().copied().fold(f64::INFINITY, f64::min),
                     totals.iter().copied().fold(0.0, f64::max),
                 );
-                let versus =
-                    base.map_or_else(|| "-".to_owned(), |b| format!("×{:.2}", p.ms_per_step() / b));
+                let versus = base.map_or_else(
+                    || "-".to_owned(),
+                    |b| format!("×{:.2}", p.ms_per_step() / b),
+                );
                 out.push_str(&format!(
                     "{:<28} {:>5} {:>24} {:>14.2} {:>12.1} {:>14}\n",
                     m.model,

@@ -474,7 +474,10 @@ pub fn batch(args: &BatchArgs) -> Result<()> {
     std::fs::create_dir_all(&args.out)?;
     let json = args.out.join(format!("batch-{}.json", backend.name()));
     std::fs::write(&json, serde_json::to_vec_pretty(&result)?)?;
-    std::fs::write(args.out.join(format!("batch-{}.txt", backend.name())), &table)?;
+    std::fs::write(
+        args.out.join(format!("batch-{}.txt", backend.name())),
+        &table,
+    )?;
     println!("JSON: {}", json.display());
     Ok(())
 }

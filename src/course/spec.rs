@@ -445,10 +445,10 @@ impl LessonSpec {
                 } => {
                     // Every choice has a band, and every improvement falls in one.
                     self.measure.is_some()
-                        && from.keys().map(String::as_str).eq(choices
-                            .iter()
-                            .copied()
-                            .collect::<BTreeSet<_>>())
+                        && from
+                            .keys()
+                            .map(String::as_str)
+                            .eq(choices.iter().copied().collect::<BTreeSet<_>>())
                         && from.len() == choices.len()
                         && from.values().all(|v| v.is_finite() && *v >= 0.0)
                         && from.values().any(|v| *v == 0.0)

@@ -126,7 +126,11 @@ fn check_cases(model: &Model, model_prefix: &str) {
         checked += 1;
     }
     assert!(checked > 0, "no `{model_prefix}` case in the fixture");
-    assert_eq!(offset, all.len(), "the fixture's logits are not all accounted for");
+    assert_eq!(
+        offset,
+        all.len(),
+        "the fixture's logits are not all accounted for"
+    );
 }
 
 #[test]
@@ -170,10 +174,16 @@ fn qwen3_5_rows_of_a_batch_decode_as_alone() {
         (0..9).map(|i| 250 - 13 * i).collect(),
     ];
     let (batched, rows) = batch_greedy(&model, &lm::tokens_rows(&prompts).unwrap(), 12);
-    assert_ne!(rows[0], rows[1], "the two prompts should decode differently");
+    assert_ne!(
+        rows[0], rows[1],
+        "the two prompts should decode differently"
+    );
     for (r, prompt) in prompts.iter().enumerate() {
         let (alone, tokens) = batch_greedy(&model, &lm::tokens_array(prompt), 12);
-        assert_eq!(rows[r], tokens[0], "row {r}: tokens differ from its run alone");
+        assert_eq!(
+            rows[r], tokens[0],
+            "row {r}: tokens differ from its run alone"
+        );
         for (step, (b, a)) in batched.iter().zip(&alone).enumerate() {
             let diff = max_abs_diff(&b[r], &a[0]);
             assert!(

@@ -64,14 +64,18 @@ fn batch_from_list_to_card() {
 
     // A batch of two keeps the rules, but the lesson asks for four.
     let solution = std::fs::read_to_string(root.join("solutions/batch/decode_loop.rs")).unwrap();
-    let two = solution.replace("&[4, prompt_ids.len() as i32]", "&[2, prompt_ids.len() as i32]");
+    let two = solution.replace(
+        "&[4, prompt_ids.len() as i32]",
+        "&[2, prompt_ids.len() as i32]",
+    );
     assert_ne!(two, solution);
     std::fs::write(&exercise, &two).unwrap();
     let out = quest(&["--lang", "en", "submit", ID]);
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
     assert!(
-        stdout.contains("Your run decoded 2 sequence(s) at once; this lesson asks for a batch of 4"),
+        stdout
+            .contains("Your run decoded 2 sequence(s) at once; this lesson asks for a batch of 4"),
         "{stdout}"
     );
 
@@ -108,14 +112,25 @@ fn batch_from_list_to_card() {
         .unwrap();
     let card = |here: &str| {
         quest(&[
-            "card", ID, "--before", &before, "--after", &after, "--answer", "reads=weights-once",
-            "--answer", here,
+            "card",
+            ID,
+            "--before",
+            &before,
+            "--after",
+            &after,
+            "--answer",
+            "reads=weights-once",
+            "--answer",
+            here,
         ])
     };
     let out = card(wrong);
     let (stdout, _) = text(&out);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
-    assert!(stdout.contains("Four sequences for the time of one step"), "{stdout}");
+    assert!(
+        stdout.contains("Four sequences for the time of one step"),
+        "{stdout}"
+    );
     let out = card(band(ratio));
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}{stderr}");
