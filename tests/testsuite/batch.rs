@@ -155,10 +155,33 @@ fn qwen3_5_batches_match_mlx_lm() {
     check_cases(&model, "qwen3_5");
 }
 
+/// Two different prompts decoded together give, row by row, what each gives alone, at
+/// every step (tokens equal, logits within `TOLERANCE`).
+fn rows_decode_as_alone(model: &Model, prompts: &[Vec<u32>], n: usize) {
+    let (batched, rows) = batch_greedy(model, &lm::tokens_rows(prompts).unwrap(), n);
+    assert_ne!(
+        rows[0], rows[1],
+        "the two prompts should decode differently"
+    );
+    for (r, prompt) in prompts.iter().enumerate() {
+        let (alone, tokens) = batch_greedy(model, &lm::tokens_array(prompt), n);
+        assert_eq!(
+            rows[r], tokens[0],
+            "row {r}: tokens differ from its run alone"
+        );
+        for (step, (b, a)) in batched.iter().zip(&alone).enumerate() {
+            let diff = max_abs_diff(&b[r], &a[0]);
+            assert!(
+                diff < TOLERANCE,
+                "row {r}, step {step}: logits differ by {diff} from the run alone"
+            );
+        }
+    }
+}
+
 /// A small Qwen3.5 of random weights (`quest::bench::random`): gated delta layers (the
 /// recurrent state and the conv window, per row) and full attention (the KV cache, per
-/// row). Two different prompts decoded together give, row by row, what each gives alone,
-/// at every step.
+/// row).
 #[test]
 fn qwen3_5_rows_of_a_batch_decode_as_alone() {
     let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
@@ -173,24 +196,23 @@ fn qwen3_5_rows_of_a_batch_decode_as_alone() {
         random::prompt(9).iter().map(|t| t % 300).collect(),
         (0..9).map(|i| 250 - 13 * i).collect(),
     ];
-    let (batched, rows) = batch_greedy(&model, &lm::tokens_rows(&prompts).unwrap(), 12);
-    assert_ne!(
-        rows[0], rows[1],
-        "the two prompts should decode differently"
-    );
-    for (r, prompt) in prompts.iter().enumerate() {
-        let (alone, tokens) = batch_greedy(&model, &lm::tokens_array(prompt), 12);
-        assert_eq!(
-            rows[r], tokens[0],
-            "row {r}: tokens differ from its run alone"
-        );
-        for (step, (b, a)) in batched.iter().zip(&alone).enumerate() {
-            let diff = max_abs_diff(&b[r], &a[0]);
-            assert!(
-                diff < TOLERANCE,
-                "row {r}, step {step}: logits differ by {diff} from the run alone"
-            );
-        }
+    rows_decode_as_alone(&model, &prompts, 12);
+}
+
+/// Qwen3 (q/k norms, full attention; the tiny golden model), float32 and 4-bit.
+#[test]
+fn qwen3_rows_of_a_batch_decode_as_alone() {
+    let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
+    let prompts = vec![
+        vec![1, 17, 42, 99, 256, 300, 7, 511],
+        vec![5, 400, 3, 77, 250, 1, 90, 12],
+    ];
+    for (dir, layout) in [
+        ("qwen3-tiny-f32", WeightLayout::Auto),
+        ("qwen3-tiny-4bit", WeightLayout::Quantized),
+    ] {
+        let model = lm::load_model_dir_with(&fixtures().join(dir), layout).unwrap();
+        rows_decode_as_alone(&model, &prompts, 12);
     }
 }
 
