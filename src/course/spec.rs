@@ -220,15 +220,18 @@ pub enum Metric {
     /// How much the time per token grows over the run, in ms per 100 tokens
     /// (least squares over the per-token times).
     MsPerTokenGrowth,
+    /// Megabytes of weights one decode step reads, in the layout that ran.
+    WeightMbPerToken,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 5] = [
+    pub const ALL: [Metric; 6] = [
         Metric::DecodeTokS,
         Metric::TtftMs,
         Metric::LoadMs,
         Metric::MsPerToken,
         Metric::MsPerTokenGrowth,
+        Metric::WeightMbPerToken,
     ];
 
     /// Its key in reports and in the progress file.
@@ -239,6 +242,7 @@ impl Metric {
             Metric::LoadMs => "load_ms",
             Metric::MsPerToken => "ms_per_token",
             Metric::MsPerTokenGrowth => "ms_per_token_growth",
+            Metric::WeightMbPerToken => "weight_mb_per_token",
         }
     }
 
@@ -252,6 +256,7 @@ impl Metric {
             Metric::DecodeTokS => "tok/s",
             Metric::TtftMs | Metric::LoadMs | Metric::MsPerToken => "ms",
             Metric::MsPerTokenGrowth => "ms/100 tok",
+            Metric::WeightMbPerToken => "MB",
         }
     }
 
@@ -336,6 +341,11 @@ pub enum MeasuredAnswer {
     /// `yes` when the learner's code improved the lesson's metric by at least 10 %
     /// over the baseline (medians of quest's measurements here), else `no`.
     EffectShows,
+    /// `yes` when, of the baseline and the learner's code, the one that read fewer
+    /// weight bytes per token (medians of the runs quest recorded) also did at least
+    /// 10 % better on the lesson's metric in the interleaved measurement; `no` when it
+    /// did not, or when both read the same bytes.
+    FewerBytesFaster,
 }
 
 /// The improvement that counts as "the effect shows" for a measured answer.
@@ -410,9 +420,7 @@ impl LessonSpec {
             let choices: Vec<&str> = question.choices.iter().map(String::as_str).collect();
             let valid = match &question.answer {
                 Answer::Is(answer) => choices.contains(&answer.as_str()),
-                Answer::Measured {
-                    measured: MeasuredAnswer::EffectShows,
-                } => self.measure.is_some() && choices == ["yes", "no"],
+                Answer::Measured { .. } => self.measure.is_some() && choices == ["yes", "no"],
             };
             if !valid {
                 bail!(

@@ -3,6 +3,7 @@
 
 mod bad_models;
 mod bench;
+mod bits;
 mod blas;
 mod cli;
 mod common;
