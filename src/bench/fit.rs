@@ -207,7 +207,15 @@ impl Fit {
             "sync ms"
         );
         for p in &self.points {
-            let predicted = self.fixed_ms + p.bytes_per_token as f64 / (self.effective_gb_s * 1e6);
+            // Against the point's own layout's line when there are several layouts.
+            let (fixed_ms, gb_s) = self
+                .per_layout
+                .iter()
+                .find(|fit| fit.layout == p.layout)
+                .map_or((self.fixed_ms, self.effective_gb_s), |fit| {
+                    (fit.fixed_ms, fit.effective_gb_s)
+                });
+            let predicted = fixed_ms + p.bytes_per_token as f64 / (gb_s * 1e6);
             out += &format!(
                 "{:<14} {:<10} {:>10.1} {:>12.2} {:>14.2} {:>8} {:>10.2} {:>+10.2} {:>+9.2}\n",
                 p.shape,
@@ -228,7 +236,8 @@ impl Fit {
             self.fixed_ms, self.effective_gb_s, self.sync_cost_ms
         );
         if !self.per_layout.is_empty() {
-            out += "\nthe same line through each layout's points alone:\n";
+            out += "\nthe same line through each layout's points alone (the residuals above are \
+                    from these; the line through every layout together mixes kernels):\n";
             for fit in &self.per_layout {
                 out += &format!(
                     "  {:<10} time per token = {:.2} ms + bytes / {:.1} GB/s\n",
