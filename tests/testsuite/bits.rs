@@ -80,7 +80,11 @@ fn bytes_per_token_follow_the_layout() {
         Layout::Dense,
     ] {
         model.requantize(layout).unwrap();
-        assert_eq!(model.weight_bytes() as u64, expected_bytes(layout), "{layout}");
+        assert_eq!(
+            model.weight_bytes() as u64,
+            expected_bytes(layout),
+            "{layout}"
+        );
         assert_eq!(model.weights, layout.name());
         // The report reads what ran, not what was loaded.
         let loaded = lm::last_loaded().unwrap();
@@ -107,7 +111,10 @@ fn requantized_smollm2_writes_dense_tokens() {
             .zip(&tokens)
             .take_while(|(a, b)| a == b)
             .count();
-        eprintln!("{layout}: {same} tokens as dense: {:?}", tokenizer.decode(&tokens).unwrap());
+        eprintln!(
+            "{layout}: {same} tokens as dense: {:?}",
+            tokenizer.decode(&tokens).unwrap()
+        );
         same
     };
     assert_eq!(agree("q8-g32"), 32);
@@ -120,7 +127,10 @@ fn requantized_smollm2_writes_dense_tokens() {
 fn a_group_that_does_not_divide_the_model_is_refused() {
     let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
     let (mut model, _) = lm::load_with(lm::DEFAULT_MODEL, WeightLayout::Dense).unwrap();
-    let error = format!("{:#}", model.requantize(Layout::q4(128).unwrap()).unwrap_err());
+    let error = format!(
+        "{:#}",
+        model.requantize(Layout::q4(128).unwrap()).unwrap_err()
+    );
     assert!(
         error.contains("requantizing the model to q4-g128")
             && error.contains("576 input columns cannot be cut into groups of 128"),
@@ -177,15 +187,19 @@ fn requantized_to_q4_g32_is_mlx_lm_s_4bit_model() {
                 .map(|v| v.as_u64().unwrap() as u32)
                 .collect()
         };
-        let mut model = lm::load_model_dir_with(&fixtures.join(f32_dir), WeightLayout::Dense).unwrap();
-        let stored = lm::load_model_dir_with(&fixtures.join(q4_dir), WeightLayout::Quantized).unwrap();
+        let mut model =
+            lm::load_model_dir_with(&fixtures.join(f32_dir), WeightLayout::Dense).unwrap();
+        let stored =
+            lm::load_model_dir_with(&fixtures.join(q4_dir), WeightLayout::Quantized).unwrap();
         model.requantize(Layout::q4(32).unwrap()).unwrap();
         assert_eq!(model.weights, "q4-g32");
         assert_eq!(model.weight_bytes(), stored.weight_bytes(), "{f32_dir}");
 
         let prompt = ids("prompt_ids");
         let mut cache = lm::make_prompt_cache(&model);
-        let logits = model.forward(&lm::tokens_array(&prompt), &mut cache).unwrap();
+        let logits = model
+            .forward(&lm::tokens_array(&prompt), &mut cache)
+            .unwrap();
         let last = lm::last_position(&logits);
         let expected: Vec<f32> = golden["prefill_logits"]
             .as_array()
@@ -199,7 +213,10 @@ fn requantized_to_q4_g32_is_mlx_lm_s_4bit_model() {
             .zip(&expected)
             .map(|(a, b)| (a - b).abs())
             .fold(0.0, f32::max);
-        assert!(diff < 1e-4, "{f32_dir}: prefill logits differ from mlx-lm's 4-bit by {diff}");
+        assert!(
+            diff < 1e-4,
+            "{f32_dir}: prefill logits differ from mlx-lm's 4-bit by {diff}"
+        );
         let mut y = argmax_axis(&last, -1, None).unwrap();
         let mut tokens = vec![y.item_exact::<u32>()];
         while tokens.len() < 16 {
@@ -209,7 +226,11 @@ fn requantized_to_q4_g32_is_mlx_lm_s_4bit_model() {
             y = argmax_axis(lm::last_position(&logits), -1, None).unwrap();
             tokens.push(y.item_exact::<u32>());
         }
-        assert_eq!(tokens, ids("greedy_ids"), "{f32_dir}: tokens differ from mlx-lm's 4-bit");
+        assert_eq!(
+            tokens,
+            ids("greedy_ids"),
+            "{f32_dir}: tokens differ from mlx-lm's 4-bit"
+        );
     }
 }
 
@@ -237,7 +258,10 @@ fn bits_per_weight_from_list_to_card() {
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}{stderr}");
     if lm::Backend::detect() == lm::Backend::Cpu {
-        assert!(stdout.contains("dense-f32 weights, 538 MB/token"), "{stdout}");
+        assert!(
+            stdout.contains("dense-f32 weights, 538 MB/token"),
+            "{stdout}"
+        );
     }
 
     let out = quest(&["submit", id]);
@@ -262,8 +286,14 @@ fn bits_per_weight_from_list_to_card() {
     let out = quest(&["submit", id]);
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
-    assert!(stdout.contains("differ from the reference from token 0"), "{stdout}");
-    assert!(stderr.contains("groups of 64"), "the lesson's own reason: {stderr}");
+    assert!(
+        stdout.contains("differ from the reference from token 0"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("groups of 64"),
+        "the lesson's own reason: {stderr}"
+    );
 
     let solution = root.join(format!("solutions/{id}/decode_loop.rs"));
     std::fs::copy(&solution, &exercise).unwrap();

@@ -349,7 +349,10 @@ impl Decoder {
                 Mixer::GatedDelta(delta) => delta.requantize(layout, dtype).with_context(at)?,
             }
             let mlp = &mut block.mlp;
-            mlp.gate_up_proj = mlp.gate_up_proj.requantize(layout, dtype).with_context(at)?;
+            mlp.gate_up_proj = mlp
+                .gate_up_proj
+                .requantize(layout, dtype)
+                .with_context(at)?;
             mlp.down_proj = mlp.down_proj.requantize(layout, dtype).with_context(at)?;
         }
         if let Some(head) = &mut self.lm_head {
