@@ -535,6 +535,13 @@ mod tests {
         assert_eq!(unmarked.metric(Metric::MsPerTokenGrowth), None);
         assert!(!unmarked.metrics().contains_key("ms_per_token_growth"));
         assert_eq!(report(0.0, vec![]).metric(Metric::MsPerToken), None);
+        // Bytes per token as MB; absent when the run did not record them.
+        assert_eq!(flat.metric(Metric::WeightMbPerToken), Some(540.0));
+        let unrecorded = Report {
+            weight_bytes_per_token: 0,
+            ..flat
+        };
+        assert_eq!(unrecorded.metric(Metric::WeightMbPerToken), None);
     }
 
     #[test]

@@ -555,6 +555,33 @@ quiz:
     }
 
     #[test]
+    fn a_measured_answer_needs_a_measure_and_yes_no() {
+        let with = FULL.replace("effect_shows", "fewer_bytes_faster");
+        assert_eq!(
+            parse(&with).unwrap().quiz[1].answer,
+            Answer::Measured {
+                measured: MeasuredAnswer::FewerBytesFaster
+            }
+        );
+        let no_measure = with
+            .replace(
+                "measure: {metric: decode_tok_s, expect: higher, at_least: 1.05}\n",
+                "",
+            )
+            .replace("card: {}\n", "");
+        let error = format!("{:#}", parse(&no_measure).unwrap_err());
+        assert!(
+            error.contains("a measured answer needs `measure`"),
+            "{error}"
+        );
+        let error = format!(
+            "{:#}",
+            parse(&with.replace("[yes, no]", "[si, no]")).unwrap_err()
+        );
+        assert!(error.contains("the choices [yes, no]"), "{error}");
+    }
+
+    #[test]
     fn metric_keys_round_trip() {
         for metric in Metric::ALL {
             assert_eq!(Metric::from_key(metric.key()), Some(metric));
