@@ -231,7 +231,8 @@ pub struct Report {
     pub rows: Vec<Vec<u32>>,
     pub text: String,
     /// How the model's matrices were held: `dense-f32`, `dense-f16` or `quantized` (see
-    /// `lm::WeightLayout`); empty in reports from before it was recorded.
+    /// `lm::WeightLayout`), or the layout `Model::requantize` put them in (`q4-g64`);
+    /// empty in reports from before it was recorded.
     #[serde(default)]
     pub weights: String,
     /// Bytes of weights one decode step reads (0 when not recorded).
@@ -257,6 +258,8 @@ impl Report {
             }
             Metric::MsPerToken => self.token_ms.iter().sum::<f64>() / self.token_ms.len() as f64,
             Metric::MsPerTokenGrowth => crate::stats::slope(&self.token_ms)? * 100.0,
+            Metric::WeightMbPerToken if self.weight_bytes_per_token == 0 => return None,
+            Metric::WeightMbPerToken => self.weight_bytes_per_token as f64 / 1e6,
         };
         value.is_finite().then_some(value)
     }
@@ -581,6 +584,13 @@ mod tests {
         assert_eq!(unmarked.metric(Metric::MsPerTokenGrowth), None);
         assert!(!unmarked.metrics().contains_key("ms_per_token_growth"));
         assert_eq!(report(0.0, vec![]).metric(Metric::MsPerToken), None);
+        // Bytes per token as MB; absent when the run did not record them.
+        assert_eq!(flat.metric(Metric::WeightMbPerToken), Some(540.0));
+        let unrecorded = Report {
+            weight_bytes_per_token: 0,
+            ..flat
+        };
+        assert_eq!(unrecorded.metric(Metric::WeightMbPerToken), None);
     }
 
     #[test]

@@ -3,15 +3,18 @@
 //! hand loop beside it); a least-squares line through (bytes per token, ms per token)
 //! gives the fixed term (its intercept) and the bandwidth the loop achieves (1 / slope).
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use serde::Serialize;
 
 use super::{loops, random, Measured};
+use crate::lm::Layout;
 use crate::stats::median;
 
 #[derive(Debug, Serialize)]
 pub struct ShapePoint {
     pub shape: String,
+    /// How the matrices were held (`dense-f32`, `quantized`, `q4-g64`, …).
+    pub layout: String,
     pub bytes_per_token: u64,
     pub hand_tok_s: f64,
     pub pipelined_tok_s: f64,
@@ -50,11 +53,26 @@ pub struct Fit {
     /// what the per-token `.item()` adds to the fixed term where there is device work to
     /// overlap (on small shapes the host's own per-step work is the longer of the two).
     pub sync_cost_ms: f64,
+    /// With several layouts (`--bits`): the same line fitted through each layout's points.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub per_layout: Vec<LayoutFit>,
     pub date: String,
+}
+
+/// `time per token = fixed + bytes / bandwidth` through one layout's points: where
+/// the kernels stream bytes, every width reaches about the same bandwidth.
+#[derive(Debug, Serialize)]
+pub struct LayoutFit {
+    pub layout: String,
+    pub fixed_ms: f64,
+    pub effective_gb_s: f64,
 }
 
 pub struct FitOptions {
     pub shapes: Vec<&'static random::Shape>,
+    /// Each shape is measured in each of these layouts ([`crate::lm::Model::requantize`]);
+    /// empty: as made (4-bit, dense on a CPU by default; see [`random::model`]).
+    pub layouts: Vec<Layout>,
     pub prompt_tokens: usize,
     pub max_tokens: usize,
     pub rounds: usize,
@@ -63,9 +81,24 @@ pub struct FitOptions {
 pub fn run(options: &FitOptions, mut progress: impl FnMut(&str)) -> Result<Fit> {
     let prompt = random::prompt(options.prompt_tokens);
     let mut points = Vec::new();
-    for shape in &options.shapes {
+    let layouts: Vec<Option<Layout>> = if options.layouts.is_empty() {
+        vec![None]
+    } else {
+        options.layouts.iter().copied().map(Some).collect()
+    };
+    for (shape, layout) in options
+        .shapes
+        .iter()
+        .flat_map(|shape| layouts.iter().map(move |layout| (shape, layout)))
+    {
         progress(&format!("{}: making random 4-bit weights…", shape.name));
-        let model = random::model(&(shape.config)(), 0)?;
+        let mut model = random::model(&(shape.config)(), 0)?;
+        if let Some(layout) = layout {
+            progress(&format!("{}: requantizing to {layout}…", shape.name));
+            model
+                .requantize(*layout)
+                .with_context(|| format!("the shape {}", shape.name))?;
+        }
         let kv = super::cache_bytes(&model)?.at(options.prompt_tokens + options.max_tokens / 2);
         let bytes_per_token = (model.weight_bytes() + kv) as u64;
         loops::hand(&model, &prompt[..2], 2)?; // warm-up
@@ -80,6 +113,7 @@ pub fn run(options: &FitOptions, mut progress: impl FnMut(&str)) -> Result<Fit> 
             |runs: &[Measured]| median(&runs.iter().map(|r| r.decode_tok_s).collect::<Vec<_>>());
         let point = ShapePoint {
             shape: shape.name.into(),
+            layout: model.weights.clone(),
             bytes_per_token,
             hand_tok_s: rate(&hand),
             pipelined_tok_s: rate(&pipelined),
@@ -89,32 +123,57 @@ pub fn run(options: &FitOptions, mut progress: impl FnMut(&str)) -> Result<Fit> 
             host,
         };
         progress(&format!(
-            "{}: {:.0} MB/token, hand {:.2} tok/s, pipelined {:.2} tok/s",
+            "{} {}: {:.0} MB/token, hand {:.2} tok/s, pipelined {:.2} tok/s",
             point.shape,
+            point.layout,
             bytes_per_token as f64 / 1e6,
             point.hand_tok_s,
             point.pipelined_tok_s
         ));
         points.push(point);
     }
-    let (fixed_ms, ms_per_byte) = least_squares(
-        &points
-            .iter()
-            .map(|p| (p.bytes_per_token as f64, p.ms_per_token()))
-            .collect::<Vec<_>>(),
-    );
+    let (fixed_ms, effective_gb_s) = fit_line(points.iter());
+    let mut per_layout = Vec::new();
+    if layouts.len() > 1 {
+        let mut names: Vec<&str> = Vec::new();
+        for point in &points {
+            if !names.contains(&point.layout.as_str()) {
+                names.push(&point.layout);
+            }
+        }
+        for name in names {
+            let (fixed_ms, effective_gb_s) = fit_line(points.iter().filter(|p| p.layout == name));
+            per_layout.push(LayoutFit {
+                layout: name.to_owned(),
+                fixed_ms,
+                effective_gb_s,
+            });
+        }
+    }
     Ok(Fit {
         backend: crate::lm::Backend::detect().name().into(),
         fixed_ms,
-        effective_gb_s: if ms_per_byte > 0.0 {
-            1e-6 / ms_per_byte
-        } else {
-            f64::INFINITY
-        },
+        effective_gb_s,
         sync_cost_ms: points.last().map_or(0.0, ShapePoint::sync_ms),
         points,
+        per_layout,
         date: crate::progress::Timestamp::now().to_string(),
     })
+}
+
+/// (fixed ms, GB/s) of the least-squares line through the points' (bytes, ms per token).
+fn fit_line<'a>(points: impl Iterator<Item = &'a ShapePoint>) -> (f64, f64) {
+    let (fixed_ms, ms_per_byte) = least_squares(
+        &points
+            .map(|p| (p.bytes_per_token as f64, p.ms_per_token()))
+            .collect::<Vec<_>>(),
+    );
+    let gb_s = if ms_per_byte > 0.0 {
+        1e-6 / ms_per_byte
+    } else {
+        f64::INFINITY
+    };
+    (fixed_ms, gb_s)
 }
 
 /// y = a + b x through the points; (a, b).
@@ -136,8 +195,9 @@ pub fn least_squares(points: &[(f64, f64)]) -> (f64, f64) {
 impl Fit {
     pub fn table(&self) -> String {
         let mut out = format!(
-            "{:<14} {:>10} {:>12} {:>14} {:>8} {:>10} {:>10} {:>9}\n",
+            "{:<14} {:<10} {:>10} {:>12} {:>14} {:>8} {:>10} {:>10} {:>9}\n",
             "shape",
+            "layout",
             "MB/token",
             "hand tok/s",
             "pipelined",
@@ -147,10 +207,19 @@ impl Fit {
             "sync ms"
         );
         for p in &self.points {
-            let predicted = self.fixed_ms + p.bytes_per_token as f64 / (self.effective_gb_s * 1e6);
+            // Against the point's own layout's line when there are several layouts.
+            let (fixed_ms, gb_s) = self
+                .per_layout
+                .iter()
+                .find(|fit| fit.layout == p.layout)
+                .map_or((self.fixed_ms, self.effective_gb_s), |fit| {
+                    (fit.fixed_ms, fit.effective_gb_s)
+                });
+            let predicted = fixed_ms + p.bytes_per_token as f64 / (gb_s * 1e6);
             out += &format!(
-                "{:<14} {:>10.1} {:>12.2} {:>14.2} {:>8} {:>10.2} {:>+10.2} {:>+9.2}\n",
+                "{:<14} {:<10} {:>10.1} {:>12.2} {:>14.2} {:>8} {:>10.2} {:>+10.2} {:>+9.2}\n",
                 p.shape,
+                p.layout,
                 p.bytes_per_token as f64 / 1e6,
                 p.hand_tok_s,
                 p.pipelined_tok_s,
@@ -166,6 +235,16 @@ impl Fit {
              (random weights: decode speed depends on shapes and bytes, not on the values)\n",
             self.fixed_ms, self.effective_gb_s, self.sync_cost_ms
         );
+        if !self.per_layout.is_empty() {
+            out += "\nthe same line through each layout's points alone (the residuals above are \
+                    from these; the line through every layout together mixes kernels):\n";
+            for fit in &self.per_layout {
+                out += &format!(
+                    "  {:<10} time per token = {:.2} ms + bytes / {:.1} GB/s\n",
+                    fit.layout, fit.fixed_ms, fit.effective_gb_s
+                );
+            }
+        }
         out += &format!(
             "\nhost time per token (one more pipelined run): building the graph, then async_eval\n\
              {:<14} {:>10} {:>10} {:>10} {:>10} {:>14}\n",

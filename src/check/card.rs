@@ -32,31 +32,51 @@ pub fn check_claim(
     }
 }
 
-/// The right answer to `question` here; `measured` is the learner's improvement
-/// (see [`Metric::improvement`]) from quest's measurements, when there are some.
-/// `None`: the answer depends on a measurement that was not made yet.
-pub fn correct_answer(question: &Question, measured: Option<f64>) -> Option<String> {
+/// What quest measured on this machine for the learner's code, as the measured
+/// answers need it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Evidence {
+    /// The learner's improvement on the lesson's metric (see [`Metric::improvement`])
+    /// in the interleaved measurement of this code.
+    pub improvement: Option<f64>,
+    /// Megabytes of weights per token: (the baseline's, the learner's).
+    pub weight_mb: Option<(f64, f64)>,
+}
+
+/// The right answer to `question` here, from what was measured. `None`: the answer
+/// depends on a measurement that was not made yet.
+pub fn correct_answer(question: &Question, evidence: &Evidence) -> Option<String> {
+    let yes_no = |yes: bool| Some(if yes { "yes" } else { "no" }.to_owned());
     match &question.answer {
         Answer::Is(answer) => Some(answer.clone()),
         Answer::Measured {
             measured: MeasuredAnswer::EffectShows,
             ..
-        } => measured.map(|ratio| {
-            if ratio >= EFFECT_SHOWS_RATIO {
-                "yes".into()
-            } else {
-                "no".into()
-            }
-        }),
+        } => yes_no(evidence.improvement? >= EFFECT_SHOWS_RATIO),
         Answer::Measured {
             measured: MeasuredAnswer::Improvement,
             from,
         } => {
-            let ratio = measured?;
+            let ratio = evidence.improvement?;
             from.iter()
                 .filter(|(_, &least)| ratio >= least)
                 .max_by(|a, b| a.1.total_cmp(b.1))
                 .map(|(choice, _)| choice.clone())
+        }
+        Answer::Measured {
+            measured: MeasuredAnswer::FewerBytesFaster,
+            ..
+        } => {
+            let (ratio, (before, after)) = (evidence.improvement?, evidence.weight_mb?);
+            // The improvement of the code that read fewer bytes over the other one.
+            let fewer_gained = if after < before {
+                ratio
+            } else if before < after {
+                1.0 / ratio
+            } else {
+                return yes_no(false);
+            };
+            yes_no(fewer_gained >= EFFECT_SHOWS_RATIO)
         }
     }
 }
@@ -82,18 +102,65 @@ mod tests {
         assert_eq!(Metric::TtftMs.improvement(0.0, 200.0), None);
     }
 
+    fn improved(ratio: f64) -> Evidence {
+        Evidence {
+            improvement: Some(ratio),
+            weight_mb: None,
+        }
+    }
+
     #[test]
     fn measured_answers_come_from_the_measurement() {
         let question: Question = serde_yaml::from_str(
             "{id: shows, choices: [yes, no], answer: {measured: effect_shows}}",
         )
         .unwrap();
-        assert_eq!(correct_answer(&question, Some(1.3)).as_deref(), Some("yes"));
-        assert_eq!(correct_answer(&question, Some(1.02)).as_deref(), Some("no"));
-        assert_eq!(correct_answer(&question, None), None);
+        assert_eq!(
+            correct_answer(&question, &improved(1.3)).as_deref(),
+            Some("yes")
+        );
+        assert_eq!(
+            correct_answer(&question, &improved(1.02)).as_deref(),
+            Some("no")
+        );
+        assert_eq!(correct_answer(&question, &Evidence::default()), None);
         let fixed: Question =
             serde_yaml::from_str("{id: term, choices: [fixed, bytes], answer: fixed}").unwrap();
-        assert_eq!(correct_answer(&fixed, None).as_deref(), Some("fixed"));
+        assert_eq!(
+            correct_answer(&fixed, &Evidence::default()).as_deref(),
+            Some("fixed")
+        );
+    }
+
+    #[test]
+    fn fewer_bytes_faster_asks_the_code_that_read_fewer() {
+        let question: Question = serde_yaml::from_str(
+            "{id: q, choices: [yes, no], answer: {measured: fewer_bytes_faster}}",
+        )
+        .unwrap();
+        let answer = |ratio: f64, before: f64, after: f64| {
+            let evidence = Evidence {
+                improvement: Some(ratio),
+                weight_mb: Some((before, after)),
+            };
+            correct_answer(&question, &evidence)
+        };
+        // The learner's code reads fewer bytes: its own gain counts.
+        assert_eq!(answer(1.5, 538.0, 84.0).as_deref(), Some("yes"));
+        assert_eq!(answer(0.45, 538.0, 84.0).as_deref(), Some("no"));
+        assert_eq!(answer(1.05, 538.0, 151.0).as_deref(), Some("no"));
+        // The baseline reads fewer: it must be the faster one.
+        assert_eq!(answer(0.5, 84.0, 538.0).as_deref(), Some("yes"));
+        assert_eq!(answer(1.2, 84.0, 538.0).as_deref(), Some("no"));
+        // No fewer bytes on either side: the premise fails.
+        assert_eq!(answer(2.0, 538.0, 538.0).as_deref(), Some("no"));
+        // Either measurement missing: not known yet.
+        assert_eq!(correct_answer(&question, &improved(1.5)), None);
+        let bytes_only = Evidence {
+            improvement: None,
+            weight_mb: Some((538.0, 84.0)),
+        };
+        assert_eq!(correct_answer(&question, &bytes_only), None);
     }
 
     #[test]
@@ -103,12 +170,12 @@ mod tests {
               answer: {measured: improvement, from: {big: 3.0, some: 1.5, none: 0}}}",
         )
         .unwrap();
-        let answer = |ratio| correct_answer(&question, Some(ratio));
+        let answer = |ratio| correct_answer(&question, &improved(ratio));
         assert_eq!(answer(3.6).as_deref(), Some("big"));
         assert_eq!(answer(3.0).as_deref(), Some("big"));
         assert_eq!(answer(2.9).as_deref(), Some("some"));
         assert_eq!(answer(1.0).as_deref(), Some("none"));
         assert_eq!(answer(0.4).as_deref(), Some("none"));
-        assert_eq!(correct_answer(&question, None), None);
+        assert_eq!(correct_answer(&question, &Evidence::default()), None);
     }
 }

@@ -274,6 +274,9 @@ fn report(result: &BenchResult) {
 
 pub struct FitArgs {
     pub shapes: Option<String>,
+    /// `--bits 4,8,16`: the widths to measure each shape in.
+    pub bits: Option<String>,
+    pub group_size: i32,
     pub max_tokens: usize,
     pub rounds: usize,
 }
@@ -294,8 +297,16 @@ pub fn fit(root: &std::path::Path, args: &FitArgs) -> Result<()> {
     } else {
         parse_shapes(&names)?
     };
+    let layouts = match &args.bits {
+        Some(bits) => bits
+            .split(',')
+            .map(|width| quest::lm::Layout::from_bits(width, args.group_size))
+            .collect::<Result<Vec<_>>>()?,
+        None => Vec::new(),
+    };
     let options = fit::FitOptions {
         shapes,
+        layouts,
         prompt_tokens: 16,
         max_tokens: args.max_tokens,
         rounds: args.rounds,

@@ -127,6 +127,14 @@ enum Command {
         max_tokens: usize,
         #[arg(long, default_value_t = 3)]
         rounds: usize,
+        /// Comma-separated weight widths to measure each shape in: 4 and 8 (MLX's affine
+        /// quantization), 16 (dense in the float dtype: f16 on a GPU, f32 on a CPU);
+        /// default: the layout the random model is made in.
+        #[arg(long)]
+        bits: Option<String>,
+        /// The group size of the 4- and 8-bit layouts (32, 64 or 128).
+        #[arg(long, default_value_t = 64)]
+        group_size: i32,
         /// Print the shapes' configs as JSON (for the Python peer) and stop.
         #[arg(long)]
         configs: bool,
@@ -282,12 +290,16 @@ fn dispatch(cli: Cli) -> Result<()> {
         shapes,
         max_tokens,
         rounds,
+        bits,
+        group_size,
         ..
     } = cli.command
     {
         // Needs no course: it also runs where only the binary was carried (a GPU box).
         let args = bench::FitArgs {
             shapes,
+            bits,
+            group_size,
             max_tokens: max_tokens.max(2),
             rounds: rounds.max(1),
         };

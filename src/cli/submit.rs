@@ -10,7 +10,7 @@ use std::path::Path;
 
 use anyhow::{bail, Result};
 
-use quest::check::card::{check_claim, correct_answer, Refused};
+use quest::check::card::{check_claim, correct_answer, Evidence, Refused};
 use quest::check::rules::{self, Finding};
 use quest::course::spec::{CardNumber, TokenCheck};
 use quest::course::{Lesson, Metric};
@@ -133,7 +133,13 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
             );
             println!("    {}: {}", ctx.ui("submit_got"), first_run.text.trim());
             record_submission(ctx, &mut learner, id, Some(code), false, false, None)?;
-            bail!(ctx.ui("submit_behaviour_failed").to_owned());
+            // A lesson may say why its tokens must agree (`messages: tokens:`).
+            let why = lesson
+                .meta
+                .messages
+                .get(quest::course::TOKENS_MESSAGE)
+                .map_or_else(|| ctx.ui("submit_behaviour_failed"), String::as_str);
+            bail!(why.to_owned());
         }
         println!(
             "  ✓ {}",
@@ -492,7 +498,7 @@ fn card_problems(
             });
             continue;
         }
-        match correct_answer(question, record.improvement_of(code)) {
+        match correct_answer(question, &evidence(record, code)) {
             None => problems.push(CardProblem::NotMeasured),
             Some(right) if &right != answer => {
                 problems.push(CardProblem::Wrong(question.id.clone()))
@@ -501,6 +507,25 @@ fn card_problems(
         }
     }
     problems
+}
+
+/// What quest measured for `code`: its improvement in the interleaved measurement, and
+/// the weight bytes per token of the latest recorded runs of the baseline and of it.
+fn evidence(record: &LessonRecord, code: &CodeRef) -> Evidence {
+    let latest = |of: &dyn Fn(&CodeRef) -> bool| {
+        record
+            .runs
+            .iter()
+            .rev()
+            .filter(|run| of(&run.code))
+            .find_map(|run| run.metric(Metric::WeightMbPerToken))
+    };
+    let before = latest(&|c| c.kind == CodeKind::Original);
+    let after = latest(&|c| c == code);
+    Evidence {
+        improvement: record.improvement_of(code),
+        weight_mb: before.zip(after),
+    }
 }
 
 fn explain(ctx: &Ctx, lesson: &Lesson, problem: &CardProblem) -> String {

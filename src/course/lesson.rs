@@ -11,6 +11,10 @@ use super::sections::{self, Section};
 use super::spec::LessonSpec;
 use super::{is_valid_lesson_id, yaml_error, Course, Lang};
 
+/// The key in `messages:` of what `quest submit` says when the tokens differ from the
+/// solution's (by default: greedy decoding repeats exactly, so the loop's logic changed).
+pub const TOKENS_MESSAGE: &str = "tokens";
+
 /// The typed front matter of a lesson file: what is said in this language.
 /// Unknown keys are refused so a typo (`titel:`) fails loudly instead of being ignored.
 #[derive(Debug, Clone, Deserialize)]
@@ -25,6 +29,7 @@ pub struct FrontMatter {
     #[serde(default)]
     pub source_hash: Option<String>,
     /// The message of each code rule in `lesson.yaml`, by rule id; `{call}` is the call found.
+    /// [`TOKENS_MESSAGE`] may say why the lesson's tokens must agree, when they differ.
     #[serde(default)]
     pub messages: BTreeMap<String, String>,
     /// The text of each quiz question in `lesson.yaml`, by question id.

@@ -21,7 +21,7 @@ use serde::Deserialize;
 
 pub use exercise::{first_difference, Difference, EXERCISE_ATTR};
 pub use lang::{Lang, Localized};
-pub use lesson::{FrontMatter, Lesson, QuestionText, Quote};
+pub use lesson::{FrontMatter, Lesson, QuestionText, Quote, TOKENS_MESSAGE};
 pub use sections::{markdown_options, CodeBlock, Section, INTRO, REQUIRED_SECTIONS};
 pub use spec::{LessonSpec, Metric};
 pub use translation::{sha256_hex, source_hash, TranslationStatus};

@@ -230,16 +230,19 @@ pub enum Metric {
     /// How much the time per token grows over the run, in ms per 100 tokens
     /// (least squares over the per-token times).
     MsPerTokenGrowth,
+    /// Megabytes of weights one decode step reads, in the layout that ran.
+    WeightMbPerToken,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 6] = [
+    pub const ALL: [Metric; 7] = [
         Metric::DecodeTokS,
         Metric::PerSeqTokS,
         Metric::TtftMs,
         Metric::LoadMs,
         Metric::MsPerToken,
         Metric::MsPerTokenGrowth,
+        Metric::WeightMbPerToken,
     ];
 
     /// Its key in reports and in the progress file.
@@ -251,6 +254,7 @@ impl Metric {
             Metric::LoadMs => "load_ms",
             Metric::MsPerToken => "ms_per_token",
             Metric::MsPerTokenGrowth => "ms_per_token_growth",
+            Metric::WeightMbPerToken => "weight_mb_per_token",
         }
     }
 
@@ -264,6 +268,7 @@ impl Metric {
             Metric::DecodeTokS | Metric::PerSeqTokS => "tok/s",
             Metric::TtftMs | Metric::LoadMs | Metric::MsPerToken => "ms",
             Metric::MsPerTokenGrowth => "ms/100 tok",
+            Metric::WeightMbPerToken => "MB",
         }
     }
 
@@ -358,6 +363,11 @@ pub enum MeasuredAnswer {
     /// The choice whose `from` is the largest one at or under the measured improvement
     /// (the same medians): how large the effect was here, in bands.
     Improvement,
+    /// `yes` when, of the baseline and the learner's code, the one that read fewer
+    /// weight bytes per token (medians of the runs quest recorded) also did at least
+    /// 10 % better on the lesson's metric in the interleaved measurement; `no` when it
+    /// did not, or when both read the same bytes.
+    FewerBytesFaster,
 }
 
 /// The improvement that counts as "the effect shows" for a measured answer.
@@ -436,7 +446,7 @@ impl LessonSpec {
             let valid = match &question.answer {
                 Answer::Is(answer) => choices.contains(&answer.as_str()),
                 Answer::Measured {
-                    measured: MeasuredAnswer::EffectShows,
+                    measured: MeasuredAnswer::EffectShows | MeasuredAnswer::FewerBytesFaster,
                     from,
                 } => self.measure.is_some() && choices == ["yes", "no"] && from.is_empty(),
                 Answer::Measured {
@@ -457,7 +467,7 @@ impl LessonSpec {
             if !valid {
                 bail!(
                     "{at}: question `{}`: the answer must be one of its choices ({}); a measured \
-                     answer needs `measure`: `effect_shows` the choices [yes, no], `improvement` \
+                     answer needs `measure`: `effect_shows` and `fewer_bytes_faster` the choices [yes, no], `improvement` \
                      a `from:` for each choice (the least improvement, one of them 0)",
                     question.id,
                     choices.join(", ")
@@ -594,6 +604,34 @@ quiz:
             let error = format!("{:#}", parse(&yaml).unwrap_err());
             assert!(error.contains(expected), "{expected}: {error}");
         }
+    }
+
+    #[test]
+    fn a_measured_answer_needs_a_measure_and_yes_no() {
+        let with = FULL.replace("effect_shows", "fewer_bytes_faster");
+        assert_eq!(
+            parse(&with).unwrap().quiz[1].answer,
+            Answer::Measured {
+                measured: MeasuredAnswer::FewerBytesFaster,
+                from: Default::default(),
+            }
+        );
+        let no_measure = with
+            .replace(
+                "measure: {metric: decode_tok_s, expect: higher, at_least: 1.05}\n",
+                "",
+            )
+            .replace("card: {}\n", "");
+        let error = format!("{:#}", parse(&no_measure).unwrap_err());
+        assert!(
+            error.contains("a measured answer needs `measure`"),
+            "{error}"
+        );
+        let error = format!(
+            "{:#}",
+            parse(&with.replace("[yes, no]", "[si, no]")).unwrap_err()
+        );
+        assert!(error.contains("the choices [yes, no]"), "{error}");
     }
 
     #[test]

@@ -135,6 +135,94 @@ impl std::str::FromStr for WeightLayout {
     }
 }
 
+/// A layout a loaded model's matrices can be put in with [`Model::requantize`], whatever
+/// the file stored: dense in the float dtype ([`Backend::float_dtype`]), or MLX's affine
+/// quantization (`mx.quantize`: each row cut into groups of `group_size` input columns,
+/// each group with its own scale and bias in the float dtype, each weight `bits` wide).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    Dense,
+    Affine { bits: i32, group_size: i32 },
+}
+
+impl Layout {
+    /// The widths quest requantizes to (MLX packs them whole into its u32 words).
+    pub const BITS: [i32; 2] = [4, 8];
+    /// MLX's group sizes.
+    pub const GROUP_SIZES: [i32; 3] = [32, 64, 128];
+    pub const CHOICES: &'static str = "dense, q8-g32, q8-g64, q8-g128, q4-g32, q4-g64 or q4-g128";
+
+    /// `bits` wide, a scale and a bias per `group_size` weights; refuses what MLX cannot do.
+    pub fn affine(bits: i32, group_size: i32) -> Result<Self> {
+        anyhow::ensure!(
+            Self::BITS.contains(&bits),
+            "{bits}-bit weights are not a layout quest makes; use 4 or 8 bits (or dense)"
+        );
+        anyhow::ensure!(
+            Self::GROUP_SIZES.contains(&group_size),
+            "group size {group_size} is not one of MLX's (32, 64 or 128)"
+        );
+        Ok(Layout::Affine { bits, group_size })
+    }
+
+    /// 8-bit, a scale and a bias per `group_size` weights.
+    pub fn q8(group_size: i32) -> Result<Self> {
+        Self::affine(8, group_size)
+    }
+
+    /// 4-bit, a scale and a bias per `group_size` weights.
+    pub fn q4(group_size: i32) -> Result<Self> {
+        Self::affine(4, group_size)
+    }
+
+    /// The layout's name in reports: `dense-f32` / `dense-f16` (the float dtype of this
+    /// backend), or `q4-g64`.
+    pub fn name(self) -> String {
+        match self {
+            Layout::Dense => weights::dense_name(Backend::detect().float_dtype()),
+            Layout::Affine { bits, group_size } => format!("q{bits}-g{group_size}"),
+        }
+    }
+
+    /// The layout for a width of `quest fit --bits`: 4 or 8 bits in groups of
+    /// `group_size`; 16 or 32 (or `dense`) is the float dtype of this backend.
+    pub fn from_bits(bits: &str, group_size: i32) -> Result<Self> {
+        match bits.trim() {
+            "16" | "32" | "dense" => Ok(Layout::Dense),
+            other => match other.parse::<i32>() {
+                Ok(bits) => Self::affine(bits, group_size),
+                Err(_) => anyhow::bail!(
+                    "`{other}` is not a width: use 4, 8 or 16 (16: dense in the float dtype)"
+                ),
+            },
+        }
+    }
+}
+
+impl std::str::FromStr for Layout {
+    type Err = anyhow::Error;
+    /// `dense`, or `q<bits>-g<group size>` (`q4-g64`).
+    fn from_str(s: &str) -> Result<Self> {
+        if s == "dense" {
+            return Ok(Layout::Dense);
+        }
+        let parsed = s
+            .strip_prefix('q')
+            .and_then(|rest| rest.split_once("-g"))
+            .and_then(|(bits, group)| Some((bits.parse().ok()?, group.parse().ok()?)));
+        match parsed {
+            Some((bits, group_size)) => Self::affine(bits, group_size),
+            None => anyhow::bail!("unknown layout `{s}`; use {}", Self::CHOICES),
+        }
+    }
+}
+
+impl std::fmt::Display for Layout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
 /// What the last `load` in this process loaded: the weight layout and the bytes of
 /// weights a decode step reads (for the exercise's report).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -150,7 +238,8 @@ pub fn last_loaded() -> Option<Loaded> {
     LOADED.lock().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
-fn remember(model: &Model) {
+/// Records `model` as what ran (its layout may change after load: [`Model::requantize`]).
+pub(crate) fn remember(model: &Model) {
     *LOADED.lock().unwrap_or_else(|e| e.into_inner()) = Some(Loaded {
         weights: model.weights.clone(),
         weight_bytes: model.weight_bytes() as u64,

@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use mlx_rs::ops::indexing::IndexOp;
-use mlx_rs::ops::{dequantize, matmul, quantized_matmul};
+use mlx_rs::ops::{dequantize, matmul, quantize, quantized_matmul};
+
+use super::Layout;
 use mlx_rs::{Array, Dtype};
 
 /// MLX's affine quantization parameters, as in `config.json`'s `quantization`.
@@ -14,6 +16,17 @@ use mlx_rs::{Array, Dtype};
 pub struct Quantization {
     pub group_size: i32,
     pub bits: i32,
+}
+
+/// `dense-f32`, `dense-f16`, `dense-bf16`: matrices held in that float dtype.
+pub fn dense_name(dtype: Dtype) -> String {
+    let dtype = match dtype {
+        Dtype::Float32 => "f32",
+        Dtype::Float16 => "f16",
+        Dtype::Bfloat16 => "bf16",
+        _ => "float",
+    };
+    format!("dense-{dtype}")
 }
 
 /// Tensors by name, taken out one by one as the model is built.
@@ -52,13 +65,7 @@ impl Weights {
         if quantized && !self.dense {
             return "quantized".into();
         }
-        let dtype = match self.float_dtype {
-            Dtype::Float32 => "f32",
-            Dtype::Float16 => "f16",
-            Dtype::Bfloat16 => "bf16",
-            _ => "float",
-        };
-        format!("dense-{dtype}")
+        dense_name(self.float_dtype)
     }
 
     pub fn source(&self) -> &Path {
@@ -258,6 +265,66 @@ impl Linear {
         })
     }
 
+    /// The `[out, in]` matrix this layer multiplies by, in `dtype` (dequantized when
+    /// quantized: what the quantized matmul computes with).
+    fn float_matrix(&self, dtype: Dtype) -> Result<Array> {
+        let matrix = match self {
+            Linear::Dense { weight_t, .. } => weight_t.t(),
+            Linear::Quantized {
+                weight,
+                scales,
+                biases,
+                group_size,
+                bits,
+                ..
+            } => dequantize(weight, scales, biases, *group_size, *bits)?,
+        };
+        Ok(matrix.as_dtype(dtype)?)
+    }
+
+    /// This layer in `layout`: its float matrix (dequantized first when it is quantized),
+    /// kept in `dtype` or quantized with MLX's `quantize`; the bias stays as it is.
+    /// Evaluated now, so the old arrays can be freed as the model is converted.
+    pub fn requantize(&self, layout: Layout, dtype: Dtype) -> Result<Linear> {
+        let bias = self.bias().cloned();
+        let linear = match layout {
+            Layout::Dense => {
+                if let Linear::Dense { weight_t, .. } = self {
+                    if weight_t.dtype() == dtype {
+                        return Ok(Linear::Dense {
+                            weight_t: weight_t.clone(),
+                            bias,
+                        });
+                    }
+                }
+                Linear::Dense {
+                    weight_t: self.float_matrix(dtype)?.t(),
+                    bias,
+                }
+            }
+            Layout::Affine { bits, group_size } => {
+                let matrix = self.float_matrix(dtype)?;
+                let columns = matrix.shape()[1];
+                anyhow::ensure!(
+                    columns % group_size == 0,
+                    "a matrix with {columns} input columns cannot be cut into groups of \
+                     {group_size}; choose a group size that divides every width of the model"
+                );
+                let (weight, scales, biases) = quantize(&matrix, group_size, bits)?;
+                Linear::Quantized {
+                    weight,
+                    scales,
+                    biases,
+                    bias,
+                    group_size,
+                    bits,
+                }
+            }
+        };
+        mlx_rs::transforms::eval(linear.arrays())?;
+        Ok(linear)
+    }
+
     /// Bytes this layer's parameters occupy (what a decode step streams from memory).
     pub fn nbytes(&self) -> usize {
         match self {
@@ -306,6 +373,11 @@ impl Embedding {
                 )?)
             }
         }
+    }
+
+    /// The table in `layout` (see [`Linear::requantize`]).
+    pub fn requantize(&self, layout: Layout, dtype: Dtype) -> Result<Embedding> {
+        Ok(Embedding(self.0.requantize(layout, dtype)?))
     }
 
     /// `x E^T`: the tied language-model head.
@@ -439,6 +511,23 @@ impl Fused {
             Fused::One { linear, splits } => Ok(linear.forward(x)?.split_at_indices(splits, -1)?),
             Fused::Separate(parts) => parts.iter().map(|p| p.forward(x)).collect(),
         }
+    }
+
+    /// The same parts in `layout`. Groups run along the input columns, which the parts
+    /// share, so quantizing the stacked matrix is quantizing each part and stacking them.
+    pub fn requantize(&self, layout: Layout, dtype: Dtype) -> Result<Fused> {
+        Ok(match self {
+            Fused::One { linear, splits } => Fused::One {
+                linear: linear.requantize(layout, dtype)?,
+                splits: splits.clone(),
+            },
+            Fused::Separate(parts) => Fused::Separate(
+                parts
+                    .iter()
+                    .map(|part| part.requantize(layout, dtype))
+                    .collect::<Result<_>>()?,
+            ),
+        })
     }
 
     pub fn nbytes(&self) -> usize {

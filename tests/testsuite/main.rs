@@ -4,6 +4,7 @@
 mod bad_models;
 mod batch;
 mod bench;
+mod bits;
 mod blas;
 mod cli;
 mod common;

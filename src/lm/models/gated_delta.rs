@@ -23,6 +23,7 @@ use mlx_rs::{Array, Dtype};
 use super::activations::silu;
 use crate::lm::cache::RecurrentCache;
 use crate::lm::weights::{Linear, Quantization, Weights};
+use crate::lm::Layout;
 
 /// Head counts and sizes of a gated delta layer (the `linear_*` keys of the config).
 #[derive(Clone, Debug)]
@@ -146,6 +147,20 @@ impl GatedDeltaNet {
 
         let out = gated_rms_norm(&y, &z, &self.norm_weight, s.rms_norm_eps)?;
         self.out_proj.forward(&out.reshape(&[b, l, -1])?)
+    }
+
+    /// Puts the five projections in `layout` (the conv kernel and the vectors stay float).
+    pub fn requantize(&mut self, layout: Layout, dtype: Dtype) -> Result<()> {
+        for projection in [
+            &mut self.in_proj_qkv,
+            &mut self.in_proj_z,
+            &mut self.in_proj_b,
+            &mut self.in_proj_a,
+            &mut self.out_proj,
+        ] {
+            *projection = projection.requantize(layout, dtype)?;
+        }
+        Ok(())
     }
 
     pub fn nbytes(&self) -> usize {

@@ -12,6 +12,7 @@ use mlx_rs::Array;
 
 use crate::lm::cache::LayerCache;
 use crate::lm::weights::Weights;
+use crate::lm::Layout;
 use transformer::Decoder;
 
 /// Architectures quest can run, by `config.json`'s `model_type`.
@@ -21,7 +22,7 @@ pub const SUPPORTED: &[&str] = &["llama", "qwen3", "qwen3_5"];
 pub struct Model {
     pub model_type: String,
     /// `dense-f32`, `dense-f16` or `quantized`: how the matrices are held (see
-    /// [`crate::lm::WeightLayout`]).
+    /// [`crate::lm::WeightLayout`]); after [`Model::requantize`], that layout (`q4-g64`).
     pub weights: String,
     decoder: Decoder,
 }
@@ -84,6 +85,25 @@ impl Model {
 
     pub fn num_layers(&self) -> usize {
         self.decoder.shape.layers
+    }
+
+    /// Puts every matrix of the loaded model in `layout` — dense in the float dtype, or
+    /// MLX's affine 8- or 4-bit quantization — whatever the file stored: a quantized
+    /// matrix is dequantized first, then quantized again (so the same model runs in each
+    /// layout). Norms stay float. The report's weight layout and bytes per token follow.
+    ///
+    /// ```text
+    /// let (mut model, tokenizer) = lm::load("smollm2-135m-instruct")?;
+    /// model.requantize(lm::Layout::q4(64)?)?;
+    /// ```
+    pub fn requantize(&mut self, layout: Layout) -> Result<()> {
+        let dtype = crate::lm::Backend::detect().float_dtype();
+        self.decoder
+            .requantize(layout, dtype)
+            .with_context(|| format!("requantizing the model to {layout}"))?;
+        self.weights = layout.name();
+        crate::lm::remember(self);
+        Ok(())
     }
 
     /// Bytes of weights each decode step reads.

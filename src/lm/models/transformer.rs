@@ -3,15 +3,16 @@
 //! delta net with a fixed-size state) and a SwiGLU feed-forward. The architecture files
 //! say which pieces a model has; this file says how a token flows through them.
 
-use anyhow::{bail, ensure, Result};
+use anyhow::{bail, ensure, Context, Result};
 use mlx_rs::fast::{rms_norm, rope, scaled_dot_product_attention, ScaledDotProductAttentionMask};
 use mlx_rs::ops::sigmoid;
-use mlx_rs::Array;
+use mlx_rs::{Array, Dtype};
 
 use super::activations::swiglu;
 use super::gated_delta::{GatedDeltaNet, GatedDeltaShape};
 use crate::lm::cache::{KvCache, LayerCache, RecurrentCache};
 use crate::lm::weights::{Embedding, Fused, Linear, Quantization, Weights};
+use crate::lm::Layout;
 
 /// Shapes and constants of a decoder, after each architecture has read its config.
 #[derive(Clone, Debug)]
@@ -339,6 +340,35 @@ impl Decoder {
             .iter()
             .map(|block| block.mixer.empty_cache())
             .collect()
+    }
+
+    /// Every matrix in `layout` — the projections, the feed-forward, the embedding table
+    /// and the head (mlx-lm's `quantize` converts the same layers); norms stay float.
+    pub fn requantize(&mut self, layout: Layout, dtype: Dtype) -> Result<()> {
+        self.embed_tokens = self
+            .embed_tokens
+            .requantize(layout, dtype)
+            .context("the embedding table")?;
+        for (i, block) in self.layers.iter_mut().enumerate() {
+            let at = || format!("layer {i}");
+            match &mut block.mixer {
+                Mixer::Attention(attn) => {
+                    attn.qkv_proj = attn.qkv_proj.requantize(layout, dtype).with_context(at)?;
+                    attn.o_proj = attn.o_proj.requantize(layout, dtype).with_context(at)?;
+                }
+                Mixer::GatedDelta(delta) => delta.requantize(layout, dtype).with_context(at)?,
+            }
+            let mlp = &mut block.mlp;
+            mlp.gate_up_proj = mlp
+                .gate_up_proj
+                .requantize(layout, dtype)
+                .with_context(at)?;
+            mlp.down_proj = mlp.down_proj.requantize(layout, dtype).with_context(at)?;
+        }
+        if let Some(head) = &mut self.lm_head {
+            *head = head.requantize(layout, dtype).context("the output head")?;
+        }
+        Ok(())
     }
 
     /// Bytes of parameters one decode step reads (each weight once).

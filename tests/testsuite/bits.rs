@@ -1,0 +1,344 @@
+//! `Model::requantize`: the same model in another layout — dense, 8-bit, 4-bit — with
+//! the tokens it writes, the bytes a step reads, and the layouts it refuses.
+
+use std::path::Path;
+use std::sync::Mutex;
+
+use mlx_rs::ops::indexing::argmax_axis;
+use quest::lm::{self, Layout, Message, Model, WeightLayout};
+
+/// MLX work stays on one thread at a time (a stream belongs to its thread).
+static MLX: Mutex<()> = Mutex::new(());
+
+/// The lesson's prompt, greedy, with the cache: `n` tokens.
+fn greedy(model: &Model, tokenizer: &lm::Tokenizer, n: usize) -> Vec<u32> {
+    let messages = [Message::user(quest::lab::DEFAULT_PROMPT)];
+    let prompt = tokenizer
+        .apply_chat_template(&messages, true, false)
+        .unwrap();
+    let ids = tokenizer.encode(&prompt).unwrap();
+    let mut cache = lm::make_prompt_cache(model);
+    let logits = model.forward(&lm::tokens_array(&ids), &mut cache).unwrap();
+    let mut y = argmax_axis(lm::last_position(&logits), -1, None).unwrap();
+    let mut out = vec![y.item_exact::<u32>()];
+    while out.len() < n {
+        let logits = model
+            .forward(&y.reshape(&[1, 1]).unwrap(), &mut cache)
+            .unwrap();
+        y = argmax_axis(lm::last_position(&logits), -1, None).unwrap();
+        out.push(y.item_exact::<u32>());
+    }
+    out
+}
+
+fn smollm2_in(layout: Layout) -> (Model, lm::Tokenizer) {
+    let (mut model, tokenizer) = lm::load_with(lm::DEFAULT_MODEL, WeightLayout::Dense).unwrap();
+    model.requantize(layout).unwrap();
+    (model, tokenizer)
+}
+
+/// SmolLM2-135M's matrices: per layer q/k/v (960 × 576 stacked), o (576 × 576),
+/// gate/up (3072 × 576 stacked), down (576 × 1536); the 49152 × 576 embedding, which
+/// is also the head. Norms: two per layer and the final one, 576 floats each.
+const MATRIX_PARAMS: u64 = 30 * (960 * 576 + 576 * 576 + 3072 * 576 + 576 * 1536) + 49152 * 576;
+const NORM_PARAMS: u64 = (30 * 2 + 1) * 576;
+
+/// Bytes per token in `layout`: `bits` per weight, plus a scale and a bias in the
+/// float dtype for every group; norms stay float.
+fn expected_bytes(layout: Layout) -> u64 {
+    let float = match lm::Backend::detect().float_dtype() {
+        mlx_rs::Dtype::Float32 => 4,
+        _ => 2,
+    };
+    let matrices = match layout {
+        Layout::Dense => MATRIX_PARAMS * float,
+        Layout::Affine { bits, group_size } => {
+            MATRIX_PARAMS * bits as u64 / 8 + MATRIX_PARAMS / group_size as u64 * 2 * float
+        }
+    };
+    matrices + NORM_PARAMS * float
+}
+
+#[test]
+fn bytes_per_token_follow_the_layout() {
+    let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
+    assert_eq!(MATRIX_PARAMS + NORM_PARAMS, 134_515_008);
+    if lm::Backend::detect() == lm::Backend::Cpu {
+        // The numbers the lesson quotes, exactly.
+        assert_eq!(expected_bytes(Layout::Dense), 538_060_032);
+        assert_eq!(expected_bytes(Layout::q8(64).unwrap()), 151_430_400);
+        assert_eq!(expected_bytes(Layout::q4(64).unwrap()), 84_190_464);
+        assert_eq!(expected_bytes(Layout::q4(32).unwrap()), 101_000_448);
+    }
+    let (mut model, _) = lm::load_with(lm::DEFAULT_MODEL, WeightLayout::Dense).unwrap();
+    for layout in [
+        Layout::Dense,
+        Layout::q8(32).unwrap(),
+        Layout::q8(64).unwrap(),
+        Layout::q4(64).unwrap(),
+        Layout::q4(32).unwrap(),
+        Layout::Dense,
+    ] {
+        model.requantize(layout).unwrap();
+        assert_eq!(
+            model.weight_bytes() as u64,
+            expected_bytes(layout),
+            "{layout}"
+        );
+        assert_eq!(model.weights, layout.name());
+        // The report reads what ran, not what was loaded.
+        let loaded = lm::last_loaded().unwrap();
+        assert_eq!(loaded.weight_bytes, expected_bytes(layout), "{layout}");
+        assert_eq!(loaded.weights, layout.name());
+    }
+}
+
+/// Measured on the CPU (f32, 2026-12-01): from the Q4_1 file made dense, q8-g32 writes
+/// dense's 32 tokens, q8-g64 its first 26, q4-g32 its first 6 ("The capital of France
+/// is Paris"); q4-g64 — 4 bits in groups coarser than the file's — answers in broken
+/// French from the first token. The lesson's token check (`first: 6`) rests on this.
+#[test]
+fn requantized_smollm2_writes_dense_tokens() {
+    let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
+    let (dense, tokenizer) = smollm2_in(Layout::Dense);
+    let reference = greedy(&dense, &tokenizer, 32);
+    drop(dense);
+    let agree = |layout: &str| {
+        let (model, tokenizer) = smollm2_in(layout.parse().unwrap());
+        let tokens = greedy(&model, &tokenizer, 32);
+        let same = reference
+            .iter()
+            .zip(&tokens)
+            .take_while(|(a, b)| a == b)
+            .count();
+        eprintln!(
+            "{layout}: {same} tokens as dense: {:?}",
+            tokenizer.decode(&tokens).unwrap()
+        );
+        same
+    };
+    assert_eq!(agree("q8-g32"), 32);
+    assert!(agree("q8-g64") >= 6);
+    assert!(agree("q4-g32") >= 6);
+    assert!(agree("q4-g64") < 6);
+}
+
+#[test]
+fn a_group_that_does_not_divide_the_model_is_refused() {
+    let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
+    let (mut model, _) = lm::load_with(lm::DEFAULT_MODEL, WeightLayout::Dense).unwrap();
+    let error = format!(
+        "{:#}",
+        model.requantize(Layout::q4(128).unwrap()).unwrap_err()
+    );
+    assert!(
+        error.contains("requantizing the model to q4-g128")
+            && error.contains("576 input columns cannot be cut into groups of 128"),
+        "{error}"
+    );
+}
+
+#[test]
+fn layouts_parse_and_refuse_what_mlx_cannot_do() {
+    assert_eq!("dense".parse::<Layout>().unwrap(), Layout::Dense);
+    assert_eq!(
+        "q4-g64".parse::<Layout>().unwrap(),
+        Layout::Affine {
+            bits: 4,
+            group_size: 64
+        }
+    );
+    assert_eq!(Layout::from_bits("16", 32).unwrap(), Layout::Dense);
+    assert_eq!(Layout::from_bits("8", 32).unwrap(), Layout::q8(32).unwrap());
+    for (text, why) in [
+        ("q3-g64", "use 4 or 8 bits"),
+        ("q4-g100", "not one of MLX's"),
+        ("4bit", "unknown layout `4bit`"),
+    ] {
+        let error = text.parse::<Layout>().unwrap_err().to_string();
+        assert!(error.contains(why), "{text}: {error}");
+    }
+    let error = Layout::from_bits("four", 64).unwrap_err().to_string();
+    assert!(error.contains("use 4, 8 or 16"), "{error}");
+    assert_eq!(Layout::q4(64).unwrap().to_string(), "q4-g64");
+}
+
+/// `quantize_model(group_size=32, bits=4)` of the tiny f32 fixtures is what mlx-lm
+/// saved as their `-4bit` twins (tests/fixtures/README.md): requantizing the f32 model
+/// to q4-g32 must give mlx-lm's 4-bit model — its 16 greedy tokens and its prefill
+/// logits — for the dense decoder and for Qwen3.5's gated delta projections alike.
+#[test]
+fn requantized_to_q4_g32_is_mlx_lm_s_4bit_model() {
+    let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    for (f32_dir, q4_dir) in [
+        ("qwen3-tiny-f32", "qwen3-tiny-4bit"),
+        ("qwen3_5-tiny-f32", "qwen3_5-tiny-4bit"),
+    ] {
+        let golden: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(fixtures.join(q4_dir).join("golden.json")).unwrap(),
+        )
+        .unwrap();
+        let ids = |key: &str| -> Vec<u32> {
+            golden[key]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_u64().unwrap() as u32)
+                .collect()
+        };
+        let mut model =
+            lm::load_model_dir_with(&fixtures.join(f32_dir), WeightLayout::Dense).unwrap();
+        let stored =
+            lm::load_model_dir_with(&fixtures.join(q4_dir), WeightLayout::Quantized).unwrap();
+        model.requantize(Layout::q4(32).unwrap()).unwrap();
+        assert_eq!(model.weights, "q4-g32");
+        assert_eq!(model.weight_bytes(), stored.weight_bytes(), "{f32_dir}");
+
+        let prompt = ids("prompt_ids");
+        let mut cache = lm::make_prompt_cache(&model);
+        let logits = model
+            .forward(&lm::tokens_array(&prompt), &mut cache)
+            .unwrap();
+        let last = lm::last_position(&logits);
+        let expected: Vec<f32> = golden["prefill_logits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap() as f32)
+            .collect();
+        let diff = last
+            .as_slice::<f32>()
+            .iter()
+            .zip(&expected)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f32::max);
+        assert!(
+            diff < 1e-4,
+            "{f32_dir}: prefill logits differ from mlx-lm's 4-bit by {diff}"
+        );
+        let mut y = argmax_axis(&last, -1, None).unwrap();
+        let mut tokens = vec![y.item_exact::<u32>()];
+        while tokens.len() < 16 {
+            let logits = model
+                .forward(&y.reshape(&[1, 1]).unwrap(), &mut cache)
+                .unwrap();
+            y = argmax_axis(lm::last_position(&logits), -1, None).unwrap();
+            tokens.push(y.item_exact::<u32>());
+        }
+        assert_eq!(
+            tokens,
+            ids("greedy_ids"),
+            "{f32_dir}: tokens differ from mlx-lm's 4-bit"
+        );
+    }
+}
+
+/// The lesson from `list` to a completed card, on the real model: listed in its track,
+/// run as given (dense), refused by its rule, refused for a layout that loses the
+/// answer, passed with the solution (4-bit), and carded with the answer this machine's
+/// measurement gives. Every edit goes to a copy of the course.
+#[test]
+fn bits_per_weight_from_list_to_card() {
+    use crate::common::{card_numbers, course_copy, home, quest_in, text};
+    let id = "bits-per-weight";
+    let root = course_copy(id);
+    let home = home("bits-journey");
+    let quest = |args: &[&str]| quest_in(&root, &home, args);
+    let exercise = root.join(format!("exercises/{id}/decode_loop.rs"));
+    let starting = std::fs::read_to_string(&exercise).unwrap();
+
+    let (stdout, stderr) = text(&quest(&["list"]));
+    assert!(
+        stdout.contains("Physics: what sets the speed of a token") && stdout.contains(id),
+        "{stdout}{stderr}"
+    );
+
+    let out = quest(&["run", id, "--no-lesson"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    if lm::Backend::detect() == lm::Backend::Cpu {
+        assert!(
+            stdout.contains("dense-f32 weights, 538 MB/token"),
+            "{stdout}"
+        );
+    }
+
+    let out = quest(&["submit", id]);
+    let (refused, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{refused}{stderr}");
+    insta::assert_snapshot!("bits_per_weight_refused", refused);
+
+    // 4 bits in groups of 64, from a file already 4-bit: the answer is lost.
+    std::fs::write(
+        &exercise,
+        starting
+            .replace(
+                "let (model, tokenizer) = lm::load(&run.model)?;",
+                "let (mut model, tokenizer) = lm::load(&run.model)?;",
+            )
+            .replace(
+                "    // REQUANTIZE: here.",
+                "    model.requantize(lm::Layout::q4(64)?)?;\n    // REQUANTIZE: here.",
+            ),
+    )
+    .unwrap();
+    let out = quest(&["submit", id]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("differ from the reference from token 0"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("groups of 64"),
+        "the lesson's own reason: {stderr}"
+    );
+
+    let solution = root.join(format!("solutions/{id}/decode_loop.rs"));
+    std::fs::copy(&solution, &exercise).unwrap();
+    let out = quest(&["submit", id, "--rounds", "1"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("The same 6 greedy tokens"), "{stdout}");
+    let bytes_line = stdout
+        .lines()
+        .find(|l| l.contains("weights read per token (MB)"))
+        .unwrap_or_else(|| panic!("no bytes line: {stdout}"));
+    if lm::Backend::detect() == lm::Backend::Cpu {
+        assert!(bytes_line.contains("538.06 → 101.00 MB"), "{bytes_line}");
+    }
+    // The solution reads fewer bytes: the answer is whether it was 10 % faster here.
+    let (before, after, shows) = card_numbers(&stdout, id);
+    let faster = if shows.ends_with("yes") { "yes" } else { "no" };
+    let wrong = if faster == "yes" { "no" } else { "yes" };
+
+    let card = |answer: &str| {
+        quest(&[
+            "card",
+            id,
+            "--before",
+            &before,
+            "--after",
+            &after,
+            "--answer",
+            &format!("fewer-faster={answer}"),
+            "--answer",
+            "where=streaming",
+        ])
+    };
+    let out = card(wrong);
+    let (stdout, _) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    insta::assert_snapshot!("bits_per_weight_wrong_answer", stdout);
+
+    let out = card(faster);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(
+        stdout.contains(&format!("Lesson {id} complete: +100 XP")),
+        "{stdout}"
+    );
+    let (stdout, _) = text(&quest(&["list"]));
+    assert!(stdout.contains("[done]"), "{stdout}");
+}
