@@ -2,7 +2,19 @@
 //! recorded something close for that code; answers are checked against the lesson's
 //! answer, fixed or computed from what quest measured on this machine.
 
+use std::collections::BTreeMap;
+
 use crate::course::spec::{Answer, MeasuredAnswer, Question, EFFECT_SHOWS_RATIO};
+
+/// What quest measured for the learner's code here, as measured answers need it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MeasuredHere<'a> {
+    /// The learner's improvement (see `Metric::improvement`) from quest's interleaved
+    /// measurement.
+    pub improvement: Option<f64>,
+    /// quest's own values (`values:`) from the learner's latest checked run.
+    pub values: Option<&'a BTreeMap<String, f64>>,
+}
 
 /// Why a claimed number was refused: what was claimed and what quest had measured.
 #[derive(Clone, Debug, PartialEq)]
@@ -32,21 +44,33 @@ pub fn check_claim(
     }
 }
 
-/// The right answer to `question` here; `measured` is the learner's improvement
-/// (see [`Metric::improvement`]) from quest's measurements, when there are some.
-/// `None`: the answer depends on a measurement that was not made yet.
-pub fn correct_answer(question: &Question, measured: Option<f64>) -> Option<String> {
+/// The right answer to `question` here, from what quest measured for the learner's
+/// code. `None`: the answer depends on a measurement that was not made yet.
+pub fn correct_answer(question: &Question, measured: MeasuredHere) -> Option<String> {
     match &question.answer {
         Answer::Is(answer) => Some(answer.clone()),
         Answer::Measured {
             measured: MeasuredAnswer::EffectShows,
-        } => measured.map(|ratio| {
+        } => measured.improvement.map(|ratio| {
             if ratio >= EFFECT_SHOWS_RATIO {
                 "yes".into()
             } else {
                 "no".into()
             }
         }),
+        Answer::Measured {
+            measured: MeasuredAnswer::Largest(of),
+        } => {
+            let values = measured.values?;
+            let mut largest: Option<(&String, f64)> = None;
+            for (choice, name) in of {
+                let value = *values.get(name)?;
+                if largest.is_none_or(|(_, best)| value > best) {
+                    largest = Some((choice, value));
+                }
+            }
+            largest.map(|(choice, _)| choice.clone())
+        }
     }
 }
 
@@ -77,11 +101,44 @@ mod tests {
             "{id: shows, choices: [yes, no], answer: {measured: effect_shows}}",
         )
         .unwrap();
-        assert_eq!(correct_answer(&question, Some(1.3)).as_deref(), Some("yes"));
-        assert_eq!(correct_answer(&question, Some(1.02)).as_deref(), Some("no"));
-        assert_eq!(correct_answer(&question, None), None);
+        let ratio = |improvement| MeasuredHere {
+            improvement,
+            values: None,
+        };
+        assert_eq!(
+            correct_answer(&question, ratio(Some(1.3))).as_deref(),
+            Some("yes")
+        );
+        assert_eq!(
+            correct_answer(&question, ratio(Some(1.02))).as_deref(),
+            Some("no")
+        );
+        assert_eq!(correct_answer(&question, ratio(None)), None);
         let fixed: Question =
             serde_yaml::from_str("{id: term, choices: [fixed, bytes], answer: fixed}").unwrap();
-        assert_eq!(correct_answer(&fixed, None).as_deref(), Some("fixed"));
+        assert_eq!(
+            correct_answer(&fixed, MeasuredHere::default()).as_deref(),
+            Some("fixed")
+        );
+    }
+
+    #[test]
+    fn the_largest_value_is_the_answer() {
+        let question: Question = serde_yaml::from_str(
+            "{id: larger, choices: [fixed, bytes], answer: {measured: {largest: {fixed: f, bytes: b}}}}",
+        )
+        .unwrap();
+        let values = |f: f64, b: f64| BTreeMap::from([("f".to_owned(), f), ("b".to_owned(), b)]);
+        let here = |v| MeasuredHere {
+            improvement: None,
+            values: Some(v),
+        };
+        // A GPU: a 3.8 ms fixed term against 2.4 ms of bytes; a CPU: the other way round.
+        let (gpu, cpu) = (values(3.8, 2.4), values(20.0, 700.0));
+        assert_eq!(correct_answer(&question, here(&gpu)).as_deref(), Some("fixed"));
+        assert_eq!(correct_answer(&question, here(&cpu)).as_deref(), Some("bytes"));
+        let missing = BTreeMap::from([("f".to_owned(), 1.0)]);
+        assert_eq!(correct_answer(&question, here(&missing)), None);
+        assert_eq!(correct_answer(&question, MeasuredHere::default()), None);
     }
 }

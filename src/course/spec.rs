@@ -3,7 +3,7 @@
 //! The texts that go with them (rule messages, quiz questions) are in `en.md` /
 //! `ko.md`, keyed by the ids given here.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -46,8 +46,65 @@ pub struct LessonSpec {
     pub measure: Option<Measure>,
     #[serde(default)]
     pub card: Option<CardSpec>,
+    /// Values the exercise computes from inputs quest measured, each checked against
+    /// quest's own computation from the same inputs.
+    #[serde(default)]
+    pub values: Option<ValuesSpec>,
     #[serde(default)]
     pub quiz: Vec<Question>,
+}
+
+/// `values:` — the exercise reports the inputs it was given and the values it computed
+/// (`Exercise::report_values`); quest recomputes them with `computed_by` and checks
+/// every value named in `check` (per shape: each `name[shape]`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ValuesSpec {
+    pub computed_by: Computation,
+    pub check: Vec<String>,
+    /// Relative: the values are the same arithmetic on the same inputs, so only the
+    /// order of floating-point operations may differ.
+    #[serde(default = "default_values_tolerance")]
+    pub tolerance: f64,
+}
+
+fn default_values_tolerance() -> f64 {
+    1e-6
+}
+
+/// quest's own computations over an exercise's inputs (`physics::compute`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Computation {
+    /// `time per token = fixed + bytes / bandwidth` over measured decode points.
+    TimePerToken,
+    /// The KV bytes each token of context adds, the slope they predict, the slope measured.
+    ContextSlope,
+}
+
+impl Computation {
+    /// The values it computes (per shape or for the run); a lesson may check or quiz these.
+    pub fn values(self) -> &'static [&'static str] {
+        match self {
+            Computation::TimePerToken => &[
+                "bytes_per_token",
+                "ceiling_tok_s",
+                "fixed_ms",
+                "fit_gb_s",
+                "fixed_term_ms",
+                "bytes_term_ms",
+            ],
+            Computation::ContextSlope => &[
+                "kv_bytes_per_context_token",
+                "predicted_ms_per_1k",
+                "measured_ms_per_1k",
+                "full_measured_ms_per_1k",
+                "full_predicted_ms_per_1k",
+                "hybrid_measured_ms_per_1k",
+                "hybrid_predicted_ms_per_1k",
+            ],
+        }
+    }
 }
 
 fn default_model() -> String {
@@ -319,23 +376,30 @@ pub struct Question {
     pub answer: Answer,
 }
 
-/// `answer: fixed`, or `answer: {measured: effect_shows}`.
+/// `answer: fixed`, `answer: {measured: effect_shows}`, or
+/// `answer: {measured: {largest: {fixed: fixed_term_ms, bytes: bytes_term_ms}}}`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(untagged)]
 pub enum Answer {
     /// The same everywhere.
     Is(String),
     /// Computed from what quest measured on this machine.
-    Measured { measured: MeasuredAnswer },
+    Measured {
+        #[serde(with = "serde_yaml::with::singleton_map")]
+        measured: MeasuredAnswer,
+    },
 }
 
 /// Answers that depend on the machine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MeasuredAnswer {
     /// `yes` when the learner's code improved the lesson's metric by at least 10 %
     /// over the baseline (medians of quest's measurements here), else `no`.
     EffectShows,
+    /// The choice whose value (quest's own, from the learner's latest checked run of
+    /// this code: see `values:`) is the largest; each choice names one value.
+    Largest(BTreeMap<String, String>),
 }
 
 /// The improvement that counts as "the effect shows" for a measured answer.
@@ -402,6 +466,27 @@ impl LessonSpec {
                 bail!("{at}: `at_least` is an improvement ratio, 1.0 or more");
             }
         }
+        if let Some(values) = &self.values {
+            if self.exercise.is_none() {
+                bail!("{at}: `values` are computed by an exercise: it needs `exercise`");
+            }
+            let computed = values.computed_by.values();
+            if values.check.is_empty() {
+                bail!("{at}: `values: check:` names no value to check");
+            }
+            for name in &values.check {
+                if !computed.contains(&name.as_str()) {
+                    bail!(
+                        "{at}: `values: check:` names `{name}`, which `{:?}` does not compute; it computes {}",
+                        values.computed_by,
+                        computed.join(", ")
+                    );
+                }
+            }
+            if !(values.tolerance >= 0.0) {
+                bail!("{at}: `values: tolerance:` is a relative tolerance, 0 or more");
+            }
+        }
         let mut questions = BTreeSet::new();
         for question in &self.quiz {
             if !questions.insert(question.id.as_str()) {
@@ -413,11 +498,20 @@ impl LessonSpec {
                 Answer::Measured {
                     measured: MeasuredAnswer::EffectShows,
                 } => self.measure.is_some() && choices == ["yes", "no"],
+                Answer::Measured {
+                    measured: MeasuredAnswer::Largest(of),
+                } => {
+                    let computed = self.values.as_ref().map_or(&[][..], |v| v.computed_by.values());
+                    of.keys().map(String::as_str).collect::<BTreeSet<_>>()
+                        == choices.iter().copied().collect()
+                        && of.values().all(|value| computed.contains(&value.as_str()))
+                }
             };
             if !valid {
                 bail!(
                     "{at}: question `{}`: the answer must be one of its choices ({}); a measured \
-                     answer needs `measure` and the choices [yes, no]",
+                     answer needs `measure` and the choices [yes, no], or `values:` and one value \
+                     it computes for each choice (`largest`)",
                     question.id,
                     choices.join(", ")
                 );
