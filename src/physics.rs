@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use crate::bench::{bandwidth, loops, random, slope};
 use crate::course::spec::Computation;
+use crate::lab::Exercise;
 pub use crate::lab::{base_name, key, Values};
 use crate::lm::{Backend, WeightLayout};
 use crate::stats::{least_squares, median};
@@ -157,12 +158,12 @@ fn shapes(model: &str, default: &str) -> Result<Vec<&'static random::Shape>> {
         .collect()
 }
 
-/// Measures the copy bandwidth, then decodes a random-weights model of each shape named in
-/// `model` (`quest run --model A,B,C`; by hand, `default`) for `max_tokens` tokens,
+/// Measures the copy bandwidth, then decodes a random-weights model of each shape the run
+/// names (`quest run --model A,B,C`; by hand, `default`) for the run's `max_tokens`,
 /// [`ROUNDS`] rounds after a warm-up, with the pipelined loop. Progress goes to stderr.
-pub fn measure_decode(model: &str, max_tokens: usize, default: &str) -> Result<DecodeInputs> {
-    let shapes = shapes(model, default)?;
-    let max_tokens = max_tokens.max(2);
+pub fn measure_decode(run: &Exercise, default: &str) -> Result<DecodeInputs> {
+    let shapes = shapes(&run.model, default)?;
+    let max_tokens = run.max_tokens.max(2);
     let bandwidth_gb_s = bandwidth::measure()?;
     let prompt = random::prompt(PROMPT_TOKENS);
     let mut points = Vec::new();
@@ -216,7 +217,7 @@ pub struct SlopeInputs {
 }
 
 /// The context lengths `measure_slope` fills: `QUEST_CONTEXTS` (comma-separated) or `default`.
-pub fn contexts(default: &[usize]) -> Result<Vec<usize>> {
+fn contexts(default: &[usize]) -> Result<Vec<usize>> {
     match std::env::var("QUEST_CONTEXTS") {
         Ok(list) if !list.trim().is_empty() => list
             .split(',')
@@ -229,16 +230,18 @@ pub fn contexts(default: &[usize]) -> Result<Vec<usize>> {
     }
 }
 
-/// `quest slope` in small: for each shape named in `model` (by hand, `default`), fills
-/// the cache to each of `contexts` (the prefill on a GPU, random keys and values on a
-/// CPU), then decodes `max_tokens` tokens per round, [`ROUNDS`] rounds.
+/// `quest slope` in small: for each shape the run names (by hand, `default`), fills the
+/// cache to each context length (`QUEST_CONTEXTS`, else `default_contexts`: the prefill
+/// on a GPU, random keys and values on a CPU), then decodes the run's `max_tokens` per
+/// round, [`ROUNDS`] rounds.
 pub fn measure_slope(
-    model: &str,
-    max_tokens: usize,
+    run: &Exercise,
     default: &str,
-    contexts: &[usize],
+    default_contexts: &[usize],
 ) -> Result<SlopeInputs> {
-    let shapes = shapes(model, default)?;
+    let shapes = shapes(&run.model, default)?;
+    let contexts = contexts(default_contexts)?;
+    let max_tokens = run.max_tokens;
     ensure!(
         contexts.len() >= 2,
         "a slope needs at least two context lengths"
@@ -251,7 +254,7 @@ pub fn measure_slope(
         } else {
             slope::Fill::Prefill
         },
-        contexts: contexts.to_vec(),
+        contexts,
         max_tokens: max_tokens.max(1),
         rounds: ROUNDS,
     };
@@ -320,6 +323,11 @@ pub fn reference_attention_layers(config: &Value) -> u64 {
     (1..=layers).filter(|i| i % interval == 0).count() as u64
 }
 
+/// Milliseconds to stream `bytes` once at `gb_s` (10⁶ bytes a millisecond per GB/s).
+pub fn reference_stream_ms(bytes: f64, gb_s: f64) -> f64 {
+    bytes / (gb_s * 1e6)
+}
+
 /// The least-squares line through `points`: (intercept, slope).
 pub fn reference_fit_line(points: &[(f64, f64)]) -> (f64, f64) {
     least_squares(points)
@@ -360,7 +368,7 @@ pub fn compute(computation: Computation, inputs: &Value) -> Result<Values> {
             ensure!(!inputs.shapes.is_empty(), "the exercise measured no shape");
             for s in &inputs.shapes {
                 let kv = reference_kv_bytes_per_position(&s.config, inputs.layout.float_bytes);
-                let predicted = kv * 1000.0 / (inputs.bandwidth_gb_s * 1e6);
+                let predicted = reference_stream_ms(kv * 1000.0, inputs.bandwidth_gb_s);
                 let points: Vec<(f64, f64)> =
                     s.points.iter().map(|&(c, ms)| (c as f64, ms)).collect();
                 let measured = reference_fit_line(&points).1 * 1000.0;
