@@ -38,7 +38,8 @@ fn printed(stdout: &str, key: &str) -> f64 {
 /// What a refusal said, with this machine's numbers masked.
 fn masked(text: &str, body: impl FnOnce(&str)) {
     insta::with_settings!({filters => vec![
-        (r"-?\d+(\.\d+)?(e-?\d+)?", "[n]"),
+        // A number after a space, `(` or `=`, signed or not; not the digits of a name.
+        (r"([\s(])[+-]?\d+(\.\d+)?(e-?\d+)?", "$1[n]"),
     ]}, {
         body(text);
     });
