@@ -263,7 +263,9 @@ pub fn measure_slope(
         .shapes
         .into_iter()
         .map(|s| {
-            let config = (random::shape(&s.shape).expect("a shape just measured").config)();
+            let config = (random::shape(&s.shape)
+                .expect("a shape just measured")
+                .config)();
             Ok(SlopeShape {
                 shape: Shape::from_config(&s.shape, &config)?,
                 config,
@@ -318,7 +320,10 @@ pub fn reference_kv_bytes_per_position(config: &Value, float_bytes: f64) -> f64 
 
 /// Layers with full attention: every `full_attention_interval`-th (all, without one).
 pub fn reference_attention_layers(config: &Value) -> u64 {
-    let interval = config["full_attention_interval"].as_u64().unwrap_or(1).max(1);
+    let interval = config["full_attention_interval"]
+        .as_u64()
+        .unwrap_or(1)
+        .max(1);
     let layers = config["num_hidden_layers"].as_u64().unwrap_or(0);
     (1..=layers).filter(|i| i % interval == 0).count() as u64
 }
@@ -408,7 +413,12 @@ pub struct Checked {
 
 /// Compares the exercise's `yours` with quest's `reference` for every value whose name
 /// (without its shape) is in `names`, relative `tolerance` (and 1e-12 absolute, for zeros).
-pub fn compare(names: &[String], yours: &Values, reference: &Values, tolerance: f64) -> Vec<Checked> {
+pub fn compare(
+    names: &[String],
+    yours: &Values,
+    reference: &Values,
+    tolerance: f64,
+) -> Vec<Checked> {
     reference
         .0
         .iter()
@@ -480,7 +490,10 @@ mod tests {
                 "{config}"
             );
         }
-        assert_eq!(reference_attention_layers(&tiny("qwen3_5", true, Some(4))), 1);
+        assert_eq!(
+            reference_attention_layers(&tiny("qwen3_5", true, Some(4))),
+            1
+        );
     }
 
     #[test]
@@ -532,7 +545,8 @@ mod tests {
         let kv = reference_kv_bytes_per_position(&config, 4.0);
         // By hand: per layer q 64·64, k and v 64·32 each, o 64·64, the MLP 3·64·128,
         // two norms of 64; then the final norm and the tied head 256·64.
-        let by_hand = 4.0 * (4.0 * (2.0 * 4096.0 + 2.0 * 2048.0 + 3.0 * 8192.0 + 128.0) + 64.0 + 16384.0);
+        let by_hand =
+            4.0 * (4.0 * (2.0 * 4096.0 + 2.0 * 2048.0 + 3.0 * 8192.0 + 128.0) + 64.0 + 16384.0);
         assert_eq!(weights, by_hand);
         // 4 layers × (keys + values) × 2 heads × 16 wide × 4 bytes.
         assert_eq!(kv, 4.0 * 2.0 * 2.0 * 16.0 * 4.0);

@@ -24,7 +24,11 @@ fn bytes_per_token(point: &DecodePoint, layout: &Layout) -> f64 {
     let layer_matrices = h * q + 2.0 * h * kv + q * h + 3.0 * h * ffn;
     let matrices = layers * layer_matrices;
     // Each layer's two norms, Qwen3's norms on queries and keys, the final norm.
-    let qk_norm = if s.qk_norm { 2.0 * s.head_dim as f64 } else { 0.0 };
+    let qk_norm = if s.qk_norm {
+        2.0 * s.head_dim as f64
+    } else {
+        0.0
+    };
     let vectors = layers * (2.0 * h + qk_norm) + h;
     matrices * layout.matrix_bytes + vectors * layout.float_bytes
 }

@@ -21,7 +21,11 @@ fn bytes_per_token(point: &DecodePoint, layout: &Layout) -> f64 {
     let head = s.vocab_size as f64 * h;
     let matrices = layers * layer_matrices + head;
     // Each layer's two norms, Qwen3's norms on queries and keys, the final norm.
-    let qk_norm = if s.qk_norm { 2.0 * s.head_dim as f64 } else { 0.0 };
+    let qk_norm = if s.qk_norm {
+        2.0 * s.head_dim as f64
+    } else {
+        0.0
+    };
     let vectors = layers * (2.0 * h + qk_norm) + h;
     // The KV cache: keys and values of every earlier token, in every layer.
     let kv_cache = point.context as f64 * layers * 2.0 * kv;

@@ -135,8 +135,14 @@ mod tests {
         };
         // A GPU: a 3.8 ms fixed term against 2.4 ms of bytes; a CPU: the other way round.
         let (gpu, cpu) = (values(3.8, 2.4), values(20.0, 700.0));
-        assert_eq!(correct_answer(&question, here(&gpu)).as_deref(), Some("fixed"));
-        assert_eq!(correct_answer(&question, here(&cpu)).as_deref(), Some("bytes"));
+        assert_eq!(
+            correct_answer(&question, here(&gpu)).as_deref(),
+            Some("fixed")
+        );
+        assert_eq!(
+            correct_answer(&question, here(&cpu)).as_deref(),
+            Some("bytes")
+        );
         let missing = BTreeMap::from([("f".to_owned(), 1.0)]);
         assert_eq!(correct_answer(&question, here(&missing)), None);
         assert_eq!(correct_answer(&question, MeasuredHere::default()), None);

@@ -22,8 +22,9 @@ pub fn check(ctx: &Ctx, lesson: &Lesson, report: &Report) -> Result<Option<Value
     let Some(spec) = &lesson.spec.values else {
         return Ok(None);
     };
-    let quest = physics::compute(spec.computed_by, &report.inputs)
-        .map_err(|e| anyhow::anyhow!(ctx.ui_with("values_no_inputs", &[("error", &format!("{e:#}"))])))?;
+    let quest = physics::compute(spec.computed_by, &report.inputs).map_err(|e| {
+        anyhow::anyhow!(ctx.ui_with("values_no_inputs", &[("error", &format!("{e:#}"))]))
+    })?;
     let yours = Values(report.values.clone());
     let checked = physics::compare(&spec.check, &yours, &quest, spec.tolerance);
     println!("{}", ctx.ui("values_checking"));
@@ -33,10 +34,9 @@ pub fn check(ctx: &Ctx, lesson: &Lesson, report: &Report) -> Result<Option<Value
                 "values_missing",
                 &[("name", &c.key), ("quest", &shown(c.quest))],
             ),
-            Some(yours) if c.ok => ctx.ui_with(
-                "values_same",
-                &[("name", &c.key), ("value", &shown(yours))],
-            ),
+            Some(yours) if c.ok => {
+                ctx.ui_with("values_same", &[("name", &c.key), ("value", &shown(yours))])
+            }
             Some(yours) => ctx.ui_with(
                 "values_differ",
                 &[

@@ -483,7 +483,7 @@ impl LessonSpec {
                     );
                 }
             }
-            if !(values.tolerance >= 0.0) {
+            if values.tolerance.is_nan() || values.tolerance < 0.0 {
                 bail!("{at}: `values: tolerance:` is a relative tolerance, 0 or more");
             }
         }
@@ -501,7 +501,10 @@ impl LessonSpec {
                 Answer::Measured {
                     measured: MeasuredAnswer::Largest(of),
                 } => {
-                    let computed = self.values.as_ref().map_or(&[][..], |v| v.computed_by.values());
+                    let computed = self
+                        .values
+                        .as_ref()
+                        .map_or(&[][..], |v| v.computed_by.values());
                     of.keys().map(String::as_str).collect::<BTreeSet<_>>()
                         == choices.iter().copied().collect()
                         && of.values().all(|value| computed.contains(&value.as_str()))

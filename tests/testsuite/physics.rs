@@ -141,7 +141,11 @@ fn physics(lesson: Physics) -> (String, String) {
     };
     let out = card(wrong);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out).0);
-    assert!(text(&out).0.contains("Not on this machine"), "{}", text(&out).0);
+    assert!(
+        text(&out).0.contains("Not on this machine"),
+        "{}",
+        text(&out).0
+    );
     let out = card(right);
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}{stderr}");
