@@ -66,7 +66,7 @@ pub(crate) fn run_and_record(ctx: &Ctx, lesson: &Lesson, args: &RunArgs) -> Resu
         Ok(())
     })?;
     if checked.is_some_and(|checked| !checked.ok) {
-        println!("{}", ctx.ui("values_fix"));
+        println!("{}", ctx.ui_with("values_fix", &[("id", &lesson.meta.id)]));
     }
     Ok(())
 }

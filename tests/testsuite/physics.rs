@@ -93,6 +93,20 @@ fn physics(lesson: Physics) -> (String, String) {
         text(&out).0
     );
 
+    // The starting code runs; quest marks each value it computed, ✗ where it differs.
+    let out = quest(&[&["run", id, "--no-lesson"][..], &shapes].concat());
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("Checking your values") && stdout.contains("✗"),
+        "{stdout}"
+    );
+    assert!(stdout.contains(&format!("`quest hint {id}`")), "{stdout}");
+    assert!(
+        !stdout.contains("Time to first token"),
+        "no decode timing of its own: {stdout}"
+    );
+
     // The starting code: its own rules.
     let out = quest(&[&["submit", id][..], &shapes].concat());
     let (rules_refusal, stderr) = text(&out);
