@@ -643,6 +643,59 @@ quiz:
         }
     }
 
+    const VALUES: &str = r#"
+minutes: 20
+xp: 100
+exercise: exercises/x/ceiling.rs
+solution: solutions/x/ceiling.rs
+tokens: none
+values:
+  computed_by: time_per_token
+  check: [bytes_per_token, fixed_ms]
+quiz:
+  - id: larger-term
+    choices: [fixed, bytes]
+    answer: {measured: {largest: {fixed: fixed_term_ms, bytes: bytes_term_ms}}}
+"#;
+
+    #[test]
+    fn values_and_measured_largest_answers_read_and_are_checked() {
+        let spec = parse(VALUES).unwrap();
+        let values = spec.values.as_ref().unwrap();
+        assert_eq!(values.computed_by, Computation::TimePerToken);
+        assert_eq!(values.tolerance, 1e-6);
+        let Answer::Measured {
+            measured: MeasuredAnswer::Largest(of),
+        } = &spec.quiz[0].answer
+        else {
+            panic!("{:?}", spec.quiz[0].answer);
+        };
+        assert_eq!(of["fixed"], "fixed_term_ms");
+        let cases = [
+            (
+                VALUES.replace("[bytes_per_token, fixed_ms]", "[bytes_per_token, slope]"),
+                "names `slope`",
+            ),
+            (
+                VALUES.replace("fixed: fixed_term_ms", "fixed: nope"),
+                "`largest`",
+            ),
+            (VALUES.replace("fixed: fixed_term_ms, ", ""), "`largest`"),
+            (
+                VALUES.replace("time_per_token", "time_per_tokens"),
+                "values",
+            ),
+            (
+                VALUES.replace("check: [bytes_per_token, fixed_ms]", "check: []"),
+                "names no value",
+            ),
+        ];
+        for (yaml, expected) in cases {
+            let error = format!("{:#}", parse(&yaml).unwrap_err());
+            assert!(error.contains(expected), "{expected}: {error}");
+        }
+    }
+
     #[test]
     fn metric_keys_round_trip() {
         for metric in Metric::ALL {
