@@ -8,6 +8,7 @@
 //! JSON [`Report`] to `QUEST_REPORT`. Run by hand, it uses the defaults below and
 //! prints its numbers.
 
+use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -106,6 +107,8 @@ impl Exercise {
                 .as_ref()
                 .map_or_else(String::new, |l| l.weights.clone()),
             weight_bytes_per_token: loaded.as_ref().map_or(0, |l| l.weight_bytes),
+            inputs: serde_json::Value::Null,
+            values: BTreeMap::new(),
         };
         match &self.report_path {
             Some(path) => report.write(path),
@@ -135,6 +138,77 @@ impl Exercise {
             }
         }
     }
+}
+
+impl Exercise {
+    /// Writes the report of an exercise that computes values rather than decoding text:
+    /// the `inputs` quest gave it (e.g. `physics::measure_decode`'s) and the `values` it
+    /// computed from them, which quest recomputes and checks (a lesson's `values:`).
+    /// Run by hand, it prints the values.
+    pub fn report_values(
+        &self,
+        inputs: &impl Serialize,
+        values: &Values,
+        text: &str,
+    ) -> Result<()> {
+        let report = Report {
+            schema: REPORT_SCHEMA,
+            model: self.model.clone(),
+            backend: crate::lm::Backend::detect().name().into(),
+            prompt_tokens: 0,
+            generated_tokens: 0,
+            load_ms: 0.0,
+            ttft_ms: 0.0,
+            decode_tok_s: 0.0,
+            token_ms: Vec::new(),
+            tokens: Vec::new(),
+            batch: 1,
+            rows: Vec::new(),
+            text: text.to_owned(),
+            weights: String::new(),
+            weight_bytes_per_token: 0,
+            inputs: serde_json::to_value(inputs)?,
+            values: values.0.clone(),
+        };
+        match &self.report_path {
+            Some(path) => report.write(path),
+            None => {
+                println!("{text}");
+                for (name, value) in &values.0 {
+                    println!("{name} = {value}");
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The values an exercise computed, by name; per shape (or any named item) as `name[shape]`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Values(pub BTreeMap<String, f64>);
+
+impl Values {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// A value of the whole run.
+    pub fn set(&mut self, name: &str, value: f64) {
+        self.0.insert(name.to_owned(), value);
+    }
+    /// A value of one shape (or any named item): `name[of]`.
+    pub fn set_for(&mut self, name: &str, of: &str, value: f64) {
+        self.0.insert(key(name, of), value);
+    }
+}
+
+/// `name[of]`: a value of one shape.
+pub fn key(name: &str, of: &str) -> String {
+    format!("{name}[{of}]")
+}
+
+/// The name of a value without its shape: `bytes_per_token[Qwen3-0.6B]` → `bytes_per_token`.
+pub fn base_name(key: &str) -> &str {
+    key.split_once('[').map_or(key, |(name, _)| name)
 }
 
 /// Marks the moments a decode loop is measured by: start, first token, each later
@@ -238,6 +312,12 @@ pub struct Report {
     /// Bytes of weights one decode step reads (0 when not recorded).
     #[serde(default)]
     pub weight_bytes_per_token: u64,
+    /// What quest gave an exercise that computes values (see [`Exercise::report_values`]).
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub inputs: serde_json::Value,
+    /// The values it computed from them, by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub values: BTreeMap<String, f64>,
 }
 
 fn one() -> usize {
@@ -248,6 +328,10 @@ impl Report {
     /// A named number from this run; `None` when the run did not measure it
     /// (per-token metrics need [`Timer::token`]).
     pub fn metric(&self, metric: Metric) -> Option<f64> {
+        // An exercise that computes values times no decode of its own.
+        if !self.values.is_empty() {
+            return None;
+        }
         let value = match metric {
             Metric::DecodeTokS => self.decode_tok_s,
             Metric::PerSeqTokS => self.decode_tok_s / self.batch.max(1) as f64,
@@ -566,6 +650,8 @@ mod tests {
             text: String::new(),
             weights: "dense-f32".into(),
             weight_bytes_per_token: 540_000_000,
+            inputs: serde_json::Value::Null,
+            values: BTreeMap::new(),
         }
     }
 

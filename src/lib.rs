@@ -5,6 +5,7 @@ pub mod check;
 pub mod course;
 pub mod lab;
 pub mod lm;
+pub mod physics;
 pub mod progress;
 pub mod render;
 pub mod stats;

@@ -33,6 +33,23 @@ pub fn slope(ys: &[f64]) -> Option<f64> {
     Some(covariance / variance)
 }
 
+/// The least-squares line y = a + b x through the points: (a, b). One point gives a
+/// flat line through it; points that share one x give slope 0.
+pub fn least_squares(points: &[(f64, f64)]) -> (f64, f64) {
+    let n = points.len() as f64;
+    if points.len() < 2 {
+        return (points.first().map_or(0.0, |p| p.1), 0.0);
+    }
+    let (sx, sy) = points
+        .iter()
+        .fold((0.0, 0.0), |(a, b), (x, y)| (a + x, b + y));
+    let (mx, my) = (sx / n, sy / n);
+    let sxx: f64 = points.iter().map(|(x, _)| (x - mx).powi(2)).sum();
+    let sxy: f64 = points.iter().map(|(x, y)| (x - mx) * (y - my)).sum();
+    let b = if sxx > 0.0 { sxy / sxx } else { 0.0 };
+    (my - b * mx, b)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -52,5 +69,11 @@ mod tests {
         let noisy = slope(&[9.0, 11.0, 9.0, 11.0]).unwrap();
         assert!((noisy - 0.4).abs() < 1e-12, "{noisy}");
         assert_eq!(slope(&[1.0, 2.0]), None);
+    }
+
+    #[test]
+    fn a_line_is_recovered() {
+        let (a, b) = least_squares(&[(1.0, 3.0), (2.0, 5.0), (4.0, 9.0)]);
+        assert!((a - 1.0).abs() < 1e-12 && (b - 2.0).abs() < 1e-12);
     }
 }

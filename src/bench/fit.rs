@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::{loops, random, Measured};
 use crate::lm::Layout;
-use crate::stats::median;
+use crate::stats::{least_squares, median};
 
 #[derive(Debug, Serialize)]
 pub struct ShapePoint {
@@ -176,22 +176,6 @@ fn fit_line<'a>(points: impl Iterator<Item = &'a ShapePoint>) -> (f64, f64) {
     (fixed_ms, gb_s)
 }
 
-/// y = a + b x through the points; (a, b).
-pub fn least_squares(points: &[(f64, f64)]) -> (f64, f64) {
-    let n = points.len() as f64;
-    if points.len() < 2 {
-        return (points.first().map_or(0.0, |p| p.1), 0.0);
-    }
-    let (sx, sy) = points
-        .iter()
-        .fold((0.0, 0.0), |(a, b), (x, y)| (a + x, b + y));
-    let (mx, my) = (sx / n, sy / n);
-    let sxx: f64 = points.iter().map(|(x, _)| (x - mx).powi(2)).sum();
-    let sxy: f64 = points.iter().map(|(x, y)| (x - mx) * (y - my)).sum();
-    let b = if sxx > 0.0 { sxy / sxx } else { 0.0 };
-    (my - b * mx, b)
-}
-
 impl Fit {
     pub fn table(&self) -> String {
         let mut out = format!(
@@ -262,16 +246,5 @@ impl Fit {
             );
         }
         out
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::least_squares;
-
-    #[test]
-    fn a_line_is_recovered() {
-        let (a, b) = least_squares(&[(1.0, 3.0), (2.0, 5.0), (4.0, 9.0)]);
-        assert!((a - 1.0).abs() < 1e-12 && (b - 2.0).abs() < 1e-12);
     }
 }

@@ -112,6 +112,18 @@ pub fn shape(name: &str) -> Option<&'static Shape> {
         .find(|s| s.name.eq_ignore_ascii_case(name))
 }
 
+/// The shapes of the tensors one decode step of `config`'s shape reads whole: all but
+/// the embedding table, unless it is also the output head (a separate one is only
+/// gathered from, one row a token).
+pub fn decode_tensors(config: &Value) -> Vec<Vec<i32>> {
+    let tied = config["tie_word_embeddings"].as_bool().unwrap_or(true);
+    tensor_shapes(config)
+        .into_iter()
+        .filter(|(name, _)| tied || name != "model.embed_tokens.weight")
+        .map(|(_, shape)| shape)
+        .collect()
+}
+
 /// Every tensor name and shape the architecture's loader takes (`[out, in]` for linears).
 fn tensor_shapes(config: &Value) -> Vec<(String, Vec<i32>)> {
     let n = |k: &str| config[k].as_i64().unwrap() as i32;

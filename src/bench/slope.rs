@@ -16,9 +16,9 @@ use mlx_rs::transforms::eval;
 use mlx_rs::Array;
 use serde::Serialize;
 
-use super::{fit::least_squares, loops, random, CacheBytes, Measured};
+use super::{loops, random, CacheBytes, Measured};
 use crate::lm::{self, LayerCache, Model};
-use crate::stats::median;
+use crate::stats::{least_squares, median};
 
 /// Prompt tokens per prefill forward pass (the caches are evaluated between chunks).
 const PREFILL_CHUNK: usize = 256;

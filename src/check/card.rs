@@ -2,6 +2,8 @@
 //! recorded something close for that code; answers are checked against the lesson's
 //! answer, fixed or computed from what quest measured on this machine.
 
+use std::collections::BTreeMap;
+
 use crate::course::spec::{Answer, MeasuredAnswer, Question, EFFECT_SHOWS_RATIO};
 
 /// Why a claimed number was refused: what was claimed and what quest had measured.
@@ -35,12 +37,14 @@ pub fn check_claim(
 /// What quest measured on this machine for the learner's code, as the measured
 /// answers need it.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Evidence {
+pub struct Evidence<'a> {
     /// The learner's improvement on the lesson's metric (see [`Metric::improvement`])
     /// in the interleaved measurement of this code.
     pub improvement: Option<f64>,
     /// Megabytes of weights per token: (the baseline's, the learner's).
     pub weight_mb: Option<(f64, f64)>,
+    /// quest's own values from the learner's latest checked run of this code (`values:`).
+    pub values: Option<&'a BTreeMap<String, f64>>,
 }
 
 /// The right answer to `question` here, from what was measured. `None`: the answer
@@ -78,6 +82,20 @@ pub fn correct_answer(question: &Question, evidence: &Evidence) -> Option<String
             };
             yes_no(fewer_gained >= EFFECT_SHOWS_RATIO)
         }
+        Answer::Measured {
+            measured: MeasuredAnswer::Largest(of),
+            ..
+        } => {
+            let values = evidence.values?;
+            let mut largest: Option<(&String, f64)> = None;
+            for (choice, name) in of {
+                let value = *values.get(name)?;
+                if largest.is_none_or(|(_, best)| value > best) {
+                    largest = Some((choice, value));
+                }
+            }
+            largest.map(|(choice, _)| choice.clone())
+        }
     }
 }
 
@@ -102,10 +120,10 @@ mod tests {
         assert_eq!(Metric::TtftMs.improvement(0.0, 200.0), None);
     }
 
-    fn improved(ratio: f64) -> Evidence {
+    fn improved(ratio: f64) -> Evidence<'static> {
         Evidence {
             improvement: Some(ratio),
-            weight_mb: None,
+            ..Evidence::default()
         }
     }
 
@@ -142,6 +160,7 @@ mod tests {
             let evidence = Evidence {
                 improvement: Some(ratio),
                 weight_mb: Some((before, after)),
+                values: None,
             };
             correct_answer(&question, &evidence)
         };
@@ -157,8 +176,8 @@ mod tests {
         // Either measurement missing: not known yet.
         assert_eq!(correct_answer(&question, &improved(1.5)), None);
         let bytes_only = Evidence {
-            improvement: None,
             weight_mb: Some((538.0, 84.0)),
+            ..Evidence::default()
         };
         assert_eq!(correct_answer(&question, &bytes_only), None);
     }
@@ -176,6 +195,32 @@ mod tests {
         assert_eq!(answer(2.9).as_deref(), Some("some"));
         assert_eq!(answer(1.0).as_deref(), Some("none"));
         assert_eq!(answer(0.4).as_deref(), Some("none"));
+        assert_eq!(correct_answer(&question, &Evidence::default()), None);
+    }
+
+    #[test]
+    fn the_largest_value_is_the_answer() {
+        let question: Question = serde_yaml::from_str(
+            "{id: larger, choices: [fixed, bytes], answer: {measured: {largest: {fixed: f, bytes: b}}}}",
+        )
+        .unwrap();
+        let values = |f: f64, b: f64| BTreeMap::from([("f".to_owned(), f), ("b".to_owned(), b)]);
+        let here = |v| Evidence {
+            values: Some(v),
+            ..Evidence::default()
+        };
+        // A GPU: a 3.8 ms fixed term against 2.4 ms of bytes; a CPU: the other way round.
+        let (gpu, cpu) = (values(3.8, 2.4), values(20.0, 700.0));
+        assert_eq!(
+            correct_answer(&question, &here(&gpu)).as_deref(),
+            Some("fixed")
+        );
+        assert_eq!(
+            correct_answer(&question, &here(&cpu)).as_deref(),
+            Some("bytes")
+        );
+        let missing = BTreeMap::from([("f".to_owned(), 1.0)]);
+        assert_eq!(correct_answer(&question, &here(&missing)), None);
         assert_eq!(correct_answer(&question, &Evidence::default()), None);
     }
 }

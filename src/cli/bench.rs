@@ -27,6 +27,13 @@ pub struct BenchOptions {
 
 pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
     let id = lesson.meta.id.as_str();
+    if lesson.spec.values.is_some() {
+        anyhow::bail!(
+            "{id}'s exercise measures random-weights shapes itself and computes values, not \
+             a decode loop to compare: run it with `quest run {id}`; `quest fit` and \
+             `quest slope` measure the same shapes at length"
+        );
+    }
     let request = run_request(lesson, &options.run);
     let model_spec = request.model.clone();
     let max_tokens = request.max_tokens;

@@ -14,6 +14,7 @@ mod learner;
 mod run;
 mod status;
 mod submit;
+mod values;
 
 use run::{reset, run_and_record, watch};
 

@@ -55,14 +55,20 @@ pub(crate) fn run_and_record(ctx: &Ctx, lesson: &Lesson, args: &RunArgs) -> Resu
     }
     let (path, _, code) = current_exercise(lesson)?;
     let report = run_exercise(ctx, &path, &request(lesson, args))?;
+    let checked = super::values::check(ctx, lesson, &report)?;
+    let mut run = run_record(&report, code, ctx.lang);
+    if let Some(checked) = &checked {
+        run.metrics.extend(checked.quest.0.clone());
+    }
     let mut learner = Learner::open(ctx)?;
     learner.update(ctx, |state| {
-        state
-            .lesson_mut(&lesson.meta.id)
-            .runs
-            .push(run_record(&report, code, ctx.lang));
+        state.lesson_mut(&lesson.meta.id).runs.push(run);
         Ok(())
-    })
+    })?;
+    if checked.is_some_and(|checked| !checked.ok) {
+        println!("{}", ctx.ui_with("values_fix", &[("id", &lesson.meta.id)]));
+    }
+    Ok(())
 }
 
 /// Builds and runs the learner's exercise once, printing what it measured.
@@ -101,6 +107,10 @@ fn print_report(ctx: &Ctx, r: &Report) {
             r.weights,
             r.weight_bytes_per_token as f64 / 1e6
         );
+    }
+    if !r.values.is_empty() {
+        // It timed no decode of its own: its values are checked next.
+        return;
     }
     println!(
         "{}: {}   {}: {}",

@@ -14,7 +14,7 @@ use quest::check::card::{check_claim, correct_answer, Evidence, Refused};
 use quest::check::rules::{self, Finding};
 use quest::course::spec::{CardNumber, TokenCheck};
 use quest::course::{Lesson, Metric};
-use quest::lab::Report;
+use quest::lab::{Report, Values};
 use quest::progress::{
     Card, CodeKind, CodeRef, LessonRecord, Measurement, State, Submission, Timestamp,
 };
@@ -84,15 +84,21 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
     }
     println!("  ✓ {}", ctx.ui("submit_code_ok"));
 
-    // 2. Build the learner's code, the starting code and the solution.
+    // 2. Build the learner's code, and what it is compared with: the solution for the
+    // tokens, the starting code for the measurement.
     let (starting, original_code) = starting_code_file(lesson)?;
     let yours = build(ctx, &path, true)?;
-    let before_binary = build(ctx, &starting, true)?;
-    let solution = build(ctx, &solution_path(lesson)?, true)?;
     let request = request(lesson, &options.run);
 
     // 3. The behaviour: the solution's greedy tokens.
-    let reference = run_binary(ctx, &solution, &request)?;
+    let reference = match spec.tokens {
+        TokenCheck::None => None,
+        _ => Some(run_binary(
+            ctx,
+            &build(ctx, &solution_path(lesson)?, true)?,
+            &request,
+        )?),
+    };
     let first_run = run_binary(ctx, &yours, &request)?;
     if let Some(batch) = spec.batch {
         if first_run.batch != batch {
@@ -110,12 +116,14 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
             bail!(ctx.ui("submit_batch_failed").to_owned());
         }
     }
-    let compared = match spec.tokens {
-        TokenCheck::Exact => Some(reference.tokens.len().max(first_run.tokens.len())),
-        TokenCheck::First(n) => Some(n),
-        TokenCheck::None => None,
+    let compared = match (spec.tokens, &reference) {
+        (TokenCheck::Exact, Some(reference)) => {
+            Some(reference.tokens.len().max(first_run.tokens.len()))
+        }
+        (TokenCheck::First(n), _) => Some(n),
+        _ => None,
     };
-    if let Some(n) = compared {
+    if let (Some(n), Some(reference)) = (compared, &reference) {
         println!("{}", ctx.ui("submit_checking_tokens"));
         let take = |tokens: &[u32]| tokens.iter().take(n).copied().collect::<Vec<_>>();
         let (expected, got) = (take(&reference.tokens), take(&first_run.tokens));
@@ -147,10 +155,29 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
         );
     }
 
+    // 3b. The values it computed, against quest's own computation from its inputs.
+    let mut quest_values = None;
+    if let Some(checked) = super::values::check(ctx, lesson, &first_run)? {
+        let ok = checked.ok;
+        quest_values = Some(checked.quest);
+        if !ok {
+            let mut run = run_record(&first_run, code.clone(), ctx.lang);
+            run.metrics.extend(quest_values.unwrap_or_default().0);
+            learner.update(ctx, |state| {
+                state.lesson_mut(id).runs.push(run);
+                Ok(())
+            })?;
+            record_submission(ctx, &mut learner, id, Some(code), false, false, None)?;
+            bail!(ctx.ui("values_failed").to_owned());
+        }
+        println!("  ✓ {}", ctx.ui("values_ok"));
+    }
+
     // 4. The measurement: starting code and yours, interleaved, medians.
     let mut measurement = None;
     let mut reports: Vec<(Report, CodeRef)> = Vec::new();
     if let Some(measure) = &spec.measure {
+        let before_binary = build(ctx, &starting, true)?;
         let metric = measure.metric;
         let rounds = options.rounds.unwrap_or(measure.rounds).max(1);
         println!(
@@ -226,7 +253,7 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
                             &[("ratio", &ratio), ("at_least", &format!("{at_least:.2}"))]
                         )
                     );
-                    record_runs(ctx, &mut learner, id, &reports)?;
+                    record_runs(ctx, &mut learner, id, &reports, None)?;
                     record_submission(
                         ctx,
                         &mut learner,
@@ -263,8 +290,9 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
         reports.push((first_run, code.clone()));
     }
 
-    // 5. Record everything measured, then look at the card.
-    record_runs(ctx, &mut learner, id, &reports)?;
+    // 5. Record everything measured (quest's values with the run they came from), then
+    // look at the card.
+    record_runs(ctx, &mut learner, id, &reports, quest_values.as_ref())?;
     record_submission(
         ctx,
         &mut learner,
@@ -359,19 +387,24 @@ fn print_quiz(ctx: &Ctx, lesson: &Lesson) {
     }
 }
 
+/// Records each report as a run; quest's own `values`, when given, go with every run
+/// that reported values (there is one: a values lesson is not measured interleaved).
 fn record_runs(
     ctx: &Ctx,
     learner: &mut Learner,
     id: &str,
     reports: &[(Report, CodeRef)],
+    values: Option<&Values>,
 ) -> Result<()> {
     learner.update(ctx, |state| {
         let record = state.lesson_mut(id);
-        record.runs.extend(
-            reports
-                .iter()
-                .map(|(report, code)| run_record(report, code.clone(), ctx.lang)),
-        );
+        record.runs.extend(reports.iter().map(|(report, code)| {
+            let mut run = run_record(report, code.clone(), ctx.lang);
+            if let (Some(values), false) = (values, report.values.is_empty()) {
+                run.metrics.extend(values.0.clone());
+            }
+            run
+        }));
         Ok(())
     })
 }
@@ -510,8 +543,9 @@ fn card_problems(
 }
 
 /// What quest measured for `code`: its improvement in the interleaved measurement, and
-/// the weight bytes per token of the latest recorded runs of the baseline and of it.
-fn evidence(record: &LessonRecord, code: &CodeRef) -> Evidence {
+/// the weight bytes per token of the latest recorded runs of the baseline and of it, and
+/// quest's own values from its latest checked run.
+fn evidence<'a>(record: &'a LessonRecord, code: &CodeRef) -> Evidence<'a> {
     let latest = |of: &dyn Fn(&CodeRef) -> bool| {
         record
             .runs
@@ -525,6 +559,7 @@ fn evidence(record: &LessonRecord, code: &CodeRef) -> Evidence {
     Evidence {
         improvement: record.improvement_of(code),
         weight_mb: before.zip(after),
+        values: record.values_of(code),
     }
 }
 

@@ -50,8 +50,65 @@ pub struct LessonSpec {
     pub measure: Option<Measure>,
     #[serde(default)]
     pub card: Option<CardSpec>,
+    /// Values the exercise computes from inputs quest measured, each checked against
+    /// quest's own computation from the same inputs.
+    #[serde(default)]
+    pub values: Option<ValuesSpec>,
     #[serde(default)]
     pub quiz: Vec<Question>,
+}
+
+/// `values:` — the exercise reports the inputs it was given and the values it computed
+/// (`Exercise::report_values`); quest recomputes them with `computed_by` and checks
+/// every value named in `check` (per shape: each `name[shape]`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ValuesSpec {
+    pub computed_by: Computation,
+    pub check: Vec<String>,
+    /// Relative: the values are the same arithmetic on the same inputs, so only the
+    /// order of floating-point operations may differ.
+    #[serde(default = "default_values_tolerance")]
+    pub tolerance: f64,
+}
+
+fn default_values_tolerance() -> f64 {
+    1e-6
+}
+
+/// quest's own computations over an exercise's inputs (`physics::compute`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Computation {
+    /// `time per token = fixed + bytes / bandwidth` over measured decode points.
+    TimePerToken,
+    /// The KV bytes each token of context adds, the slope they predict, the slope measured.
+    ContextSlope,
+}
+
+impl Computation {
+    /// The values it computes (per shape or for the run); a lesson may check or quiz these.
+    pub fn values(self) -> &'static [&'static str] {
+        match self {
+            Computation::TimePerToken => &[
+                "bytes_per_token",
+                "ceiling_tok_s",
+                "fixed_ms",
+                "fit_gb_s",
+                "fixed_term_ms",
+                "bytes_term_ms",
+            ],
+            Computation::ContextSlope => &[
+                "kv_bytes_per_context_token",
+                "predicted_ms_per_1k",
+                "measured_ms_per_1k",
+                "full_measured_ms_per_1k",
+                "full_predicted_ms_per_1k",
+                "hybrid_measured_ms_per_1k",
+                "hybrid_predicted_ms_per_1k",
+            ],
+        }
+    }
 }
 
 fn default_model() -> String {
@@ -337,7 +394,8 @@ pub struct Question {
 }
 
 /// `answer: fixed`, `answer: {measured: effect_shows}`, or
-/// `answer: {measured: improvement, from: {big: 3.0, some: 1.5, none: 0}}`.
+/// `answer: {measured: improvement, from: {big: 3.0, some: 1.5, none: 0}}`, or
+/// `answer: {measured: {largest: {fixed: fixed_term_ms, bytes: bytes_term_ms}}}`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(untagged)]
 pub enum Answer {
@@ -345,6 +403,7 @@ pub enum Answer {
     Is(String),
     /// Computed from what quest measured on this machine.
     Measured {
+        #[serde(with = "serde_yaml::with::singleton_map")]
         measured: MeasuredAnswer,
         /// For `improvement`: each choice and the least improvement that makes it the
         /// answer.
@@ -354,7 +413,7 @@ pub enum Answer {
 }
 
 /// Answers that depend on the machine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MeasuredAnswer {
     /// `yes` when the learner's code improved the lesson's metric by at least 10 %
@@ -368,6 +427,9 @@ pub enum MeasuredAnswer {
     /// 10 % better on the lesson's metric in the interleaved measurement; `no` when it
     /// did not, or when both read the same bytes.
     FewerBytesFaster,
+    /// The choice whose value (quest's own, from the learner's latest checked run of
+    /// this code: see `values:`) is the largest; each choice names one value.
+    Largest(BTreeMap<String, String>),
 }
 
 /// The improvement that counts as "the effect shows" for a measured answer.
@@ -437,6 +499,27 @@ impl LessonSpec {
                 bail!("{at}: `at_least` is an improvement ratio, 1.0 or more");
             }
         }
+        if let Some(values) = &self.values {
+            if self.exercise.is_none() {
+                bail!("{at}: `values` are computed by an exercise: it needs `exercise`");
+            }
+            let computed = values.computed_by.values();
+            if values.check.is_empty() {
+                bail!("{at}: `values: check:` names no value to check");
+            }
+            for name in &values.check {
+                if !computed.contains(&name.as_str()) {
+                    bail!(
+                        "{at}: `values: check:` names `{name}`, which `{:?}` does not compute; it computes {}",
+                        values.computed_by,
+                        computed.join(", ")
+                    );
+                }
+            }
+            if values.tolerance.is_nan() || values.tolerance < 0.0 {
+                bail!("{at}: `values: tolerance:` is a relative tolerance, 0 or more");
+            }
+        }
         let mut questions = BTreeSet::new();
         for question in &self.quiz {
             if !questions.insert(question.id.as_str()) {
@@ -463,12 +546,26 @@ impl LessonSpec {
                         && from.values().all(|v| v.is_finite() && *v >= 0.0)
                         && from.values().any(|v| *v == 0.0)
                 }
+                Answer::Measured {
+                    measured: MeasuredAnswer::Largest(of),
+                    from,
+                } => {
+                    let computed = self
+                        .values
+                        .as_ref()
+                        .map_or(&[][..], |v| v.computed_by.values());
+                    from.is_empty()
+                        && of.keys().map(String::as_str).collect::<BTreeSet<_>>()
+                            == choices.iter().copied().collect()
+                        && of.values().all(|value| computed.contains(&value.as_str()))
+                }
             };
             if !valid {
                 bail!(
                     "{at}: question `{}`: the answer must be one of its choices ({}); a measured \
-                     answer needs `measure`: `effect_shows` and `fewer_bytes_faster` the choices [yes, no], `improvement` \
-                     a `from:` for each choice (the least improvement, one of them 0)",
+                     answer needs `measure` (`effect_shows`, `fewer_bytes_faster`: the choices [yes, no]; \
+                     `improvement`: a `from:` for each choice, the least improvement, one of them 0), \
+                     or `values:` and one value it computes for each choice (`largest`)",
                     question.id,
                     choices.join(", ")
                 );
@@ -599,6 +696,60 @@ quiz:
                 "one of them 0",
             ),
             (FULL.replace("tokens: {first: 8}", "batch: 0"), "`batch`"),
+        ];
+        for (yaml, expected) in cases {
+            let error = format!("{:#}", parse(&yaml).unwrap_err());
+            assert!(error.contains(expected), "{expected}: {error}");
+        }
+    }
+
+    const VALUES: &str = r#"
+minutes: 20
+xp: 100
+exercise: exercises/x/ceiling.rs
+solution: solutions/x/ceiling.rs
+tokens: none
+values:
+  computed_by: time_per_token
+  check: [bytes_per_token, fixed_ms]
+quiz:
+  - id: larger-term
+    choices: [fixed, bytes]
+    answer: {measured: {largest: {fixed: fixed_term_ms, bytes: bytes_term_ms}}}
+"#;
+
+    #[test]
+    fn values_and_measured_largest_answers_read_and_are_checked() {
+        let spec = parse(VALUES).unwrap();
+        let values = spec.values.as_ref().unwrap();
+        assert_eq!(values.computed_by, Computation::TimePerToken);
+        assert_eq!(values.tolerance, 1e-6);
+        let Answer::Measured {
+            measured: MeasuredAnswer::Largest(of),
+            ..
+        } = &spec.quiz[0].answer
+        else {
+            panic!("{:?}", spec.quiz[0].answer);
+        };
+        assert_eq!(of["fixed"], "fixed_term_ms");
+        let cases = [
+            (
+                VALUES.replace("[bytes_per_token, fixed_ms]", "[bytes_per_token, slope]"),
+                "names `slope`",
+            ),
+            (
+                VALUES.replace("fixed: fixed_term_ms", "fixed: nope"),
+                "`largest`",
+            ),
+            (VALUES.replace("fixed: fixed_term_ms, ", ""), "`largest`"),
+            (
+                VALUES.replace("time_per_token", "time_per_tokens"),
+                "values",
+            ),
+            (
+                VALUES.replace("check: [bytes_per_token, fixed_ms]", "check: []"),
+                "names no value",
+            ),
         ];
         for (yaml, expected) in cases {
             let error = format!("{:#}", parse(&yaml).unwrap_err());

@@ -62,8 +62,9 @@ pub struct Run {
     pub tokens_generated: u32,
     pub prompt_tokens: u32,
     pub lang: Lang,
-    /// What was measured, by name: the [`Metric`] keys (`decode_tok_s`, `ttft_ms`, …)
-    /// and [`LIBRARY_DECODE_TOK_S`] when the library ran beside it.
+    /// What was measured, by name: the [`Metric`] keys (`decode_tok_s`, `ttft_ms`, …),
+    /// [`LIBRARY_DECODE_TOK_S`] when the library ran beside it, and quest's own values
+    /// (a lesson's `values:`, e.g. `fixed_ms`) for an exercise that reports values.
     pub metrics: BTreeMap<String, f64>,
     /// The weight layout that ran (`dense-f32`, `quantized`, …), when reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -198,6 +199,19 @@ impl LessonRecord {
             .rev()
             .filter(|s| s.checks_passed && s.code.as_ref() == Some(code))
             .find_map(|s| s.measurement.as_ref()?.improvement())
+    }
+
+    /// The named numbers of the latest run of this code, once it passed its checks: where
+    /// quest's own `values:` for it are recorded (see `cli::values`).
+    pub fn values_of(&self, code: &CodeRef) -> Option<&BTreeMap<String, f64>> {
+        if !self.passed_checks(code) {
+            return None;
+        }
+        self.runs
+            .iter()
+            .rev()
+            .find(|run| &run.code == code)
+            .map(|run| &run.metrics)
     }
 
     /// Whether this code passed its checks in some submission.

@@ -14,6 +14,7 @@ mod golden;
 mod journey;
 mod lessons;
 mod parser_robustness;
+mod physics;
 mod physics_batch;
 mod progress_course;
 mod progress_processes;

@@ -162,7 +162,11 @@ impl Attention {
     }
 
     fn nbytes(&self) -> usize {
-        self.qkv_proj.nbytes() + self.o_proj.nbytes()
+        let norms = self
+            .qk_norm
+            .as_ref()
+            .map_or(0, |(q, k)| q.weight.nbytes() + k.weight.nbytes());
+        self.qkv_proj.nbytes() + self.o_proj.nbytes() + norms
     }
 }
 
