@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
-use quest::bench::peer::{Peer, PeerBuild};
+use quest::bench::peer::{Peer, PeerBuild, PeerModel};
 use quest::bench::{bandwidth, plot, BenchResult, Ceiling, LoopRuns, Measured};
 use quest::course::{Lesson, Metric};
 use quest::lab::{self, RunRequest};
@@ -78,9 +78,20 @@ pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
         ("yours", "your exercise", build(ctx, &exercise, true)?),
     ];
     let peer = if options.python {
-        match (Peer::ensure(), lm::hub::resolve(&model_spec)?) {
-            (Ok(peer), ModelSource::Gguf(path) | ModelSource::Directory(path)) => Ok((peer, path)),
-            (Err(e), _) => Err(format!("{e:#}")),
+        let model = match lm::random::Spec::parse(&model_spec) {
+            Some(spec) => {
+                let spec = spec?;
+                let mut config = (spec.shape.config)();
+                config["quantization"] = serde_json::json!({"group_size": 32, "bits": spec.bits});
+                PeerModel::Config(config)
+            }
+            None => match lm::hub::resolve(&model_spec)? {
+                ModelSource::Gguf(path) | ModelSource::Directory(path) => PeerModel::Path(path),
+            },
+        };
+        match Peer::ensure() {
+            Ok(peer) => Ok((peer, model)),
+            Err(e) => Err(format!("{e:#}")),
         }
     } else {
         Err("--no-python".to_owned())

@@ -302,3 +302,57 @@ pub fn model_with(config: &Value, seed: u64, bits: i32, layout: WeightLayout) ->
 pub fn prompt(len: usize) -> Vec<u32> {
     (0..len as u32).map(|i| 1 + (i * 7919) % 1000).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn random_names_parse_with_their_bits_and_unknown_ones_name_the_choices() {
+        assert!(Spec::parse("smollm2-135m-instruct").is_none());
+        let spec = Spec::parse("random:qwen3-8b").unwrap().unwrap();
+        assert_eq!((spec.shape.name, spec.bits), ("Qwen3-8B", 4));
+        let spec = Spec::parse("random:SmolLM2-135M@8").unwrap().unwrap();
+        assert_eq!((spec.shape.name, spec.bits), ("SmolLM2-135M", 8));
+        let error = Spec::parse("random:qwen9-1t")
+            .unwrap()
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            error.contains("no shape `qwen9-1t`") && error.contains("Qwen3.5-4B"),
+            "{error}"
+        );
+        let error = Spec::parse("random:qwen3-8b@5")
+            .unwrap()
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(error.contains("use @4 or @8"), "{error}");
+    }
+
+    #[test]
+    fn a_random_model_decodes_the_same_tokens_each_time_it_is_made() {
+        use mlx_rs::ops::indexing::argmax_axis;
+        let greedy = || -> Vec<u32> {
+            let (model, tokenizer) = crate::lm::load("random:smollm2-135m").unwrap();
+            let mut ids = tokenizer.encode("<t5> What is the capital").unwrap();
+            assert_eq!(ids[0], 5);
+            let mut cache = crate::lm::make_prompt_cache(&model);
+            let mut input = ids.clone();
+            for _ in 0..3 {
+                let logits = model
+                    .forward(&crate::lm::tokens_array(&input), &mut cache)
+                    .unwrap();
+                let next = argmax_axis(crate::lm::last_position(&logits), -1, None).unwrap();
+                let next = next.item_exact::<u32>();
+                ids.push(next);
+                input = vec![next];
+            }
+            ids
+        };
+        let first = greedy();
+        assert_eq!(first, greedy());
+        assert_eq!(first.len(), 8);
+    }
+}

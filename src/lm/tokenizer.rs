@@ -305,3 +305,36 @@ fn pre_tokenizer(pre: &str) -> Value {
         _ => byte_level(true),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stand_in_gives_the_same_ids_for_the_same_text_and_decodes_them_as_tags() {
+        let tokenizer = Tokenizer::stand_in(1000);
+        let prompt = tokenizer
+            .apply_chat_template(
+                &[Message::user("What is the capital of France?")],
+                true,
+                false,
+            )
+            .unwrap();
+        assert_eq!(
+            prompt,
+            "<|user|> What is the capital of France?\n<|assistant|>"
+        );
+        let ids = tokenizer.encode(&prompt).unwrap();
+        assert_eq!(ids, tokenizer.encode(&prompt).unwrap());
+        assert_eq!(ids.len(), 7);
+        assert!(ids.iter().all(|&id| id < 1000));
+        assert_ne!(ids[1], ids[2]);
+        assert_eq!(
+            tokenizer.encode("<t7> <t999> <t1000>").unwrap()[..2],
+            [7, 999]
+        );
+        assert_eq!(tokenizer.decode(&[7, 42]).unwrap(), "<t7><t42>");
+        assert!(tokenizer.eos_token_ids.is_empty());
+        assert_eq!(tokenizer.vocab_size(), 1000);
+    }
+}

@@ -12,6 +12,7 @@ mod golden;
 mod journey;
 mod lessons;
 mod parser_robustness;
+mod prebuilt;
 mod progress_course;
 mod progress_processes;
 mod progress_store;
