@@ -326,7 +326,7 @@ mod tests {
         );
         let ids = tokenizer.encode(&prompt).unwrap();
         assert_eq!(ids, tokenizer.encode(&prompt).unwrap());
-        assert_eq!(ids.len(), 7);
+        assert_eq!(ids.len(), 8);
         assert!(ids.iter().all(|&id| id < 1000));
         assert_ne!(ids[1], ids[2]);
         assert_eq!(
