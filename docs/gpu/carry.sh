@@ -95,7 +95,7 @@ echo "$n" > "$DEST/$n/LAST"
 top=$(git -C "$DEST/.." rev-parse --show-toplevel 2>/dev/null || true)
 if [ -n "$top" ]; then
   rel=${DEST#"$top"/}
-  exclude=$(git -C "$top" rev-parse --git-common-dir)/info/exclude
+  exclude=$(cd "$top" && realpath "$(git rev-parse --git-common-dir)")/info/exclude
   mkdir -p "$(dirname "$exclude")"
   grep -qxF "/$rel/" "$exclude" 2>/dev/null || echo "/$rel/" >> "$exclude"
 fi
