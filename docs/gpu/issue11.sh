@@ -6,14 +6,26 @@
 # The learner's flow on the 8B shape: `quest run` (the starting hand loop), the edit (the
 # solution's idea, copied over the exercise in this course copy), `quest run` again,
 # `quest submit` (tokens against the solution, before/after interleaved), `quest card`
-# with the medians submit printed. Then the same submit on the real SmolLM2-135M (when
-# carried), and mlx-lm's generate_step and the original lesson's Python hand loop
-# (src/bench/peer.py) on the same two models, in the same run. Everything lands in $OUT.
+# with the medians submit printed. Then `quest run` and `quest submit` on the real
+# SmolLM2-135M (when carried), and `quest bench` on both models: the Rust loops beside
+# the original lesson's Python hand loop and mlx-lm's generate_step (mlx-lm 0.32.2 on the
+# same mlx-cuda-13, the device's python3: QUEST_PEER_PYTHON). All in one run; the outputs
+# come back as $OUT/issue11.tar.gz (the device tool brings back at most 8 files).
 set -uo pipefail
 MODEL=${MODEL:-random:qwen3-8b}
 TOKENS=${TOKENS:-64}
 ROUNDS=${ROUNDS:-5}
-o=$OUT
+BENCH_ROUNDS=${BENCH_ROUNDS:-3}
+o=/tmp/issue11
+rm -rf "$o"
+mkdir -p "$o"
+# Whatever happens, what ran comes back (a command stopped by `timeout` too: see below).
+finish() {
+  cp -r "$QUEST_HOME" "$o/progress" 2>/dev/null
+  tar czf "$OUT/issue11.tar.gz" -C /tmp issue11
+}
+trap finish EXIT
+trap 'exit 143' TERM
 step() { echo; echo "== $*"; }
 
 step quest list
@@ -39,28 +51,15 @@ if [ -d "$QUEST_CACHE/models/smollm2-135m-instruct" ]; then
   quest submit mlx-path --max-tokens "$TOKENS" --rounds "$ROUNDS" 2>&1 | tee "$o/submit-smollm2.txt"
 fi
 
-# mlx-lm beside them: the Python peer (mlx-lm 0.32.2 on the same MLX), same prompt length
-# and token count. The 8B shape's config is the one quest builds; prompt ids as quest fit's.
-step "mlx-lm"
-n=$(grep -o 'Prompt: [0-9]*' "$o/run-before.txt" | head -1 | grep -o '[0-9]*')
-ids=$(python3 -c "import sys; n=int(sys.argv[1]); print(','.join(str(1 + (i * 7919) % 1000) for i in range(n)))" "${n:-12}")
-shape=$(python3 -c "import sys; print(sys.argv[1].split(':')[1].split('@')[0])" "$MODEL")
-quest fit --configs > /tmp/configs.json
-config=$(python3 -c "import json, sys; c = json.load(open('/tmp/configs.json')); print(json.dumps(next(v for k, v in c.items() if k.lower() == sys.argv[1].lower())))" "$shape")
-python3 src/bench/peer.py --config "$config" --prompt-ids "$ids" --max-tokens "$TOKENS" --rounds "$ROUNDS" > "$o/peer-8b.json"
-gguf=$(ls "$QUEST_CACHE"/models/smollm2-135m-instruct/*.gguf 2>/dev/null | head -1)
-if [ -n "$gguf" ]; then
-  n=$(grep -o 'Prompt: [0-9]*' "$o/run-smollm2.txt" 2>/dev/null | head -1 | grep -o '[0-9]*')
-  ids=$(python3 -c "import sys; n=int(sys.argv[1]); print(','.join(str(1 + (i * 7919) % 1000) for i in range(n)))" "${n:-40}")
-  python3 src/bench/peer.py --gguf "$gguf" --prompt-ids "$ids" --max-tokens "$TOKENS" --rounds "$ROUNDS" > "$o/peer-smollm2.json"
+export QUEST_PEER_PYTHON=python3
+step "quest bench mlx-path --model $MODEL"
+quest bench mlx-path --model "$MODEL" --max-tokens "$TOKENS" --rounds "$BENCH_ROUNDS" \
+  --out "$o/bench-8b" 2>&1 | tee "$o/bench-8b.txt"
+if [ -d "$QUEST_CACHE/models/smollm2-135m-instruct" ]; then
+  step "quest bench mlx-path (the real SmolLM2-135M)"
+  quest bench mlx-path --max-tokens "$TOKENS" --rounds "$BENCH_ROUNDS" \
+    --out "$o/bench-smollm2" 2>&1 | tee "$o/bench-smollm2.txt"
 fi
-for f in "$o"/peer-*.json; do
-  python3 - "$f" <<'PY'
-import json, statistics, sys
-d = json.load(open(sys.argv[1]))["results"]
-print(sys.argv[1].rsplit("/", 1)[-1], {k: round(statistics.median(r["decode_tok_s"] for r in v), 1) for k, v in d.items()})
-PY
-done 2>&1 | tee "$o/peer.txt"
 step summary
-grep -h -E 'Decode|Medians|Time to first|×' "$o"/run-*.txt "$o"/submit-*.txt 2>/dev/null
-cat "$o/peer.txt"
+grep -h -E 'Decode|medians|Medians|×' "$o"/run-*.txt "$o"/submit-*.txt 2>/dev/null
+grep -h -E '^(Rust|your|Python|mlx-lm)' "$o"/bench-*.txt 2>/dev/null
