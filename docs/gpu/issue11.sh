@@ -16,6 +16,7 @@ MODEL=${MODEL:-random:qwen3-8b}
 TOKENS=${TOKENS:-64}
 ROUNDS=${ROUNDS:-5}
 BENCH_ROUNDS=${BENCH_ROUNDS:-3}
+BENCH=${BENCH:-1}   # 0: the learner's flow alone (run, edit, run, submit, card)
 o=/tmp/issue11
 rm -rf "$o"
 mkdir -p "$o"
@@ -51,6 +52,7 @@ if [ -d "$QUEST_CACHE/models/smollm2-135m-instruct" ]; then
   quest submit mlx-path --max-tokens "$TOKENS" --rounds "$ROUNDS" 2>&1 | tee "$o/submit-smollm2.txt"
 fi
 
+[ "$BENCH" = 1 ] || exit 0
 export QUEST_PEER_PYTHON=python3
 step "quest bench mlx-path --model $MODEL"
 quest bench mlx-path --model "$MODEL" --max-tokens "$TOKENS" --rounds "$BENCH_ROUNDS" \
