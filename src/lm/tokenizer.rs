@@ -45,7 +45,7 @@ pub struct Tokenizer {
 /// What turns text into ids and back.
 enum Vocab {
     /// A real tokenizer (tokenizer.json, or rebuilt from GGUF metadata).
-    Hf(tokenizers::Tokenizer),
+    Hf(Box<tokenizers::Tokenizer>),
     /// A random-weights model's stand-in, for `size` ids (see [`Tokenizer::stand_in`]).
     StandIn { size: u32 },
 }
@@ -112,7 +112,7 @@ impl Tokenizer {
         eos_token_ids.sort_unstable();
         eos_token_ids.dedup();
         Ok(Self {
-            inner: Vocab::Hf(inner),
+            inner: Vocab::Hf(Box::new(inner)),
             chat_template,
             bos_token,
             eos_token,
@@ -201,7 +201,7 @@ impl Tokenizer {
             bos_token: name(bos),
             eos_token: name(eos),
             eos_token_ids,
-            inner: Vocab::Hf(inner),
+            inner: Vocab::Hf(Box::new(inner)),
         })
     }
 
