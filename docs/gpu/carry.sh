@@ -13,7 +13,8 @@
 # COURSE   the course folder (QUEST_ROOT) whose exercises are built, e.g. a copy in
 #          which the learner's edit is made (default: this checkout).
 # MODELS   real models to carry from quest's cache as well (e.g. `smollm2-135m-instruct`).
-# PART_MB  size of each part (default 46): one device call carries one DEST/<n> folder.
+# PART_MB  size of each part in MiB (default 57: with the ~5.6 MB of tracked files the
+#          checkout sends, a call stays under 64 MiB); one call carries one DEST/<n>.
 # MLX_PACKED  an existing `tar c mlx | xz` of the same wheel's mlx folder (libmlx.so
 #          stripped), to skip packing it again (it takes minutes).
 #
@@ -21,7 +22,7 @@
 # calls back to back (the machine stays warm only 30 s between calls), each naming its
 # folder in `carry`:
 #   calls 1 … N-1:  bash .gpu/<k>/device.sh stash
-#   call N:         bash .gpu/<N>/device.sh run 'quest list; bash $Q/course/docs/gpu/issue11.sh'
+#   call N:         bash .gpu/<N>/device.sh run 'quest list; bash docs/gpu/issue11.sh'
 # (`.gpu` being DEST relative to the checkout). device.sh says what the command finds there.
 set -euo pipefail
 DEST=${1:?usage: carry.sh DEST [LESSON...]}
@@ -30,7 +31,7 @@ LESSONS=${*:-mlx-path}
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 COURSE=${COURSE:-$REPO}
-PART_MB=${PART_MB:-46}
+PART_MB=${PART_MB:-57}
 TARGET=$REPO/target/cuda
 lock() { if [ -e /tmp/quest-cpu.lock ]; then flock -s /tmp/quest-cpu.lock "$@"; else "$@"; fi; }
 
