@@ -3,6 +3,11 @@
 pub fn main() {
     println!("cargo:rerun-if-env-changed=DEP_MLX_LIBDIR");
     println!("cargo:rerun-if-env-changed=DEP_MLX_BLAS");
+    println!("cargo:rerun-if-env-changed=DEP_MLX_BACKEND");
+    // `cuda` when linked against MLX's CUDA build (`QUEST_MLX=cuda`): `quest::lm` then
+    // refuses to run where MLX finds no GPU instead of falling back to the CPU unseen.
+    let backend = std::env::var("DEP_MLX_BACKEND").unwrap_or_else(|_| "cpu".into());
+    println!("cargo:rustc-env=QUEST_MLX_BACKEND={backend}");
     if let Ok(libdir) = std::env::var("DEP_MLX_LIBDIR") {
         println!("cargo:rustc-link-arg=-Wl,-rpath,{libdir}");
         println!("cargo:rustc-env=QUEST_MLX_LIBDIR={libdir}");

@@ -400,16 +400,85 @@ pub fn target_dir(workspace: &Path) -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| workspace.join("target"), PathBuf::from)
 }
 
+/// `QUEST_PREBUILT`: a folder of exercise binaries built elsewhere ([`prebuild`]), used
+/// instead of cargo, for a machine with no Rust toolchain (a GPU box). Each binary is
+/// named by its source's [`prebuilt_key`], so an edited source has none and is refused.
+pub const PREBUILT_ENV: &str = "QUEST_PREBUILT";
+/// The list [`prebuild`] keeps beside the binaries: `<key> <source>` per line.
+const PREBUILT_LIST: &str = "prebuilt.txt";
+
+/// The name of a prebuilt binary: the first 16 hex digits of its source's sha256.
+pub fn prebuilt_key(source: &[u8]) -> String {
+    crate::course::sha256_hex(source)[..16].to_owned()
+}
+
 /// Builds `source` (any exercise file) as the lab binary, with cargo in `workspace`
 /// and the same profile as quest itself; returns a copy of the binary kept for this
 /// exact source. Compiler errors stream to the terminal as cargo prints them; `quiet`
-/// hides cargo's progress lines.
+/// hides cargo's progress lines. With `QUEST_PREBUILT` set, takes the binary built for
+/// this exact source from that folder instead, and never calls cargo.
 pub fn build(workspace: &Path, source: &Path, quiet: bool) -> Result<PathBuf> {
-    let profile = if cfg!(debug_assertions) {
-        "debug"
-    } else {
-        "release"
-    };
+    match std::env::var_os(PREBUILT_ENV).filter(|dir| !dir.is_empty()) {
+        Some(dir) => prebuilt(Path::new(&dir), source),
+        None => build_with_cargo(workspace, source, quiet, !cfg!(debug_assertions)),
+    }
+}
+
+/// The binary in `dir` built from exactly this `source`, or why there is none.
+fn prebuilt(dir: &Path, source: &Path) -> Result<PathBuf> {
+    let bytes =
+        std::fs::read(source).with_context(|| format!("could not read {}", source.display()))?;
+    let key = prebuilt_key(&bytes);
+    let binary = dir.join(&key);
+    if binary.is_file() {
+        return Ok(binary);
+    }
+    let list = std::fs::read_to_string(dir.join(PREBUILT_LIST)).unwrap_or_default();
+    let built_from = list
+        .lines()
+        .filter_map(|line| line.split_once(' '))
+        .find(|(_, path)| Path::new(path).file_name() == source.file_name())
+        .map_or_else(String::new, |(key, path)| {
+            format!(" It holds {path} as it was then ({key}): the source changed since.")
+        });
+    anyhow::bail!(
+        "{PREBUILT_ENV}={} holds no exercise binary for {} as it is now (sha256 {key}…).{built_from} \
+         Build the binaries again from this source where cargo is (`quest dev prebuild <lesson> \
+         --out <folder>`, see docs/gpu/carry.sh), or unset {PREBUILT_ENV} to build here",
+        dir.display(),
+        source.display()
+    )
+}
+
+/// Builds `source` with cargo ([`build`] without `QUEST_PREBUILT`; in the release
+/// profile when `release`, whatever quest's own) and puts a copy in `dir` under its
+/// [`prebuilt_key`], listed in `dir`'s `prebuilt.txt`. Cargo builds against whatever MLX
+/// its environment asks for (`QUEST_MLX=cuda`, `CARGO_TARGET_DIR`), so a CPU quest here
+/// can build a GPU machine's exercises.
+pub fn prebuild(workspace: &Path, source: &Path, dir: &Path, release: bool) -> Result<PathBuf> {
+    let built = build_with_cargo(workspace, source, true, release)?;
+    let key = prebuilt_key(&std::fs::read(source)?);
+    std::fs::create_dir_all(dir).with_context(|| format!("could not create {}", dir.display()))?;
+    let kept = dir.join(&key);
+    std::fs::copy(&built, &kept).with_context(|| format!("could not write {}", kept.display()))?;
+    let list_path = dir.join(PREBUILT_LIST);
+    let mut list = std::fs::read_to_string(&list_path).unwrap_or_default();
+    let line = format!("{key} {}", source.display());
+    if !list.lines().any(|l| l == line) {
+        list.push_str(&line);
+        list.push('\n');
+        std::fs::write(&list_path, list)?;
+    }
+    Ok(kept)
+}
+
+fn build_with_cargo(
+    workspace: &Path,
+    source: &Path,
+    quiet: bool,
+    release: bool,
+) -> Result<PathBuf> {
+    let profile = if release { "release" } else { "debug" };
     let target = target_dir(workspace);
     let bytes =
         std::fs::read(source).with_context(|| format!("could not read {}", source.display()))?;

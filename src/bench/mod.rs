@@ -10,7 +10,8 @@ pub mod fit;
 pub mod loops;
 pub mod peer;
 pub mod plot;
-pub mod random;
+// Random-weights models live in `lm` (`--model random:<shape>` loads them too).
+pub use crate::lm::random;
 pub mod slope;
 
 use serde::Serialize;

@@ -80,15 +80,16 @@ def load_gguf(path):
 
 
 def random_model(config):
-    """Random weights in the given shape, 4-bit group 32 with float32 scales: decode speed
-    depends on the shapes and bytes, not on the values."""
+    """Random weights in the given shape, 4-bit (or the config's `quantization` bits) group
+    32: decode speed depends on the shapes and bytes, not on the values."""
     mx.random.seed(0)
     model_class, args_class = _get_classes(config)
     model = model_class(args_class.from_dict(config))
     # float32 on the CPU (bf16 is slow there and sums in bf16), float16 on a GPU: as quest does.
     model.set_dtype(mx.float32 if mx.default_device() == mx.cpu else mx.float16)
     with contextlib.redirect_stdout(sys.stderr):
-        model, _ = quantize_model(model, dict(config), group_size=32, bits=4)
+        bits = config.get("quantization", {}).get("bits", 4)
+        model, _ = quantize_model(model, dict(config), group_size=32, bits=bits)
     mx.eval(model.parameters())
     return model
 

@@ -10,12 +10,28 @@ use serde::Deserialize;
 use super::Measured;
 
 const SCRIPT: &str = include_str!("peer.py");
-/// The same MLX as the Rust side; `mlx-cpu` is MLX's Linux CPU build.
-const PACKAGES: &[&str] = if cfg!(target_os = "macos") {
-    &["mlx==0.32.2", "mlx-lm==0.32.2"]
-} else {
-    &["mlx==0.32.2", "mlx-cpu==0.32.2", "mlx-lm==0.32.2"]
-};
+/// The same MLX as the Rust side; `mlx-cpu` is MLX's Linux CPU build, `mlx-cuda-13` its
+/// CUDA build (what a `QUEST_MLX=cuda` quest links).
+fn packages() -> &'static [&'static str] {
+    if cfg!(target_os = "macos") {
+        &["mlx==0.32.2", "mlx-lm==0.32.2"]
+    } else if crate::lm::BUILT_FOR == "cuda" {
+        &["mlx==0.32.2", "mlx-cuda-13==0.32.2", "mlx-lm==0.32.2"]
+    } else {
+        &["mlx==0.32.2", "mlx-cpu==0.32.2", "mlx-lm==0.32.2"]
+    }
+}
+
+/// `QUEST_PEER_PYTHON`: a Python that already imports mlx 0.32.2 and mlx_lm 0.32.2 (on
+/// the same MLX build as quest), used instead of the venv: for a machine without PyPI.
+pub const PEER_PYTHON_ENV: &str = "QUEST_PEER_PYTHON";
+
+/// What the peer decodes: a model file or folder, or a random-weights model's config
+/// (built by the peer itself: the same shape, its own random values).
+pub enum PeerModel {
+    Path(PathBuf),
+    Config(serde_json::Value),
+}
 
 #[derive(Deserialize)]
 struct Output {
@@ -47,6 +63,9 @@ impl Peer {
 
     pub fn ensure_build(build: PeerBuild) -> Result<Self> {
         crate::blas::init()?;
+        if let Some(python) = std::env::var_os(PEER_PYTHON_ENV).filter(|p| !p.is_empty()) {
+            return Self::given(PathBuf::from(python));
+        }
         let openblas = match build {
             PeerBuild::Matched => build_openblas()?,
             PeerBuild::Stock => None,
@@ -69,7 +88,7 @@ impl Peer {
         if !ready() {
             eprintln!(
                 "quest: setting up the Python peer ({}{}) in {} — once, from PyPI",
-                PACKAGES.join(" "),
+                packages().join(" "),
                 if openblas.is_some() {
                     ", on OpenBLAS"
                 } else {
@@ -92,13 +111,13 @@ impl Peer {
                     "--quiet",
                     "--disable-pip-version-check",
                 ])
-                .args(PACKAGES)
+                .args(packages())
                 .status()
                 .context("could not run pip in the peer venv")?;
             if !status.success() {
                 bail!(
                     "pip could not install {} (no PyPI access?)",
-                    PACKAGES.join(" ")
+                    packages().join(" ")
                 );
             }
             if let Some(lib) = &openblas {
@@ -121,11 +140,36 @@ impl Peer {
         })
     }
 
+    /// The peer on a Python the user gave (`QUEST_PEER_PYTHON`), checked like the venv.
+    fn given(python: PathBuf) -> Result<Self> {
+        let ok = Command::new(&python)
+            .args([
+                "-c",
+                "import mlx.core as mx, mlx_lm; assert mx.__version__ == '0.32.2'",
+            ])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        anyhow::ensure!(
+            ok,
+            "{PEER_PYTHON_ENV}={} does not import mlx 0.32.2 and mlx_lm; install them there \
+             ({}) or unset {PEER_PYTHON_ENV} to let quest make its own venv",
+            python.display(),
+            packages().join(" ")
+        );
+        let script = std::env::temp_dir().join(format!("quest_peer_{}.py", std::process::id()));
+        std::fs::write(&script, SCRIPT)?;
+        Ok(Self {
+            python,
+            script,
+            threads: None,
+        })
+    }
+
     /// One round of the original lesson's Python hand loop and mlx-lm's `generate_step`, on `model`
     /// (a GGUF file or an MLX directory), in the weight layout the Rust side ran.
     pub fn round(
         &self,
-        model: &Path,
+        model: &PeerModel,
         prompt_ids: &[u32],
         max_tokens: usize,
         warmup: bool,
@@ -147,7 +191,7 @@ impl Peer {
     /// One round of `generate_step` alone, quantized weights (mlx-lm's own layout).
     pub fn round_generate(
         &self,
-        model: &Path,
+        model: &PeerModel,
         prompt_ids: &[u32],
         max_tokens: usize,
         warmup: bool,
@@ -165,7 +209,7 @@ impl Peer {
 
     fn run(
         &self,
-        model: &Path,
+        model: &PeerModel,
         prompt_ids: &[u32],
         max_tokens: usize,
         warmup: bool,
@@ -173,16 +217,14 @@ impl Peer {
         loops: &str,
     ) -> Result<Vec<Measured>> {
         let ids: Vec<String> = prompt_ids.iter().map(u32::to_string).collect();
-        let source_flag = if model.is_dir() {
-            "--mlx-dir"
-        } else {
-            "--gguf"
-        };
         let mut command = Command::new(&self.python);
+        command.arg(&self.script);
+        match model {
+            PeerModel::Path(path) if path.is_dir() => command.arg("--mlx-dir").arg(path),
+            PeerModel::Path(path) => command.arg("--gguf").arg(path),
+            PeerModel::Config(config) => command.arg("--config").arg(config.to_string()),
+        };
         command
-            .arg(&self.script)
-            .arg(source_flag)
-            .arg(model)
             .args([
                 "--prompt-ids",
                 &ids.join(","),

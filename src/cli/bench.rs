@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
-use quest::bench::peer::{Peer, PeerBuild};
+use quest::bench::peer::{Peer, PeerBuild, PeerModel};
 use quest::bench::{bandwidth, plot, BenchResult, Ceiling, LoopRuns, Measured};
 use quest::course::{Lesson, Metric};
 use quest::lab::{self, RunRequest};
@@ -85,9 +85,20 @@ pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
         ("yours", "your exercise", build(ctx, &exercise, true)?),
     ];
     let peer = if options.python {
-        match (Peer::ensure(), lm::hub::resolve(&model_spec)?) {
-            (Ok(peer), ModelSource::Gguf(path) | ModelSource::Directory(path)) => Ok((peer, path)),
-            (Err(e), _) => Err(format!("{e:#}")),
+        let model = match lm::random::Spec::parse(&model_spec) {
+            Some(spec) => {
+                let spec = spec?;
+                let mut config = (spec.shape.config)();
+                config["quantization"] = serde_json::json!({"group_size": 32, "bits": spec.bits});
+                PeerModel::Config(config)
+            }
+            None => match lm::hub::resolve(&model_spec)? {
+                ModelSource::Gguf(path) | ModelSource::Directory(path) => PeerModel::Path(path),
+            },
+        };
+        match Peer::ensure() {
+            Ok(peer) => Ok((peer, model)),
+            Err(e) => Err(format!("{e:#}")),
         }
     } else {
         Err("--no-python".to_owned())
@@ -241,11 +252,13 @@ fn report(result: &BenchResult) {
         c.bandwidth_gb_s,
         c.tok_s()
     );
-    // The stock-wheel row runs another layout (4-bit), whose tokens may differ.
+    // The stock-wheel row runs another layout (4-bit), whose tokens may differ; on a
+    // random-weights model the peers draw their own weights.
+    let random = lm::random::Spec::parse(&result.model).is_some();
     let tokens_equal = result
         .loops
         .iter()
-        .filter(|l| l.id != "py-generate-stock")
+        .filter(|l| l.id != "py-generate-stock" && !(random && l.id.starts_with("py-")))
         .all(|l| {
             l.runs
                 .iter()

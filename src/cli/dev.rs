@@ -21,11 +21,45 @@ pub enum DevCommand {
     Check,
     /// Write `exercises/Cargo.toml` (one binary per exercise) from the course.
     Update,
+    /// Build each lesson's exercise binaries (the exercise as it is now, the starting
+    /// code, the solution) into a folder, for `QUEST_PREBUILT` on a machine without cargo.
+    Prebuild {
+        /// The lessons (ids).
+        #[arg(required = true)]
+        lessons: Vec<String>,
+        /// The folder to put them in (named by their sources' hashes).
+        #[arg(long)]
+        out: std::path::PathBuf,
+        /// Build them in the release profile (as a `--release` quest builds them).
+        #[arg(long)]
+        release: bool,
+    },
 }
 
 pub fn run(root: &Path, command: &DevCommand) -> Result<()> {
     let course = Course::load(&root.join("lessons"))?;
     match command {
+        DevCommand::Prebuild {
+            lessons,
+            out,
+            release,
+        } => {
+            for id in lessons {
+                course.ensure_known_lesson(id, Lang::En)?;
+                let lesson = course.lesson(id, Lang::En)?;
+                let sources = [
+                    super::learner::exercise_path(&lesson)?,
+                    super::learner::starting_code_file(&lesson)?.0,
+                    super::learner::solution_path(&lesson)?,
+                ];
+                for source in &sources {
+                    let binary =
+                        quest::lab::prebuild(&quest::lab::workspace_root(), source, out, *release)?;
+                    println!("{id}: {} → {}", source.display(), binary.display());
+                }
+            }
+            Ok(())
+        }
         DevCommand::Update => {
             let path = root.join(MANIFEST);
             std::fs::write(&path, exercises_manifest(&course)?)

@@ -190,7 +190,9 @@ enum Command {
 /// Which model an exercise runs on, for how many tokens, for how long at most.
 #[derive(clap::Args, Clone, Default)]
 pub(crate) struct RunArgs {
-    /// A model name, GGUF file, MLX directory or Hugging Face repo id (offline cache).
+    /// A model name, GGUF file, MLX directory or Hugging Face repo id (offline cache),
+    /// or `random:<shape>[@bits]`: random 4-bit (or 8-bit) weights in a public model's
+    /// shape (smollm2-135m, smollm2-360m, qwen3-0.6b … qwen3-8b, qwen3.5-0.8b, qwen3.5-4b).
     #[arg(long)]
     model: Option<String>,
     /// Tokens to generate (default: the lesson's).
@@ -280,6 +282,12 @@ fn dispatch(cli: Cli) -> Result<()> {
         return Ok(());
     }
     let root = project_root();
+    if let Command::Dev(command) = &cli.command {
+        // Authors' tools run no model (prebuilding needs cargo, not a GPU).
+        return dev::run(&root, command);
+    }
+    // A CUDA build says so where there is no GPU, before anything runs on the CPU instead.
+    quest::lm::require_built_backend()?;
     if let Command::Fit { configs: true, .. } = cli.command {
         println!(
             "{}",
@@ -341,9 +349,6 @@ fn dispatch(cli: Cli) -> Result<()> {
             out: out.unwrap_or_else(|| root.join("target/quest-bench")),
         };
         return bench::batch(&args);
-    }
-    if let Command::Dev(command) = &cli.command {
-        return dev::run(&root, command);
     }
     let course = Course::load(&root.join("lessons"))?;
     let mut ctx = Ctx {
@@ -466,6 +471,28 @@ fn list(ctx: &Ctx) -> Result<()> {
                 "    {id:<14} [{status}] {}  ({minutes}, {xp}){stale}",
                 lesson.meta.title
             );
+            if !lesson.spec.shows_on.is_empty() {
+                let places: Vec<String> = lesson
+                    .spec
+                    .shows_on
+                    .iter()
+                    .map(|kind| {
+                        let backend = kind.key();
+                        match lesson.spec.shows_with.get(kind) {
+                            Some(model) => ctx.ui_with(
+                                "list_shows_with",
+                                &[("backend", backend), ("model", model)],
+                            ),
+                            None => backend.to_owned(),
+                        }
+                    })
+                    .collect();
+                println!(
+                    "    {:<14} {}",
+                    "",
+                    ctx.ui_with("list_shows_on", &[("where", &places.join(", "))])
+                );
+            }
         }
     }
     if broken > 0 {

@@ -25,6 +25,11 @@ pub struct LessonSpec {
     /// Backends (`cpu`, `gpu`) where the measured effect is expected to show.
     #[serde(default)]
     pub shows_on: Vec<BackendKind>,
+    /// The model the effect shows with, per backend in `shows_on` (`quest run <id>
+    /// --model …`; `quest list` says it): e.g. `gpu: random:qwen3-8b`, where the
+    /// lesson's own small model is launch-bound and every loop runs alike.
+    #[serde(default)]
+    pub shows_with: std::collections::BTreeMap<BackendKind, String>,
     /// The model `quest run` uses unless told otherwise.
     #[serde(default = "default_model")]
     pub model: String,
@@ -127,7 +132,7 @@ fn default_max_tokens() -> usize {
 }
 
 /// Where an effect can show: any CPU, or any GPU (Metal or CUDA).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {
     Cpu,
@@ -141,6 +146,14 @@ impl BackendKind {
             BackendKind::Cpu
         } else {
             BackendKind::Gpu
+        }
+    }
+
+    /// Its name in lesson.yaml: `cpu` or `gpu`.
+    pub fn key(self) -> &'static str {
+        match self {
+            BackendKind::Cpu => "cpu",
+            BackendKind::Gpu => "gpu",
         }
     }
 }
@@ -459,6 +472,9 @@ impl LessonSpec {
         }
         if self.exercise.is_none() && (self.measure.is_some() || !self.rules.is_empty()) {
             bail!("{at}: `rules` and `measure` need an `exercise`");
+        }
+        if let Some(kind) = self.shows_with.keys().find(|k| !self.shows_on.contains(k)) {
+            bail!("{at}: `shows_with` names {kind:?}, which `shows_on` does not list");
         }
         if self.exercise.is_none() && self.quiz.is_empty() {
             bail!("{at}: a lesson without an exercise needs a `quiz`");

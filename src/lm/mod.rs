@@ -15,6 +15,7 @@ pub mod gguf;
 mod gguf_check;
 pub mod hub;
 pub mod models;
+pub mod random;
 pub mod tokenizer;
 pub mod weights;
 
@@ -37,6 +38,22 @@ pub enum Backend {
     Cpu,
     Metal,
     Cuda,
+}
+
+/// The MLX build quest was linked against: `cuda` (`QUEST_MLX=cuda`) or `cpu`.
+pub const BUILT_FOR: &str = env!("QUEST_MLX_BACKEND");
+
+/// A CUDA build runs models on the GPU or not at all: where MLX finds no usable NVIDIA
+/// GPU it would fall back to its CPU backend unseen, and every number would be a CPU's.
+pub fn require_built_backend() -> Result<()> {
+    if BUILT_FOR == "cuda" && Backend::detect() != Backend::Cuda {
+        anyhow::bail!(
+            "this quest was built for NVIDIA GPUs (QUEST_MLX=cuda), but MLX finds no usable \
+             CUDA GPU on this machine (check `nvidia-smi` and the NVIDIA driver). Build quest \
+             without QUEST_MLX=cuda to run on the CPU"
+        );
+    }
+    Ok(())
 }
 
 impl Backend {
@@ -275,6 +292,11 @@ pub fn load_lazy_with(model: &str, layout: WeightLayout) -> Result<(Model, Token
 }
 
 fn load_source(model: &str, layout: WeightLayout, lazy: bool) -> Result<(Model, Tokenizer)> {
+    // A random-weights model has nothing to defer: lazily or not, it is made now.
+    if let Some(spec) = random::Spec::parse(model) {
+        let _ = lazy;
+        return spec?.load(layout);
+    }
     match hub::resolve(model)? {
         ModelSource::Directory(dir) => {
             let model = model_dir(&dir, layout, lazy)?;
@@ -287,6 +309,7 @@ fn load_source(model: &str, layout: WeightLayout, lazy: bool) -> Result<(Model, 
 /// Readies `weights` for this machine before a model is built from them: OpenBLAS's
 /// thread count ([`crate::blas::init`]) and whether quantized matrices become dense.
 pub fn prepare(weights: &mut Weights, layout: WeightLayout) -> Result<()> {
+    require_built_backend()?;
     crate::blas::init()?;
     weights.dense = layout.dense_on(Backend::detect());
     Ok(())

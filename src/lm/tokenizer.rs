@@ -34,7 +34,7 @@ impl Message {
 }
 
 pub struct Tokenizer {
-    inner: tokenizers::Tokenizer,
+    inner: Vocab,
     chat_template: Option<String>,
     bos_token: String,
     eos_token: String,
@@ -42,7 +42,34 @@ pub struct Tokenizer {
     pub eos_token_ids: Vec<u32>,
 }
 
+/// What turns text into ids and back.
+enum Vocab {
+    /// A real tokenizer (tokenizer.json, or rebuilt from GGUF metadata).
+    Hf(Box<tokenizers::Tokenizer>),
+    /// A random-weights model's stand-in, for `size` ids (see [`Tokenizer::stand_in`]).
+    StandIn { size: u32 },
+}
+
+/// The stand-in's chat template: the roles and contents as plain text.
+const STAND_IN_TEMPLATE: &str =
+    "{% for m in messages %}<|{{ m.role }}|> {{ m.content }}\n{% endfor %}\
+{% if add_generation_prompt %}<|assistant|>{% endif %}";
+
 impl Tokenizer {
+    /// A tokenizer for a random-weights model, which has none: each whitespace-separated
+    /// word of the text becomes one id (`<tN>` is id N; any other word, a hash of it
+    /// below `size`), so the same prompt always gives the same ids; ids decode as `<tN>`.
+    /// No id ends generation: every run decodes all the tokens it asks for.
+    pub fn stand_in(size: u32) -> Self {
+        Self {
+            inner: Vocab::StandIn { size: size.max(1) },
+            chat_template: Some(STAND_IN_TEMPLATE.to_owned()),
+            bos_token: String::new(),
+            eos_token: String::new(),
+            eos_token_ids: Vec::new(),
+        }
+    }
+
     /// From a Hugging Face / MLX model directory.
     pub fn from_dir(dir: &Path) -> Result<Self> {
         let file = dir.join("tokenizer.json");
@@ -85,7 +112,7 @@ impl Tokenizer {
         eos_token_ids.sort_unstable();
         eos_token_ids.dedup();
         Ok(Self {
-            inner,
+            inner: Vocab::Hf(Box::new(inner)),
             chat_template,
             bos_token,
             eos_token,
@@ -174,26 +201,39 @@ impl Tokenizer {
             bos_token: name(bos),
             eos_token: name(eos),
             eos_token_ids,
-            inner,
+            inner: Vocab::Hf(Box::new(inner)),
         })
     }
 
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
-        let encoding = self
-            .inner
-            .encode(text, false)
-            .map_err(|e| anyhow!("tokenizing failed: {e}"))?;
-        Ok(encoding.get_ids().to_vec())
+        match &self.inner {
+            Vocab::Hf(inner) => {
+                let encoding = inner
+                    .encode(text, false)
+                    .map_err(|e| anyhow!("tokenizing failed: {e}"))?;
+                Ok(encoding.get_ids().to_vec())
+            }
+            Vocab::StandIn { size } => Ok(text
+                .split_whitespace()
+                .map(|word| stand_in_id(word, *size))
+                .collect()),
+        }
     }
 
     pub fn decode(&self, ids: &[u32]) -> Result<String> {
-        self.inner
-            .decode(ids, true)
-            .map_err(|e| anyhow!("detokenizing failed: {e}"))
+        match &self.inner {
+            Vocab::Hf(inner) => inner
+                .decode(ids, true)
+                .map_err(|e| anyhow!("detokenizing failed: {e}")),
+            Vocab::StandIn { .. } => Ok(ids.iter().map(|id| format!("<t{id}>")).collect()),
+        }
     }
 
     pub fn vocab_size(&self) -> usize {
-        self.inner.get_vocab_size(true)
+        match &self.inner {
+            Vocab::Hf(inner) => inner.get_vocab_size(true),
+            Vocab::StandIn { size } => *size as usize,
+        }
     }
 
     /// Renders the model's chat template with a real Jinja engine, as `transformers` does.
@@ -231,6 +271,23 @@ impl Tokenizer {
     }
 }
 
+/// The stand-in's id for one word: `<tN>` is N (below `size`), any other word its FNV-1a
+/// hash modulo `size` (stable across runs and machines, unlike std's hasher).
+fn stand_in_id(word: &str, size: u32) -> u32 {
+    if let Some(id) = word
+        .strip_prefix("<t")
+        .and_then(|w| w.strip_suffix('>'))
+        .and_then(|n| n.parse::<u32>().ok())
+        .filter(|&id| id < size)
+    {
+        return id;
+    }
+    let hash = word.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    (hash % u64::from(size)) as u32
+}
+
 /// The pre-tokenizer a GGUF `tokenizer.ggml.pre` name stands for (llama.cpp's names).
 fn pre_tokenizer(pre: &str) -> Value {
     let byte_level = |use_regex: bool| json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": use_regex});
@@ -246,5 +303,38 @@ fn pre_tokenizer(pre: &str) -> Value {
             split(r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"),
             byte_level(false)]}),
         _ => byte_level(true),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stand_in_gives_the_same_ids_for_the_same_text_and_decodes_them_as_tags() {
+        let tokenizer = Tokenizer::stand_in(1000);
+        let prompt = tokenizer
+            .apply_chat_template(
+                &[Message::user("What is the capital of France?")],
+                true,
+                false,
+            )
+            .unwrap();
+        assert_eq!(
+            prompt,
+            "<|user|> What is the capital of France?\n<|assistant|>"
+        );
+        let ids = tokenizer.encode(&prompt).unwrap();
+        assert_eq!(ids, tokenizer.encode(&prompt).unwrap());
+        assert_eq!(ids.len(), 8);
+        assert!(ids.iter().all(|&id| id < 1000));
+        assert_ne!(ids[1], ids[2]);
+        assert_eq!(
+            tokenizer.encode("<t7> <t999> <t1000>").unwrap()[..2],
+            [7, 999]
+        );
+        assert_eq!(tokenizer.decode(&[7, 42]).unwrap(), "<t7><t42>");
+        assert!(tokenizer.eos_token_ids.is_empty());
+        assert_eq!(tokenizer.vocab_size(), 1000);
     }
 }

@@ -16,6 +16,7 @@ mod lessons;
 mod parser_robustness;
 mod physics;
 mod physics_batch;
+mod prebuilt;
 mod progress_course;
 mod progress_processes;
 mod progress_store;

@@ -3,6 +3,10 @@
 //! (`mlx-cpu==0.32.2`, or `mlx-cuda-13`/`mlx-cuda-12` 0.32.2 through `MLX_DIR`) — and uses the
 //! committed bindings in `src/bindings.rs` (no libclang needed). See PATCHES.md.
 //!
+//! `QUEST_MLX=cuda` builds against MLX's CUDA wheel instead (`mlx-cuda-13==0.32.2`, with the
+//! CUDA runtime wheels it depends on, unpacked side by side as pip would install them, so
+//! libmlx.so's RPATH `$ORIGIN/../../nvidia/*/lib` finds them); see `fetch_cuda_wheels`.
+//!
 //! The wheel bundles netlib's reference BLAS/LAPACK (unoptimised loops: a 135M model
 //! takes seconds to prefill). Unless `QUEST_BLAS=bundled`, the build also fetches OpenBLAS
 //! from PyPI (`cmeel-openblas`, pinned) and, in its own copy of the unpacked wheel, puts
@@ -17,6 +21,17 @@ use std::{
 /// mlx-c 0.7.0 compiles against exactly this MLX (0.32.4's headers break it).
 const MLX_VERSION: &str = "0.32.2";
 const MLX_WHEEL: &str = "mlx-cpu";
+/// MLX's CUDA 13 build (`QUEST_MLX=cuda`); pip brings the CUDA runtime wheels it names.
+const MLX_CUDA_WHEEL: &str = "mlx-cuda-13";
+
+/// Which MLX build quest links, chosen with `QUEST_MLX` at build time.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mlx {
+    /// `mlx-cpu` (the default): MLX's CPU backend.
+    Cpu,
+    /// `mlx-cuda-13`: MLX's CUDA backend (its CPU backend is there too).
+    Cuda,
+}
 
 /// OpenBLAS from PyPI (BSD-3-Clause): an unprefixed `libopenblas.so.0` exporting the
 /// CBLAS and LAPACK symbols libmlx needs; it links `libgfortran.so.5`, which the mlx-cpu
@@ -66,15 +81,19 @@ const MLX_C_SOURCES: &[&str] = &[
 pub fn main() {
     println!("cargo:rerun-if-env-changed=MLX_DIR");
     println!("cargo:rerun-if-env-changed=QUEST_BLAS");
+    println!("cargo:rerun-if-env-changed=QUEST_MLX");
     println!("cargo:rerun-if-changed=build/linux.rs");
     println!("cargo:rerun-if-changed=src/shims/mach_time.c");
 
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
     let out_dir = PathBuf::from(env::var("OUT_DIR").unwrap());
     let mlx_c_root = manifest.join("src/mlx-c");
-    // `external`: an MLX_DIR install is used as it is, never patched.
+    let mlx = mlx_choice();
+    // `external`: an MLX_DIR install is used as it is, never patched. The CUDA wheel's
+    // CPU backend keeps its bundled BLAS: quest runs models on the GPU there.
     let (mlx_dir, blas_name) = match env::var_os("MLX_DIR") {
         Some(dir) => (PathBuf::from(dir), "external".to_owned()),
+        None if mlx == Mlx::Cuda => (fetch_cuda_wheels(&out_dir), "bundled".to_owned()),
         None => {
             let stock = fetch_wheel(&out_dir);
             match blas_choice() {
@@ -122,6 +141,66 @@ pub fn main() {
     // DEP_MLX_BLAS: `openblas-<version>`, `bundled` (the wheel's reference BLAS) or
     // `external` (MLX_DIR, used as installed).
     println!("cargo:blas={blas_name}");
+    // DEP_MLX_BACKEND: `cuda` when libmlx is MLX's CUDA build (quest then refuses to run
+    // on a machine where MLX finds no GPU), else `cpu`.
+    let cuda = mlx == Mlx::Cuda || is_cuda_build(&libdir);
+    println!("cargo:backend={}", if cuda { "cuda" } else { "cpu" });
+}
+
+fn mlx_choice() -> Mlx {
+    match env::var("QUEST_MLX").as_deref() {
+        Err(_) | Ok("") | Ok("cpu") => Mlx::Cpu,
+        Ok("cuda") => Mlx::Cuda,
+        Ok(other) => panic!(
+            "\n\nmlx-sys: QUEST_MLX={other} is not a choice. Leave it unset (or `cpu`) to build against\n\
+             {MLX_WHEEL}=={MLX_VERSION}, or set QUEST_MLX=cuda to build against MLX's CUDA build\n\
+             ({MLX_CUDA_WHEEL}=={MLX_VERSION} and the CUDA runtime wheels it needs, from PyPI).\n"
+        ),
+    }
+}
+
+/// Whether the libmlx.so in `libdir` is MLX's CUDA build (it names libcuda.so.1).
+fn is_cuda_build(libdir: &Path) -> bool {
+    fs::read(libdir.join("libmlx.so"))
+        .is_ok_and(|bytes| bytes.windows(12).any(|w| w == b"libcuda.so.1"))
+}
+
+/// Downloads `mlx-cuda-13==0.32.2` with the CUDA runtime wheels it depends on (cuBLAS,
+/// cuDNN, cuFFT, NVRTC, NCCL, the runtime: about 1.6 GB) and unpacks them all into one
+/// folder, as pip lays out site-packages: libmlx.so finds them through its RPATH
+/// (`$ORIGIN/../../nvidia/<name>/lib`). The NVIDIA driver (libcuda.so.1) is not a wheel:
+/// it comes with the machine's GPU driver, so a binary links here without it
+/// (`--allow-shlib-undefined`) and runs only where it is installed.
+fn fetch_cuda_wheels(out_dir: &Path) -> PathBuf {
+    let root = out_dir.join(format!("{MLX_CUDA_WHEEL}-{MLX_VERSION}"));
+    let mlx_dir = root.join("mlx");
+    if mlx_dir.join("lib/libmlx.so").is_file() && root.join("nvidia").is_dir() {
+        return mlx_dir;
+    }
+    let download = out_dir.join("cuda-download");
+    fs::create_dir_all(&download).unwrap();
+    let python = find_python();
+    let status = Command::new(&python)
+        .args(["-m", "pip", "download", "--only-binary=:all:", "-d"])
+        .arg(&download)
+        .arg(format!("{MLX_CUDA_WHEEL}=={MLX_VERSION}"))
+        .status();
+    if !matches!(status, Ok(s) if s.success()) {
+        panic!(
+            "\n\nmlx-sys: could not download {MLX_CUDA_WHEEL}=={MLX_VERSION} and its CUDA runtime wheels with\n\
+             `{python} -m pip download` (QUEST_MLX=cuda). Either make pip reach PyPI, or install it\n\
+             yourself (`pip install {MLX_CUDA_WHEEL}=={MLX_VERSION}`) and set MLX_DIR to its `mlx` folder.\n"
+        );
+    }
+    let wheels: Vec<PathBuf> = fs::read_dir(&download)
+        .unwrap()
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| path.extension().is_some_and(|e| e == "whl"))
+        .collect();
+    unzip_all(&wheels, &root);
+    // The unpacked tree is the install; the downloaded wheels are pip's cache's business.
+    let _ = fs::remove_dir_all(&download);
+    mlx_dir
 }
 
 fn blas_choice() -> Blas {
@@ -324,15 +403,22 @@ fn pip_download(download: &Path, requirement: &str, file_prefix: &str) -> Result
 /// Unpacks a wheel whole into `root` (through a staging folder, so a half-unpacked wheel
 /// is never mistaken for a complete one).
 fn unzip(wheel: &Path, root: &Path) {
+    unzip_all(&[wheel.to_owned()], root)
+}
+
+/// Unpacks wheels whole into one folder `root`, as pip installs them side by side.
+fn unzip_all(wheels: &[PathBuf], root: &Path) {
     let staging = PathBuf::from(format!("{}.staging", root.display()));
     let _ = fs::remove_dir_all(&staging);
-    let status = Command::new(find_python())
-        .args(["-m", "zipfile", "-e"])
-        .arg(wheel)
-        .arg(&staging)
-        .status();
-    if !matches!(status, Ok(s) if s.success()) {
-        panic!("mlx-sys: could not unpack {}", wheel.display());
+    for wheel in wheels {
+        let status = Command::new(find_python())
+            .args(["-m", "zipfile", "-e"])
+            .arg(wheel)
+            .arg(&staging)
+            .status();
+        if !matches!(status, Ok(s) if s.success()) {
+            panic!("mlx-sys: could not unpack {}", wheel.display());
+        }
     }
     // zipfile drops the executable bit; the shared libraries only need to be readable.
     let _ = fs::remove_dir_all(root);

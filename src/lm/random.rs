@@ -1,6 +1,10 @@
 //! Random-weights models in a real model's shape. Decode speed depends on the shapes and
 //! the bytes read, not on the weights' values, so these stand in for models this
 //! machine does not have (an 8B model on a GPU box with no network, say).
+//!
+//! `lm::load("random:qwen3-8b")` (`--model random:<shape>[@bits]`) loads one as a model
+//! like any other, with a stand-in tokenizer ([`Tokenizer::stand_in`]): the weights come
+//! from a fixed seed, so the same shape and bits give the same greedy tokens on a backend.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -11,7 +15,14 @@ use mlx_rs::transforms::eval;
 use serde_json::{json, Value};
 
 use crate::lm::weights::Weights;
-use crate::lm::{Backend, Model};
+use crate::lm::{Backend, Model, Tokenizer, WeightLayout};
+
+/// How `--model` names a random-weights model: `random:<shape>[@bits]`.
+pub const PREFIX: &str = "random:";
+/// The seed of every `random:` model (the same weights each time, so tokens repeat).
+pub const SEED: u64 = 0;
+/// Quantization bits a `random:` model may ask for (group size 32).
+pub const BITS: &[i32] = &[4, 8];
 
 /// A named architecture shape (`model_type` llama, qwen3 or qwen3_5), as in its `config.json`.
 pub struct Shape {
@@ -94,7 +105,6 @@ pub const HYBRID_SHAPES: &[Shape] = &[
     },
 ];
 
-/// A shape by name, full-attention or hybrid.
 /// Every shape's config by name, for the Python peer to build the same models.
 pub fn configs() -> Value {
     Value::Object(
@@ -105,6 +115,7 @@ pub fn configs() -> Value {
     )
 }
 
+/// A shape by name (any case), full-attention or hybrid.
 pub fn shape(name: &str) -> Option<&'static Shape> {
     SHAPES
         .iter()
@@ -206,10 +217,69 @@ fn tensor_shapes(config: &Value) -> Vec<(String, Vec<i32>)> {
     out
 }
 
-/// A 4-bit (group 32) random model of `config`'s shape, built tensor by tensor so that
+/// `random:<shape>[@bits]`, parsed: which shape, how many bits.
+#[derive(Clone, Copy)]
+pub struct Spec {
+    pub shape: &'static Shape,
+    pub bits: i32,
+}
+
+impl Spec {
+    /// `None` when `name` is not a `random:` name; an error naming the choices when it is
+    /// one but its shape or bits are unknown.
+    pub fn parse(name: &str) -> Option<Result<Self>> {
+        let rest = name.strip_prefix(PREFIX)?;
+        let (shape_name, bits) = match rest.split_once('@') {
+            Some((shape, bits)) => (shape, Some(bits)),
+            None => (rest, None),
+        };
+        let parsed = || -> Result<Self> {
+            let shape = shape(shape_name).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "`{name}`: no shape `{shape_name}`; random-weights shapes are {}",
+                    shape_names().join(", ")
+                )
+            })?;
+            let bits = match bits {
+                None => 4,
+                Some(b) => b.parse().ok().filter(|b| BITS.contains(b)).ok_or_else(|| {
+                    anyhow::anyhow!("`{name}`: `@{b}` is not a bit width; use @4 or @8")
+                })?,
+            };
+            Ok(Self { shape, bits })
+        };
+        Some(parsed())
+    }
+
+    /// The model (seeded with [`SEED`]) and a stand-in tokenizer for its vocabulary.
+    pub fn load(&self, layout: WeightLayout) -> Result<(Model, Tokenizer)> {
+        let config = (self.shape.config)();
+        let vocab = config["vocab_size"].as_u64().unwrap_or(32_000) as u32;
+        let model = model_with(&config, SEED, self.bits, layout)?;
+        Ok((model, Tokenizer::stand_in(vocab)))
+    }
+}
+
+/// Every shape's name, full-attention then hybrid (for messages and `--model` help).
+pub fn shape_names() -> Vec<&'static str> {
+    SHAPES.iter().chain(HYBRID_SHAPES).map(|s| s.name).collect()
+}
+
+/// A 4-bit (group 32) random model of `config`'s shape: [`model_bits`] with 4 bits.
+pub fn model(config: &Value, seed: u64) -> Result<Model> {
+    model_bits(config, seed, 4)
+}
+
+/// A `bits`-bit (group 32) random model of `config`'s shape, built tensor by tensor so that
 /// no more than one float matrix exists at a time. Only matrices are quantized; vectors
 /// (norms, Qwen3.5's `A_log` and `dt_bias`) are ones and the conv1d kernel stays float.
-pub fn model(config: &Value, seed: u64) -> Result<Model> {
+pub fn model_bits(config: &Value, seed: u64, bits: i32) -> Result<Model> {
+    model_with(config, seed, bits, WeightLayout::from_env()?)
+}
+
+/// [`model_bits`] in an explicit weight layout (dense f32 on the CPU by default).
+pub fn model_with(config: &Value, seed: u64, bits: i32, layout: WeightLayout) -> Result<Model> {
+    crate::lm::require_built_backend()?;
     mlx_rs::random::seed(seed)?;
     let dtype = Backend::detect().float_dtype();
     let mut tensors = HashMap::new();
@@ -224,7 +294,7 @@ pub fn model(config: &Value, seed: u64) -> Result<Model> {
             tensors.insert(name, w);
             continue;
         }
-        let (q, scales, biases) = quantize(&w, 32, 4)?;
+        let (q, scales, biases) = quantize(&w, 32, bits)?;
         eval([&q, &scales, &biases])?;
         let prefix = name.trim_end_matches(".weight");
         tensors.insert(format!("{prefix}.scales"), scales);
@@ -232,13 +302,69 @@ pub fn model(config: &Value, seed: u64) -> Result<Model> {
         tensors.insert(name, q);
     }
     let mut config = config.clone();
-    config["quantization"] = json!({"group_size": 32, "bits": 4});
+    config["quantization"] = json!({"group_size": 32, "bits": bits});
     let mut weights = Weights::new(tensors, Path::new("<random weights>"), dtype);
-    crate::lm::prepare(&mut weights, crate::lm::WeightLayout::from_env()?)?;
-    Model::from_config(&config, weights)
+    crate::lm::prepare(&mut weights, layout)?;
+    let model = Model::from_config(&config, weights)?;
+    crate::lm::remember(&model);
+    Ok(model)
 }
 
 /// The ids a random model decodes from (any ids below its vocabulary do).
 pub fn prompt(len: usize) -> Vec<u32> {
     (0..len as u32).map(|i| 1 + (i * 7919) % 1000).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn random_names_parse_with_their_bits_and_unknown_ones_name_the_choices() {
+        assert!(Spec::parse("smollm2-135m-instruct").is_none());
+        let spec = Spec::parse("random:qwen3-8b").unwrap().unwrap();
+        assert_eq!((spec.shape.name, spec.bits), ("Qwen3-8B", 4));
+        let spec = Spec::parse("random:SmolLM2-135M@8").unwrap().unwrap();
+        assert_eq!((spec.shape.name, spec.bits), ("SmolLM2-135M", 8));
+        let error = Spec::parse("random:qwen9-1t")
+            .unwrap()
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            error.contains("no shape `qwen9-1t`") && error.contains("Qwen3.5-4B"),
+            "{error}"
+        );
+        let error = Spec::parse("random:qwen3-8b@5")
+            .unwrap()
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(error.contains("use @4 or @8"), "{error}");
+    }
+
+    #[test]
+    fn a_random_model_decodes_the_same_tokens_each_time_it_is_made() {
+        use mlx_rs::ops::indexing::argmax_axis;
+        let greedy = || -> Vec<u32> {
+            let (model, tokenizer) = crate::lm::load("random:smollm2-135m").unwrap();
+            let mut ids = tokenizer.encode("<t5> What is the capital").unwrap();
+            assert_eq!(ids[0], 5);
+            let mut cache = crate::lm::make_prompt_cache(&model);
+            let mut input = ids.clone();
+            for _ in 0..3 {
+                let logits = model
+                    .forward(&crate::lm::tokens_array(&input), &mut cache)
+                    .unwrap();
+                let next = argmax_axis(crate::lm::last_position(&logits), -1, None).unwrap();
+                let next = next.item_exact::<u32>();
+                ids.push(next);
+                input = vec![next];
+            }
+            ids
+        };
+        let first = greedy();
+        assert_eq!(first, greedy());
+        assert_eq!(first.len(), 8);
+    }
 }
