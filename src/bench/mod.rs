@@ -9,6 +9,7 @@ pub mod fit;
 pub mod loops;
 pub mod peer;
 pub mod plot;
+pub mod qmv;
 pub mod random;
 pub mod slope;
 
