@@ -276,10 +276,10 @@ pub fn matvec(
 
     KERNELS.with(|kernels| -> Result<Option<Array>> {
         let mut kernels = kernels.borrow_mut();
-        if !kernels.contains_key(&k) {
-            kernels.insert(k, make_kernel(k)?);
-        }
-        let kernel = &kernels[&k];
+        let kernel = match kernels.entry(k) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => e.insert(make_kernel(k)?),
+        };
         unsafe {
             let config = mlx_sys::mlx_fast_cuda_kernel_config_new();
             let mut ok = mlx_sys::mlx_fast_cuda_kernel_config_add_output_arg(
