@@ -65,11 +65,17 @@ pub fn compare(
         loops::pipelined(model, &prompt[..2.min(prompt.len())], 3)?;
     }
     let (mut mlx, mut quest) = (Vec::new(), Vec::new());
+    // After each switch a short run first: MLX caches the CUDA graphs of a step, and the
+    // other kernel's step is another graph (without this, the first run after a switch
+    // paid for it: quest's kernel measured ×0.74–0.99 here against ×1.10–1.17 from
+    // separate processes, docs/gpu/2026-12-01-qmv-run1).
+    let settle = options.max_tokens.min(8);
     for _ in 0..options.rounds {
-        qmv::set(Matvec::Mlx);
-        mlx.push(loops::pipelined(model, prompt, options.max_tokens)?);
-        qmv::set(Matvec::Quest);
-        quest.push(loops::pipelined(model, prompt, options.max_tokens)?);
+        for (kernel, runs) in [(Matvec::Mlx, &mut mlx), (Matvec::Quest, &mut quest)] {
+            qmv::set(kernel);
+            loops::pipelined(model, prompt, settle)?;
+            runs.push(loops::pipelined(model, prompt, options.max_tokens)?);
+        }
     }
     let rate = |runs: &[Measured]| median(&runs.iter().map(|r| r.decode_tok_s).collect::<Vec<_>>());
     let same_tokens = mlx.iter().chain(&quest).all(|r| r.tokens == mlx[0].tokens);

@@ -12,7 +12,8 @@
 //! one shift and one `lop3` turn a word into two float16 weights (the 0x6400 trick: the
 //! bits of 1024 + q), each lane reads 16 bytes of a row per load and has the next load in
 //! flight while it multiplies, a warp owns four rows, and the bias term is applied once
-//! per 32 weights through the sum of `x` over them.
+//! per 32 weights through the sum of `x` over them. The weights are centred (q − 8) before
+//! the float16 dot, so that no large common part is cancelled after it.
 //!
 //! Used for one activation row (decode), 4 bits, float16, `k` a multiple of 256 and group
 //! sizes that are multiples of 32; everything else, and every backend but CUDA, goes to
@@ -100,19 +101,24 @@ const ROWS_PER_WARP: i32 = 4;
 const THREADS: i32 = 256;
 
 const HEADER: &str = r#"
-// Two float16 weights from one shift and one lop3: the bits of (1024 + q), minus 1024.
+// Two float16 weights, centred, from one shift and one lop3: the bits of (1024 + q),
+// minus 1032, give q - 8 exactly.
 __device__ __forceinline__ __half2 quest_pair(uint32_t word, int s) {
   uint32_t t = ((word >> (4 * s)) & 0x000F000Fu) | 0x64006400u;
   __half2 h;
   memcpy(&h, &t, 4);
-  return __hsub2(h, __float2half2_rn(1024.f));
+  return __hsub2(h, __float2half2_rn(1032.f));
 }
 "#;
 
 // The body MLX wraps in `(const uint32_t* w, const __half* scales, const __half* biases,
 // const __half* x, __half* y)` with `N`, `K`, `GROUP`, `R` as compile-time constants.
-// `x` is stored divided by 16 so that 32 float16 products of q <= 15 stay far from the
-// float16 range even for large activations; the float sum is multiplied back.
+// The weights are centred (q - 8, in -8..7) before the float16 dot: with q itself (mean
+// 7.5) the dot carries 7.5 · Σx, which the bias term then cancels, and float16's error on
+// that large part survived the cancellation (SmolLM2's real activations: logits off by
+// 2x, measured on the H200 in docs/gpu/2026-12-01-qmv-run1). `x` is stored divided by 16
+// so that the products stay far from float16's range even for large activations; the
+// float sum is multiplied back.
 const SOURCE: &str = r#"
   extern __shared__ __align__(16) unsigned char quest_smem[];
   __half2* xs = reinterpret_cast<__half2*>(quest_smem);        // K/2 pairs, permuted
@@ -174,7 +180,8 @@ const SOURCE: &str = r#"
 #pragma unroll
         for (int s = 0; s < 4; ++s) d = __hfma2(quest_pair(words[wi], s), xv[wi * 4 + s], d);
       }
-      acc[r] += sc * 16.f * (__low2float(d) + __high2float(d)) + bi * cs;
+      // w = sc * q + bi = sc * (q - 8) + (bi + 8 sc)
+      acc[r] += sc * 16.f * (__low2float(d) + __high2float(d)) + (bi + 8.f * sc) * cs;
       q[r] = next[r];
     }
   }
