@@ -10,6 +10,7 @@ pub mod fit;
 pub mod loops;
 pub mod peer;
 pub mod plot;
+pub mod qmv;
 // Random-weights models live in `lm` (`--model random:<shape>` loads them too).
 pub use crate::lm::random;
 pub mod slope;

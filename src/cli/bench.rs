@@ -364,6 +364,76 @@ fn parse_shapes(names: &str) -> Result<Vec<&'static quest::bench::random::Shape>
         .collect()
 }
 
+pub struct QmvArgs {
+    pub shapes: Option<String>,
+    pub models: Vec<String>,
+    pub max_tokens: usize,
+    pub rounds: usize,
+}
+
+/// `quest qmv`: quest's 4-bit matvec against MLX's, on the CUDA backend.
+pub fn qmv(root: &std::path::Path, args: &QmvArgs) -> Result<()> {
+    use quest::bench::{qmv, random};
+    use quest::lm::WeightLayout;
+    let backend = Backend::detect();
+    if backend != Backend::Cuda {
+        anyhow::bail!(
+            "`quest qmv` compares two CUDA kernels; this build runs MLX on the {} (it needs \
+             quest built against MLX's CUDA wheel, on a machine with an NVIDIA GPU)",
+            backend.name()
+        );
+    }
+    let names = args.shapes.clone().unwrap_or_else(|| "all".into());
+    let shapes = if names == "all" {
+        random::SHAPES.iter().collect()
+    } else {
+        parse_shapes(&names)?
+    };
+    let options = qmv::QmvOptions {
+        max_tokens: args.max_tokens,
+        rounds: args.rounds,
+    };
+    let mut points = Vec::new();
+    for name in &args.models {
+        eprintln!("quest: {name}: loading…");
+        let (model, tokenizer) = quest::lm::load_with(name, WeightLayout::Quantized)?;
+        let text = tokenizer.apply_chat_template(
+            &[quest::lm::Message::user(quest::lab::DEFAULT_PROMPT)],
+            true,
+            false,
+        )?;
+        let prompt = tokenizer.encode(&text)?;
+        points.push(qmv::compare(name, &model, &prompt, &options)?);
+        eprintln!(
+            "quest: {}",
+            qmv::table(&points[points.len() - 1..])
+                .lines()
+                .nth(1)
+                .unwrap_or("")
+        );
+    }
+    let prompt = random::prompt(16);
+    for shape in shapes {
+        eprintln!("quest: {}: making random 4-bit weights…", shape.name);
+        let model = random::model(&(shape.config)(), 0)?;
+        points.push(qmv::compare(shape.name, &model, &prompt, &options)?);
+        eprintln!(
+            "quest: {}",
+            qmv::table(&points[points.len() - 1..])
+                .lines()
+                .nth(1)
+                .unwrap_or("")
+        );
+    }
+    println!("{}", qmv::table(&points));
+    let dir = root.join("target/quest-bench");
+    std::fs::create_dir_all(&dir)?;
+    let json = dir.join("qmv-cuda.json");
+    std::fs::write(&json, serde_json::to_vec_pretty(&points)?)?;
+    println!("JSON: {}", json.display());
+    Ok(())
+}
+
 pub struct SlopeArgs {
     pub shapes: Option<String>,
     pub contexts: Option<String>,

@@ -183,6 +183,20 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// On MLX's CUDA backend: quest's 4-bit matvec kernel against MLX's, on random-weights
+    /// shapes and real models — decode speed interleaved, logits compared step by step.
+    Qmv {
+        /// Comma-separated shapes (as for `quest fit`) or `all`; default: all.
+        #[arg(long)]
+        shapes: Option<String>,
+        /// Also a real model (a name, GGUF file or MLX directory), e.g. smollm2-135m-instruct.
+        #[arg(long)]
+        model: Vec<String>,
+        #[arg(long, default_value_t = 64)]
+        max_tokens: usize,
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+    },
     /// Print shell completions (bash, zsh, fish, …).
     Completions { shell: clap_complete::Shell },
 }
@@ -350,6 +364,21 @@ fn dispatch(cli: Cli) -> Result<()> {
         };
         return bench::batch(&args);
     }
+    if let Command::Qmv {
+        shapes,
+        model,
+        max_tokens,
+        rounds,
+    } = cli.command
+    {
+        let args = bench::QmvArgs {
+            shapes,
+            models: model,
+            max_tokens: max_tokens.max(2),
+            rounds: rounds.max(1),
+        };
+        return bench::qmv(&root, &args);
+    }
     let course = Course::load(&root.join("lessons"))?;
     let mut ctx = Ctx {
         course,
@@ -432,6 +461,7 @@ fn dispatch(cli: Cli) -> Result<()> {
         | Command::Fit { .. }
         | Command::Slope { .. }
         | Command::Batch { .. }
+        | Command::Qmv { .. }
         | Command::Dev(_) => unreachable!(),
     }
 }

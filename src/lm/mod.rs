@@ -15,6 +15,7 @@ pub mod gguf;
 mod gguf_check;
 pub mod hub;
 pub mod models;
+pub mod qmv;
 pub mod random;
 pub mod tokenizer;
 pub mod weights;

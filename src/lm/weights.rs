@@ -255,7 +255,11 @@ impl Linear {
                 group_size,
                 bits,
             } => (
-                quantized_matmul(x, weight, scales, biases, true, *group_size, *bits)?,
+                // On CUDA, one row at 4 bits may go through quest's own kernel (lm::qmv).
+                match super::qmv::matvec(x, weight, scales, biases, *group_size, *bits)? {
+                    Some(y) => y,
+                    None => quantized_matmul(x, weight, scales, biases, true, *group_size, *bits)?,
+                },
                 bias,
             ),
         };

@@ -171,3 +171,16 @@ fn a_schema_1_file_with_a_finished_lesson_is_migrated_keeping_everything() {
     assert_eq!(std::fs::read(backups[0].path()).unwrap(), original);
     assert!(stdout(&quest(&h, &["status"])).contains("210"));
 }
+
+/// `quest qmv` compares two CUDA kernels: on any other backend it says so and fails.
+#[test]
+fn qmv_on_a_cpu_build_says_it_needs_cuda() {
+    let h = home("qmv-cpu");
+    let out = quest(&h, &["qmv", "--shapes", "SmolLM2-135M"]);
+    assert!(!out.status.success(), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("compares two CUDA kernels"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -1,0 +1,165 @@
+//! `quest qmv`: quest's 4-bit matvec kernel ([`crate::lm::qmv`]) against MLX's own, on
+//! MLX's CUDA backend. One model, both kernels: the pipelined loop decodes with each,
+//! interleaved round by round; then both decode the same tokens side by side (teacher
+//! forcing: each step's input is MLX's greedy token) and their logits are compared at
+//! every step, so a disagreement is seen where it starts, not after it has changed the
+//! rest of the text.
+
+use anyhow::{bail, Result};
+use mlx_rs::ops::indexing::argmax_axis;
+use mlx_rs::{Array, Dtype};
+use serde::Serialize;
+
+use super::{loops, Measured};
+use crate::lm::qmv::{self, Matvec};
+use crate::lm::{self, Backend, Model};
+use crate::stats::median;
+
+/// One model, both kernels.
+#[derive(Debug, Serialize)]
+pub struct QmvPoint {
+    pub model: String,
+    pub bytes_per_token: u64,
+    pub mlx_tok_s: f64,
+    pub quest_tok_s: f64,
+    pub mlx: Vec<Measured>,
+    pub quest: Vec<Measured>,
+    /// Largest relative L2 difference of the two kernels' logits over the compared steps.
+    pub max_logits_rel_diff: f64,
+    /// Steps where both kernels pick the same greedy token, of `steps`.
+    pub same_argmax: usize,
+    pub steps: usize,
+    /// Whether the pipelined runs of both kernels produced the same tokens.
+    pub same_tokens: bool,
+}
+
+impl QmvPoint {
+    pub fn ratio(&self) -> f64 {
+        self.quest_tok_s / self.mlx_tok_s
+    }
+}
+
+pub struct QmvOptions {
+    pub max_tokens: usize,
+    pub rounds: usize,
+}
+
+/// Measures `model` (already loaded, quantized) with both kernels on `prompt`.
+pub fn compare(
+    name: &str,
+    model: &Model,
+    prompt: &[u32],
+    options: &QmvOptions,
+) -> Result<QmvPoint> {
+    if Backend::detect() != Backend::Cuda {
+        bail!(
+            "`quest qmv` compares two CUDA kernels; this build runs MLX on the {} (build with \
+             QUEST_MLX=cuda on a machine with an NVIDIA GPU)",
+            Backend::detect().name()
+        );
+    }
+    let kv = super::cache_bytes(model)?.at(prompt.len() + options.max_tokens / 2);
+    let bytes_per_token = (model.weight_bytes() + kv) as u64;
+    for kernel in [Matvec::Mlx, Matvec::Quest] {
+        qmv::set(kernel); // warm-up: each kernel is compiled on its first use
+        loops::pipelined(model, &prompt[..2.min(prompt.len())], 3)?;
+    }
+    let (mut mlx, mut quest) = (Vec::new(), Vec::new());
+    // After each switch a short run first: MLX caches the CUDA graphs of a step, and the
+    // other kernel's step is another graph (without this, the first run after a switch
+    // paid for it: quest's kernel measured ×0.74–0.99 here against ×1.10–1.17 from
+    // separate processes, docs/gpu/2026-12-01-qmv-run1).
+    let settle = options.max_tokens.min(8);
+    for _ in 0..options.rounds {
+        for (kernel, runs) in [(Matvec::Mlx, &mut mlx), (Matvec::Quest, &mut quest)] {
+            qmv::set(kernel);
+            loops::pipelined(model, prompt, settle)?;
+            runs.push(loops::pipelined(model, prompt, options.max_tokens)?);
+        }
+    }
+    let rate = |runs: &[Measured]| median(&runs.iter().map(|r| r.decode_tok_s).collect::<Vec<_>>());
+    let same_tokens = mlx.iter().chain(&quest).all(|r| r.tokens == mlx[0].tokens);
+    let (max_logits_rel_diff, same_argmax, steps) = side_by_side(model, prompt, &mlx[0].tokens)?;
+    qmv::set(Matvec::Mlx);
+    Ok(QmvPoint {
+        model: name.into(),
+        bytes_per_token,
+        mlx_tok_s: rate(&mlx),
+        quest_tok_s: rate(&quest),
+        mlx,
+        quest,
+        max_logits_rel_diff,
+        same_argmax,
+        steps,
+        same_tokens,
+    })
+}
+
+/// Both kernels decode `tokens` (after the prompt) in two caches; returns the largest
+/// relative L2 difference of their logits, and at how many steps their argmax agree.
+fn side_by_side(model: &Model, prompt: &[u32], tokens: &[u32]) -> Result<(f64, usize, usize)> {
+    let mut caches = [lm::make_prompt_cache(model), lm::make_prompt_cache(model)];
+    // The prompt is a matrix product, not a matvec: MLX's kernel either way.
+    for cache in &mut caches {
+        model.forward(&lm::tokens_array(prompt), cache)?;
+    }
+    let (mut worst, mut agree) = (0.0f64, 0);
+    let steps = tokens.len().saturating_sub(1);
+    for &token in &tokens[..steps] {
+        let input = lm::tokens_array(&[token]);
+        let mut logits = Vec::new();
+        for (kernel, cache) in [Matvec::Mlx, Matvec::Quest].into_iter().zip(&mut caches) {
+            qmv::set(kernel);
+            let l = lm::last_position(&model.forward(&input, cache)?)
+                .as_dtype(Dtype::Float32)?
+                .reshape(&[-1])?;
+            let pick: Array = argmax_axis(&l, -1, None)?;
+            let values = l
+                .try_as_slice::<f32>()
+                .map_err(|e| anyhow::anyhow!("reading the logits: {e}"))?
+                .to_vec();
+            logits.push((values, pick.item_exact::<u32>()));
+        }
+        let (a, b) = (&logits[0].0, &logits[1].0);
+        let diff: f64 = a
+            .iter()
+            .zip(b)
+            .map(|(x, y)| (*x as f64 - *y as f64).powi(2))
+            .sum();
+        let norm: f64 = a.iter().map(|x| (*x as f64).powi(2)).sum();
+        worst = worst.max((diff / norm.max(1e-30)).sqrt());
+        agree += usize::from(logits[0].1 == logits[1].1);
+    }
+    qmv::set(Matvec::Mlx);
+    Ok((worst, agree, steps))
+}
+
+/// The comparison as a table.
+pub fn table(points: &[QmvPoint]) -> String {
+    let mut out = format!(
+        "{:<22} {:>9} {:>11} {:>12} {:>7} {:>14} {:>11} {:>11}\n",
+        "model",
+        "MB/token",
+        "MLX tok/s",
+        "quest tok/s",
+        "ratio",
+        "logits Δ (rel)",
+        "same argmax",
+        "same tokens"
+    );
+    for p in points {
+        out += &format!(
+            "{:<22} {:>9.1} {:>11.2} {:>12.2} {:>7} {:>14.2e} {:>11} {:>11}\n",
+            p.model,
+            p.bytes_per_token as f64 / 1e6,
+            p.mlx_tok_s,
+            p.quest_tok_s,
+            format!("×{:.2}", p.ratio()),
+            p.max_logits_rel_diff,
+            format!("{}/{}", p.same_argmax, p.steps),
+            if p.same_tokens { "yes" } else { "no" }
+        );
+    }
+    out += "\npipelined loop, medians of interleaved rounds; logits compared step by step on MLX's greedy tokens\n";
+    out
+}
