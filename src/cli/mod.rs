@@ -470,6 +470,16 @@ fn list(ctx: &Ctx) -> Result<()> {
     let store = quest::progress::Store::open_default()?;
     println!("{}", ctx.ui("lessons"));
     let mut broken = 0;
+    // The id column fits the longest id, so titles line up.
+    let w = ctx
+        .course
+        .tracks
+        .iter()
+        .flat_map(|t| &t.lessons)
+        .map(|id| id.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(14);
     for track in &ctx.course.tracks {
         println!("  {}", track.title.get(ctx.lang));
         for id in &track.lessons {
@@ -479,7 +489,7 @@ fn list(ctx: &Ctx) -> Result<()> {
                 Err(error) => {
                     broken += 1;
                     println!(
-                        "    {id:<14} {}",
+                        "    {id:<w$} {}",
                         ctx.ui_with("lesson_broken", &[("error", &format!("{error:#}"))])
                     );
                     continue;
@@ -498,7 +508,7 @@ fn list(ctx: &Ctx) -> Result<()> {
                 _ => String::new(),
             };
             println!(
-                "    {id:<14} [{status}] {}  ({minutes}, {xp}){stale}",
+                "    {id:<w$} [{status}] {}  ({minutes}, {xp}){stale}",
                 lesson.meta.title
             );
             if !lesson.spec.shows_on.is_empty() {
@@ -518,7 +528,7 @@ fn list(ctx: &Ctx) -> Result<()> {
                     })
                     .collect();
                 println!(
-                    "    {:<14} {}",
+                    "    {:<w$} {}",
                     "",
                     ctx.ui_with("list_shows_on", &[("where", &places.join(", "))])
                 );
