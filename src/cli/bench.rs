@@ -346,6 +346,16 @@ pub fn fit(root: &std::path::Path, args: &FitArgs) -> Result<()> {
     Ok(())
 }
 
+/// Comma-separated whole numbers of at least 1; `what` says what one is, for the error.
+fn parse_counts(list: &str, what: &str) -> Result<Vec<usize>> {
+    list.split(',')
+        .map(|c| match c.trim().parse::<usize>() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => Err(anyhow::anyhow!("`{c}` is not {what}")),
+        })
+        .collect()
+}
+
 /// Comma-separated shape names.
 fn parse_shapes(names: &str) -> Result<Vec<&'static quest::bench::random::Shape>> {
     use quest::bench::random;
@@ -454,18 +464,10 @@ pub fn slope(root: &std::path::Path, args: &SlopeArgs) -> Result<()> {
         ("Qwen3-4B,Qwen3.5-4B", "256,1024,4096,8192")
     };
     let shapes = parse_shapes(args.shapes.as_deref().unwrap_or(default_shapes))?;
-    let contexts = args
-        .contexts
-        .as_deref()
-        .unwrap_or(default_contexts)
-        .split(',')
-        .map(|c| match c.trim().parse::<usize>() {
-            Ok(n) if n > 0 => Ok(n),
-            _ => Err(anyhow::anyhow!(
-                "`{c}` is not a context length (a whole number of tokens, at least 1)"
-            )),
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let contexts = parse_counts(
+        args.contexts.as_deref().unwrap_or(default_contexts),
+        "a context length (a whole number of tokens, at least 1)",
+    )?;
     let fill = args.fill.unwrap_or(if backend == Backend::Cpu {
         slope::Fill::Random
     } else {
@@ -503,16 +505,10 @@ pub fn batch(args: &BatchArgs) -> Result<()> {
     use quest::bench::batch::{self, BatchOptions, BatchResult, Subject};
     use quest::bench::random;
     let backend = Backend::detect();
-    let batches = args
-        .batches
-        .split(',')
-        .map(|b| match b.trim().parse::<usize>() {
-            Ok(n) if n > 0 => Ok(n),
-            _ => Err(anyhow::anyhow!(
-                "`{b}` is not a batch size (a whole number of sequences, at least 1)"
-            )),
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let batches = parse_counts(
+        &args.batches,
+        "a batch size (a whole number of sequences, at least 1)",
+    )?;
     // A real model on a CPU (the course's); random-weights shapes on a GPU box, which
     // may hold no model files.
     let shapes = match (&args.model, &args.shapes) {
