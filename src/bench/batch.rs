@@ -259,11 +259,7 @@ mod tests {
 
     #[test]
     fn every_row_of_a_broadcast_batch_writes_the_single_sequence_tokens() {
-        let config = serde_json::json!({"model_type": "llama", "hidden_size": 64,
-            "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
-            "intermediate_size": 128, "vocab_size": 256, "rms_norm_eps": 1e-5,
-            "rope_theta": 10000.0, "tie_word_embeddings": true});
-        let model = random::model(&config, 0).unwrap();
+        let model = random::model(&random::tiny_llama(), 0).unwrap();
         let prompt: Vec<u32> = random::prompt(5).iter().map(|t| t % 256).collect();
         let (single, _) = decode(&model, &prompt, 1, 6).unwrap();
         let (three, rows) = decode(&model, &prompt, 3, 6).unwrap();

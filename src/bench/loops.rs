@@ -129,11 +129,7 @@ mod tests {
 
     #[test]
     fn the_host_split_is_timed_and_the_loops_agree() {
-        let config = serde_json::json!({"model_type": "llama", "hidden_size": 64,
-            "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
-            "intermediate_size": 128, "vocab_size": 256, "rms_norm_eps": 1e-5,
-            "rope_theta": 10000.0, "tie_word_embeddings": true});
-        let model = random::model(&config, 0).unwrap();
+        let model = random::model(&random::tiny_llama(), 0).unwrap();
         let prompt: Vec<u32> = random::prompt(4).iter().map(|t| t % 256).collect();
         let split = pipelined_split(&model, &prompt, 5).unwrap();
         assert!(split.build_ms > 0.0 && split.eval_ms > 0.0, "{split:?}");

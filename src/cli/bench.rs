@@ -404,6 +404,14 @@ pub fn qmv(root: &std::path::Path, args: &QmvArgs) -> Result<()> {
         rounds: args.rounds,
     };
     let mut points = Vec::new();
+    let mut compare = |name: &str, model: &quest::lm::Model, prompt: &[u32]| -> Result<()> {
+        let point = qmv::compare(name, model, prompt, &options)?;
+        // The table's row for this model, as progress.
+        let table = qmv::table(std::slice::from_ref(&point));
+        eprintln!("quest: {}", table.lines().nth(1).unwrap_or(""));
+        points.push(point);
+        Ok(())
+    };
     for name in &args.models {
         eprintln!("quest: {name}: loading…");
         let (model, tokenizer) = quest::lm::load_with(name, WeightLayout::Quantized)?;
@@ -412,28 +420,12 @@ pub fn qmv(root: &std::path::Path, args: &QmvArgs) -> Result<()> {
             true,
             false,
         )?;
-        let prompt = tokenizer.encode(&text)?;
-        points.push(qmv::compare(name, &model, &prompt, &options)?);
-        eprintln!(
-            "quest: {}",
-            qmv::table(&points[points.len() - 1..])
-                .lines()
-                .nth(1)
-                .unwrap_or("")
-        );
+        compare(name, &model, &tokenizer.encode(&text)?)?;
     }
     let prompt = random::prompt(16);
     for shape in shapes {
         eprintln!("quest: {}: making random 4-bit weights…", shape.name);
-        let model = random::model(&(shape.config)(), 0)?;
-        points.push(qmv::compare(shape.name, &model, &prompt, &options)?);
-        eprintln!(
-            "quest: {}",
-            qmv::table(&points[points.len() - 1..])
-                .lines()
-                .nth(1)
-                .unwrap_or("")
-        );
+        compare(shape.name, &random::model(&(shape.config)(), 0)?, &prompt)?;
     }
     println!("{}", qmv::table(&points));
     let dir = root.join("target/quest-bench");

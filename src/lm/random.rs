@@ -315,6 +315,15 @@ pub fn prompt(len: usize) -> Vec<u32> {
     (0..len as u32).map(|i| 1 + (i * 7919) % 1000).collect()
 }
 
+/// A two-layer llama of 64 wide and 256 tokens: a model for unit tests that run loops.
+#[cfg(test)]
+pub(crate) fn tiny_llama() -> Value {
+    json!({"model_type": "llama", "hidden_size": 64,
+        "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
+        "intermediate_size": 128, "vocab_size": 256, "rms_norm_eps": 1e-5,
+        "rope_theta": 10000.0, "tie_word_embeddings": true})
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -83,21 +83,25 @@ pub fn card_numbers(stdout: &str, id: &str) -> (String, String, &'static str) {
         .unwrap_or_else(|| panic!("no card command in:\n{stdout}"));
     let words: Vec<&str> = line.split_whitespace().collect();
     let after = |flag: &str| words[words.iter().position(|w| *w == flag).unwrap() + 1].to_owned();
-    let medians = stdout
-        .lines()
-        .find(|l| l.contains("medians:"))
-        .expect(stdout);
-    let ratio: f64 = medians
-        .rsplit("(×")
-        .next()
-        .unwrap()
-        .trim_end_matches(')')
-        .parse()
-        .unwrap();
-    let shows = if ratio >= 1.10 {
+    let shows = if submit_ratio(stdout) >= 1.10 {
         "shows-here=yes"
     } else {
         "shows-here=no"
     };
     (after("--before"), after("--after"), shows)
+}
+
+/// The learner's measured ratio `quest submit` printed: the `(×1.23)` on its medians line.
+pub fn submit_ratio(stdout: &str) -> f64 {
+    let medians = stdout
+        .lines()
+        .find(|l| l.contains("medians:"))
+        .expect(stdout);
+    medians
+        .rsplit("(×")
+        .next()
+        .unwrap()
+        .trim_end_matches(')')
+        .parse()
+        .unwrap()
 }

@@ -3,7 +3,7 @@
 //! Korean), a batch of two refused by the batch check, the solution passed, the card's
 //! numbers and its measured answer accepted. Every edit goes to a copy of the course.
 
-use crate::common::{course_copy, home, quest_in, text};
+use crate::common::{card_numbers, course_copy, home, quest_in, submit_ratio, text};
 
 const ID: &str = "batch";
 
@@ -89,21 +89,8 @@ fn batch_from_list_to_card() {
         "{stdout}"
     );
     assert!(stdout.contains("decode tok/s per sequence"), "{stdout}");
-    let line = stdout
-        .lines()
-        .find(|l| l.contains(&format!("quest card {ID} --before")))
-        .unwrap_or_else(|| panic!("no card command in:\n{stdout}"));
-    let words: Vec<&str> = line.split_whitespace().collect();
-    let flag = |name: &str| words[words.iter().position(|w| *w == name).unwrap() + 1].to_owned();
-    let (before, after) = (flag("--before"), flag("--after"));
-    let medians = stdout.lines().find(|l| l.contains("medians:")).unwrap();
-    let ratio: f64 = medians
-        .rsplit("(×")
-        .next()
-        .unwrap()
-        .trim_end_matches(')')
-        .parse()
-        .unwrap();
+    let (before, after, _) = card_numbers(&stdout, ID);
+    let ratio = submit_ratio(&stdout);
 
     // A wrong band is refused with the lesson's explanation; the measured one completes.
     let wrong = ["here=one-step", "here=between", "here=four-steps"]
