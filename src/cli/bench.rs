@@ -393,8 +393,12 @@ pub fn qmv(root: &std::path::Path, args: &QmvArgs) -> Result<()> {
             backend.name()
         );
     }
-    let names = args.shapes.clone().unwrap_or_else(|| "all".into());
-    let shapes = if names == "all" {
+    // With real models named and no shapes, only the real models.
+    let default_shapes = if args.models.is_empty() { "all" } else { "" };
+    let names = args.shapes.clone().unwrap_or_else(|| default_shapes.into());
+    let shapes = if names.is_empty() {
+        Vec::new()
+    } else if names == "all" {
         random::SHAPES.iter().collect()
     } else {
         parse_shapes(&names)?

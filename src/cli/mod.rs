@@ -186,7 +186,8 @@ enum Command {
     /// On MLX's CUDA backend: quest's 4-bit matvec kernel against MLX's, on random-weights
     /// shapes and real models — decode speed interleaved, logits compared step by step.
     Qmv {
-        /// Comma-separated shapes (as for `quest fit`) or `all`; default: all.
+        /// Comma-separated shapes (as for `quest fit`) or `all`; default: all, or none when
+        /// --model names a real model.
         #[arg(long)]
         shapes: Option<String>,
         /// Also a real model (a name, GGUF file or MLX directory), e.g. smollm2-135m-instruct.

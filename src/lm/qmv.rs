@@ -15,7 +15,7 @@
 //! per 32 weights through the sum of `x` over them. The weights are centred (q − 8) before
 //! the float16 dot, so that no large common part is cancelled after it.
 //!
-//! Used for one activation row (decode), 4 bits, float16, `k` a multiple of 256 and group
+//! Used for one activation row (decode), 4 bits, float16, `k` a multiple of 32 and group
 //! sizes that are multiples of 32; everything else, and every backend but CUDA, goes to
 //! MLX's `quantized_matmul`. `QUEST_QMV=mlx|quest` chooses (read once).
 
@@ -265,7 +265,7 @@ pub fn matvec(
     let n = weight.shape().first().copied().unwrap_or(0);
     let applies = weight.ndim() == 2
         && x.size() == k as usize
-        && k % 256 == 0
+        && k % 32 == 0
         && group_size % 32 == 0
         && k % group_size == 0
         && weight.shape()[1] == k / 8

@@ -134,8 +134,18 @@ impl Attention {
             q = q_norm.forward(&q)?;
             k = k_norm.forward(&k)?;
         }
-        let q = q.transpose_axes(&[0, 2, 1, 3])?;
-        let k = k.transpose_axes(&[0, 2, 1, 3])?;
+        let mut q = q.transpose_axes(&[0, 2, 1, 3])?;
+        let mut k = k.transpose_axes(&[0, 2, 1, 3])?;
+        if b * l > 1 && self.qk_norm.is_none() {
+            // q and k are strided views into the fused projection's output (a norm would have
+            // made new arrays). MLX 0.32.2's CUDA RoPE gets such a view wrong when it spans
+            // several positions: against the CPU, relative error 0.57–0.66 for a prompt's q and
+            // k, and at times an illegal memory access (docs/gpu/2026-12-01-session4/probe.txt;
+            // a batch of one-position rows takes the same kernel path). SmolLM2 wrote garbage
+            // there. So a contiguous copy first; one position of one sequence already is one.
+            q = q.contiguous()?;
+            k = k.contiguous()?;
+        }
         // Positions continue where the cache ends: that is what makes one-token steps work.
         let rotate = |t: &Array| {
             rope(
