@@ -8,7 +8,6 @@
 use anyhow::Result;
 use mlx_rs::ops::indexing::argmax_axis;
 use mlx_rs::transforms::async_eval;
-use mlx_rs::{Device, Stream};
 use quest::lab::{Exercise, Timer};
 use quest::lm::{self, Message};
 
@@ -22,11 +21,10 @@ fn main() -> Result<()> {
     let prompt_ids = tokenizer.encode(&prompt)?;
     // One KV cache per layer.
     let mut cache = lm::make_prompt_cache(&model);
-    // Generation gets its own stream, as in mlx-lm, so nothing else queues between steps.
-    let stream = Stream::new_with_device(&Device::try_default()?);
     let mut timer = Timer::start();
 
-    let (tokens, timer) = mlx_rs::with_stream(&stream, || -> Result<_> {
+    // The default stream: on MLX's CUDA backend a stream of its own was much slower (mlx-path).
+    let tokens = {
         // PREFILL: the whole prompt in one forward pass: logits for every position.
         let logits = model.forward(&lm::tokens_array(&prompt_ids), &mut cache)?;
         let mut y = argmax_axis(lm::last_position(&logits), -1, None)?;
@@ -46,8 +44,8 @@ fn main() -> Result<()> {
         let mut tokens = vec![first];
         tokens.extend(pending.iter().map(|t| t.item_exact::<u32>()));
         timer.done();
-        Ok((tokens, timer))
-    })?;
+        tokens
+    };
 
     let text = tokenizer.decode(lm::until_eos(&tokens, &tokenizer))?;
     println!("{text}");

@@ -9,7 +9,6 @@
 use anyhow::Result;
 use mlx_rs::ops::indexing::argmax_axis;
 use mlx_rs::transforms::{async_eval, eval};
-use mlx_rs::{Device, Stream};
 use quest::lab::{Exercise, Timer};
 use quest::lm::{self, Message};
 
@@ -23,11 +22,10 @@ fn main() -> Result<()> {
     let prompt_ids = tokenizer.encode(&prompt)?;
     // One KV cache per layer.
     let mut cache = lm::make_prompt_cache(&model);
-    // Generation gets its own stream, as in mlx-lm, so nothing else queues between steps.
-    let stream = Stream::new_with_device(&Device::try_default()?);
     let mut timer = Timer::start();
 
-    let (tokens, timer) = mlx_rs::with_stream(&stream, || -> Result<_> {
+    // The default stream: on MLX's CUDA backend a stream of its own was much slower (mlx-path).
+    let tokens = {
         // PREFILL, all but the last prompt token: evaluate the caches, never the logits.
         let (rest, last) = prompt_ids.split_at(prompt_ids.len() - 1);
         if !rest.is_empty() {
@@ -53,8 +51,8 @@ fn main() -> Result<()> {
         let mut tokens = vec![first];
         tokens.extend(pending.iter().map(|t| t.item_exact::<u32>()));
         timer.done();
-        Ok((tokens, timer))
-    })?;
+        tokens
+    };
 
     let text = tokenizer.decode(lm::until_eos(&tokens, &tokenizer))?;
     println!("{text}");

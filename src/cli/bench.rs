@@ -403,6 +403,9 @@ pub fn qmv(root: &std::path::Path, args: &QmvArgs) -> Result<()> {
     } else {
         parse_shapes(&names)?
     };
+    if shapes.is_empty() && args.models.is_empty() {
+        anyhow::bail!("`quest qmv` has nothing to compare: name shapes (`--shapes all`) or a model (`--model`)");
+    }
     let options = qmv::QmvOptions {
         max_tokens: args.max_tokens,
         rounds: args.rounds,
