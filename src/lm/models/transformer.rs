@@ -117,25 +117,36 @@ impl Attention {
 
     fn forward(&self, x: &Array, cache: &mut KvCache) -> Result<Array> {
         let (b, l) = (x.shape()[0], x.shape()[1]);
-        // [B, L, H*D] -> [B, H, L, D]
-        let split = |t: &Array, heads: i32| t.reshape(&[b, l, heads, self.head_dim]);
+        let d = self.head_dim;
+        // [B, L, H*D] -> [B, H, L, D]. With one position both orders hold the same memory, so
+        // a decode step needs one reshape, not a reshape and a transpose: every op in the
+        // graph costs the host time each step, kernel or not.
+        let to_heads = |t: &Array, heads: i32| {
+            if l == 1 {
+                t.reshape(&[b, heads, 1, d])
+            } else {
+                t.reshape(&[b, l, heads, d])?.transpose_axes(&[0, 2, 1, 3])
+            }
+        };
         let qkv = self.qkv_proj.forward(x)?;
         let (mut q, gate) = if self.output_gate {
             // Per head: the first head_dim channels are the query, the next head_dim the gate.
-            let both = qkv[0].reshape(&[b, l, self.heads, 2 * self.head_dim])?;
+            let both = qkv[0].reshape(&[b, l, self.heads, 2 * d])?;
             let halves = both.split_equal(2, -1)?;
-            (halves[0].clone(), Some(halves[1].reshape(&[b, l, -1])?))
+            (
+                halves[0].transpose_axes(&[0, 2, 1, 3])?,
+                Some(halves[1].reshape(&[b, l, -1])?),
+            )
         } else {
-            (split(&qkv[0], self.heads)?, None)
+            (to_heads(&qkv[0], self.heads)?, None)
         };
-        let mut k = split(&qkv[1], self.kv_heads)?;
-        let v = split(&qkv[2], self.kv_heads)?.transpose_axes(&[0, 2, 1, 3])?;
+        let mut k = to_heads(&qkv[1], self.kv_heads)?;
+        let v = to_heads(&qkv[2], self.kv_heads)?;
+        // Per head, over head_dim: the same in either order of the axes.
         if let Some((q_norm, k_norm)) = &self.qk_norm {
             q = q_norm.forward(&q)?;
             k = k_norm.forward(&k)?;
         }
-        let mut q = q.transpose_axes(&[0, 2, 1, 3])?;
-        let mut k = k.transpose_axes(&[0, 2, 1, 3])?;
         if b * l > 1 && self.qk_norm.is_none() {
             // q and k are strided views into the fused projection's output (a norm would have
             // made new arrays). MLX 0.32.2's CUDA RoPE gets such a view wrong when it spans
@@ -164,7 +175,12 @@ impl Attention {
         // One query attends to everything; a prompt needs the causal mask.
         let mask = (l > 1).then_some(ScaledDotProductAttentionMask::Causal);
         let out = scaled_dot_product_attention(&q, &keys, &values, scale, mask, None)?;
-        let out = out.transpose_axes(&[0, 2, 1, 3])?.reshape(&[b, l, -1])?;
+        // [B, H, L, D] -> [B, L, H*D]; again one reshape for one position.
+        let out = if l == 1 {
+            out.reshape(&[b, 1, -1])?
+        } else {
+            out.transpose_axes(&[0, 2, 1, 3])?.reshape(&[b, l, -1])?
+        };
         match gate {
             Some(gate) => self.o_proj.forward(&out.multiply(sigmoid(&gate)?)?),
             None => self.o_proj.forward(&out),
