@@ -7,7 +7,9 @@
 # Parts (each under `timeout`, outputs in $OUT/session4-<parts>.tar.gz):
 #   check  issue #12's correctness check of quest's matvec on SmolLM2 (docs/gpu/qmv_check.sh),
 #          and SmolLM2 with dense float16 weights (the RoPE fix, MLX's kernels only)
-#   fits   quest fit on all six shapes with each matvec kernel, processes alternated
+#   fits   quest fit on all six shapes with each matvec kernel (KERNELS, default "mlx quest"), one process each
+#   journey  the journey lessons' exercises on SmolLM2 (quest run, 16 tokens each)
+#   bench  quest bench mlx-path on SmolLM2 with the Python peers (QUEST_PEER_PYTHON=python3)
 #   alt    quest fit per shape (SHAPES), one process per shape and kernel, alternated
 #   py     mlx-lm's generate_step (and the Python hand loop) on the same six shapes and prompt
 set -uo pipefail
@@ -30,7 +32,7 @@ for part in "$@"; do
       ;;
     fits)
       step fits
-      for k in mlx quest; do
+      for k in ${KERNELS:-mlx quest}; do
         echo "-- QUEST_QMV=$k"
         QUEST_QMV=$k timeout 150 quest fit --shapes all --max-tokens "$T" --rounds "$R" 2>&1 | grep -v '^quest:'
         cp target/quest-bench/fit-cuda.json "$o/fit-$k.json" 2>/dev/null
@@ -47,6 +49,22 @@ for part in "$@"; do
             | grep -v '^quest:' | grep -E "^$shape|^fit|host|µs|^shape"
         done
       done 2>&1 | tee "$o/alt.txt"
+      ;;
+    journey)
+      # The journey lessons' exercises (prebuilt) on the real SmolLM2: right text on the GPU?
+      step journey
+      for lesson in mapped-lazy kv-cache mlx-path lazy-prefill; do
+        echo "-- $lesson"
+        timeout 90 quest run "$lesson" --no-lesson --max-tokens 16 2>&1 | grep -E "^(Output|TTFT|Decode|Model)|rror"
+      done 2>&1 | tee "$o/journey.txt"
+      ;;
+    bench)
+      # The lesson's own comparison on the real model: Rust loops, the exercise, the Python
+      # hand loop and mlx-lm's generate_step, interleaved.
+      step bench
+      QUEST_PEER_PYTHON=python3 timeout 200 quest bench mlx-path --max-tokens "$T" --rounds "$R" 2>&1 \
+        | tee "$o/bench.txt"
+      cp target/quest-bench/mlx-path.json "$o/bench-mlx-path.json" 2>/dev/null
       ;;
     py)
       step py
