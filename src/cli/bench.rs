@@ -61,11 +61,15 @@ pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
     } else {
         "dense"
     };
+    // The BLAS matters on the CPU only: on a GPU the matmuls are MLX's own kernels.
+    let runs_on = match Backend::detect() {
+        Backend::Cpu => quest::blas::describe(),
+        gpu => format!("the GPU ({})", gpu.name()),
+    };
     eprintln!(
-        "quest: {} weights ({:.0} MB per token) on {}",
+        "quest: {} weights ({:.0} MB per token) on {runs_on}",
         model.weights,
         model.weight_bytes() as f64 / 1e6,
-        quest::blas::describe()
     );
     drop(model);
 

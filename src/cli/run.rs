@@ -159,6 +159,9 @@ fn print_report(ctx: &Ctx, r: &Report) {
     if cfg!(not(target_os = "macos")) || r.backend != "metal" {
         println!("{}", ctx.ui("numbers_differ"));
     }
+    if r.backend == "cuda" {
+        println!("{}", ctx.ui("cuda_first_run"));
+    }
 }
 
 pub(crate) fn reset(ctx: &Ctx, id: &str, yes: bool) -> Result<()> {
