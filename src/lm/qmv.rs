@@ -66,8 +66,9 @@ impl std::str::FromStr for Matvec {
 // 0: not chosen yet (read QUEST_QMV on first use), 1: MLX, 2: quest.
 static CHOICE: AtomicU8 = AtomicU8::new(0);
 
-/// The kernel in use: `QUEST_QMV` (`mlx` or `quest`), else MLX's until quest's is
-/// measured faster on the model at hand (`quest fit --qmv mlx,quest` compares both).
+/// The kernel in use: `QUEST_QMV` (`mlx` or `quest`), else MLX's: quest's is right on a real
+/// model (docs/gpu/qmv_check.sh) but faster only where the GPU, not the host, sets the pace,
+/// which depends on the machine (`quest qmv` compares both on the models at hand).
 pub fn current() -> Result<Matvec> {
     match CHOICE.load(Ordering::Relaxed) {
         1 => Ok(Matvec::Mlx),
