@@ -389,14 +389,7 @@ pub struct QmvArgs {
 pub fn qmv(root: &std::path::Path, args: &QmvArgs) -> Result<()> {
     use quest::bench::{qmv, random};
     use quest::lm::WeightLayout;
-    let backend = Backend::detect();
-    if backend != Backend::Cuda {
-        anyhow::bail!(
-            "`quest qmv` compares two CUDA kernels; this build runs MLX on the {} (it needs \
-             quest built against MLX's CUDA wheel, on a machine with an NVIDIA GPU)",
-            backend.name()
-        );
-    }
+    // The arguments first, then the machine: a mistake in them is said on any machine.
     // With real models named and no shapes, only the real models.
     let default_shapes = if args.models.is_empty() { "all" } else { "" };
     let names = args.shapes.clone().unwrap_or_else(|| default_shapes.into());
@@ -409,6 +402,14 @@ pub fn qmv(root: &std::path::Path, args: &QmvArgs) -> Result<()> {
     };
     if shapes.is_empty() && args.models.is_empty() {
         anyhow::bail!("`quest qmv` has nothing to compare: name shapes (`--shapes all`) or a model (`--model`)");
+    }
+    let backend = Backend::detect();
+    if backend != Backend::Cuda {
+        anyhow::bail!(
+            "`quest qmv` compares two CUDA kernels; this build runs MLX on the {} (it needs \
+             quest built against MLX's CUDA wheel, on a machine with an NVIDIA GPU)",
+            backend.name()
+        );
     }
     let options = qmv::QmvOptions {
         max_tokens: args.max_tokens,

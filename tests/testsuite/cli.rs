@@ -172,6 +172,19 @@ fn a_schema_1_file_with_a_finished_lesson_is_migrated_keeping_everything() {
     assert!(stdout(&quest(&h, &["status"])).contains("210"));
 }
 
+/// Nothing to compare is refused before the machine is looked at.
+#[test]
+fn qmv_with_nothing_to_compare_says_what_to_name() {
+    let h = home("qmv-nothing");
+    let out = quest(&h, &["qmv", "--shapes", ""]);
+    assert!(!out.status.success(), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("nothing to compare") && stderr(&out).contains("--model"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 /// `quest qmv` compares two CUDA kernels: on any other backend it says so and fails.
 #[test]
 fn qmv_on_a_cpu_build_says_it_needs_cuda() {
