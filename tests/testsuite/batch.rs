@@ -3,17 +3,13 @@
 //! tests/peer/golden_batch.py), and each row against the same sequence decoded alone.
 //! Greedy tokens must be identical; logits must agree within `TOLERANCE`.
 
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-
 use mlx_rs::ops::indexing::argmax_axis;
 use mlx_rs::Array;
 use quest::bench::random;
 use quest::lm::{self, Model, WeightLayout};
 use serde_json::Value;
 
-/// MLX work stays on one thread at a time (a stream belongs to its thread).
-static MLX: Mutex<()> = Mutex::new(());
+use crate::lm_helpers::{fixture, ids, max_abs_diff, mlx_lock, read_json};
 
 /// Largest allowed |logit difference| (logits span about ±30). A batch changes the
 /// shape of every matrix product (four rows instead of one), and with it the kernel MLX
@@ -24,28 +20,8 @@ static MLX: Mutex<()> = Mutex::new(());
 /// weight, row or position moves logits by whole units.
 const TOLERANCE: f32 = 2e-4;
 
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
-}
-
-fn ids(v: &Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as u32)
-        .collect()
-}
-
 fn rows_of(v: &Value) -> Vec<Vec<u32>> {
     v.as_array().unwrap().iter().map(ids).collect()
-}
-
-fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
-    assert_eq!(a.len(), b.len(), "vocab sizes differ");
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f32::max)
 }
 
 /// The lesson's loop at batch B: one prefill of `prompts` (`[B, L]`), then `n - 1`
@@ -79,11 +55,8 @@ fn batch_greedy(model: &Model, prompts: &Array, n: usize) -> (Vec<Vec<Vec<f32>>>
 
 /// Every case of the mlx-lm fixture that `model_prefix` names, on `model`.
 fn check_cases(model: &Model, model_prefix: &str) {
-    let g: Value = serde_json::from_str(
-        &std::fs::read_to_string(fixtures().join("batch/golden.json")).unwrap(),
-    )
-    .unwrap();
-    let bytes = std::fs::read(fixtures().join("batch/prefill_logits.f32")).unwrap();
+    let g = read_json(&fixture("batch").join("golden.json"));
+    let bytes = std::fs::read(fixture("batch").join("prefill_logits.f32")).unwrap();
     let all: Vec<f32> = bytes
         .chunks_exact(4)
         .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
@@ -135,23 +108,22 @@ fn check_cases(model: &Model, model_prefix: &str) {
 
 #[test]
 fn smollm2_batches_match_mlx_lm_dense() {
-    let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = mlx_lock();
     let (model, _) = lm::load_with(lm::DEFAULT_MODEL, WeightLayout::Dense).unwrap();
     check_cases(&model, "smollm2");
 }
 
 #[test]
 fn smollm2_batches_match_mlx_lm_quantized() {
-    let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = mlx_lock();
     let (model, _) = lm::load_with(lm::DEFAULT_MODEL, WeightLayout::Quantized).unwrap();
     check_cases(&model, "smollm2");
 }
 
 #[test]
 fn qwen3_5_batches_match_mlx_lm() {
-    let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
-    let model =
-        lm::load_model_dir_with(&fixtures().join("qwen3_5-tiny-f32"), WeightLayout::Auto).unwrap();
+    let _one = mlx_lock();
+    let model = lm::load_model_dir_with(&fixture("qwen3_5-tiny-f32"), WeightLayout::Auto).unwrap();
     check_cases(&model, "qwen3_5");
 }
 
@@ -184,7 +156,7 @@ fn rows_decode_as_alone(model: &Model, prompts: &[Vec<u32>], n: usize) {
 /// row).
 #[test]
 fn qwen3_5_rows_of_a_batch_decode_as_alone() {
-    let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = mlx_lock();
     let config = serde_json::json!({"model_type": "qwen3_5", "hidden_size": 64,
         "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
         "head_dim": 16, "intermediate_size": 128, "vocab_size": 300, "rms_norm_eps": 1e-6,
@@ -202,7 +174,7 @@ fn qwen3_5_rows_of_a_batch_decode_as_alone() {
 /// Qwen3 (q/k norms, full attention; the tiny golden model), float32 and 4-bit.
 #[test]
 fn qwen3_rows_of_a_batch_decode_as_alone() {
-    let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = mlx_lock();
     let prompts = vec![
         vec![1, 17, 42, 99, 256, 300, 7, 511],
         vec![5, 400, 3, 77, 250, 1, 90, 12],
@@ -211,7 +183,7 @@ fn qwen3_rows_of_a_batch_decode_as_alone() {
         ("qwen3-tiny-f32", WeightLayout::Auto),
         ("qwen3-tiny-4bit", WeightLayout::Quantized),
     ] {
-        let model = lm::load_model_dir_with(&fixtures().join(dir), layout).unwrap();
+        let model = lm::load_model_dir_with(&fixture(dir), layout).unwrap();
         rows_decode_as_alone(&model, &prompts, 12);
     }
 }
@@ -220,9 +192,8 @@ fn qwen3_rows_of_a_batch_decode_as_alone() {
 /// refused with a message, not a shape error from deep inside MLX.
 #[test]
 fn a_step_of_another_batch_is_refused() {
-    let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
-    let model =
-        lm::load_model_dir_with(&fixtures().join("qwen3-tiny-f32"), WeightLayout::Auto).unwrap();
+    let _one = mlx_lock();
+    let model = lm::load_model_dir_with(&fixture("qwen3-tiny-f32"), WeightLayout::Auto).unwrap();
     let mut cache = lm::make_prompt_cache(&model);
     let prompts = lm::tokens_rows(&[vec![1, 2, 3], vec![4, 5, 6]]).unwrap();
     model.forward(&prompts, &mut cache).unwrap();

@@ -2,33 +2,19 @@
 //! the tokens it writes, the bytes a step reads, and the layouts it refuses.
 
 use std::path::Path;
-use std::sync::Mutex;
 
 use mlx_rs::ops::indexing::argmax_axis;
 use quest::lm::{self, Layout, Message, Model, WeightLayout};
 
-/// MLX work stays on one thread at a time (a stream belongs to its thread).
-static MLX: Mutex<()> = Mutex::new(());
+use crate::lm_helpers::{greedy, mlx_lock};
 
 /// The lesson's prompt, greedy, with the cache: `n` tokens.
-fn greedy(model: &Model, tokenizer: &lm::Tokenizer, n: usize) -> Vec<u32> {
+fn lesson_greedy(model: &Model, tokenizer: &lm::Tokenizer, n: usize) -> Vec<u32> {
     let messages = [Message::user(quest::lab::DEFAULT_PROMPT)];
     let prompt = tokenizer
         .apply_chat_template(&messages, true, false)
         .unwrap();
-    let ids = tokenizer.encode(&prompt).unwrap();
-    let mut cache = lm::make_prompt_cache(model);
-    let logits = model.forward(&lm::tokens_array(&ids), &mut cache).unwrap();
-    let mut y = argmax_axis(lm::last_position(&logits), -1, None).unwrap();
-    let mut out = vec![y.item_exact::<u32>()];
-    while out.len() < n {
-        let logits = model
-            .forward(&y.reshape(&[1, 1]).unwrap(), &mut cache)
-            .unwrap();
-        y = argmax_axis(lm::last_position(&logits), -1, None).unwrap();
-        out.push(y.item_exact::<u32>());
-    }
-    out
+    greedy(model, &tokenizer.encode(&prompt).unwrap(), n).1
 }
 
 fn smollm2_in(layout: Layout) -> (Model, lm::Tokenizer) {
@@ -61,7 +47,7 @@ fn expected_bytes(layout: Layout) -> u64 {
 
 #[test]
 fn bytes_per_token_follow_the_layout() {
-    let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = mlx_lock();
     assert_eq!(MATRIX_PARAMS + NORM_PARAMS, 134_515_008);
     if lm::Backend::detect() == lm::Backend::Cpu {
         // The numbers the lesson quotes, exactly.
@@ -99,13 +85,13 @@ fn bytes_per_token_follow_the_layout() {
 /// French from the first token. The lesson's token check (`first: 6`) rests on this.
 #[test]
 fn requantized_smollm2_writes_dense_tokens() {
-    let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = mlx_lock();
     let (dense, tokenizer) = smollm2_in(Layout::Dense);
-    let reference = greedy(&dense, &tokenizer, 32);
+    let reference = lesson_greedy(&dense, &tokenizer, 32);
     drop(dense);
     let agree = |layout: &str| {
         let (model, tokenizer) = smollm2_in(layout.parse().unwrap());
-        let tokens = greedy(&model, &tokenizer, 32);
+        let tokens = lesson_greedy(&model, &tokenizer, 32);
         let same = reference
             .iter()
             .zip(&tokens)
@@ -125,7 +111,7 @@ fn requantized_smollm2_writes_dense_tokens() {
 
 #[test]
 fn a_group_that_does_not_divide_the_model_is_refused() {
-    let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = mlx_lock();
     let (mut model, _) = lm::load_with(lm::DEFAULT_MODEL, WeightLayout::Dense).unwrap();
     let error = format!(
         "{:#}",
@@ -169,7 +155,7 @@ fn layouts_parse_and_refuse_what_mlx_cannot_do() {
 /// logits — for the dense decoder and for Qwen3.5's gated delta projections alike.
 #[test]
 fn requantized_to_q4_g32_is_mlx_lm_s_4bit_model() {
-    let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = mlx_lock();
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     for (f32_dir, q4_dir) in [
         ("qwen3-tiny-f32", "qwen3-tiny-4bit"),

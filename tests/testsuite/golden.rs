@@ -7,16 +7,11 @@
 //! to the float dtype at load, the CPU default); the same tokens and tolerance hold for
 //! both.
 
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-
-use mlx_rs::ops::indexing::argmax_axis;
+use mlx_rs::ops::indexing::IndexOp;
 use mlx_rs::Array;
-use quest::lm::{self, KvCache, LayerCache, Message, Model, WeightLayout};
-use serde_json::Value;
+use quest::lm::{self, KvCache, Message, WeightLayout};
 
-/// MLX work stays on one thread at a time (a stream belongs to its thread).
-static MLX: Mutex<()> = Mutex::new(());
+use crate::lm_helpers::{fixture, greedy, ids, max_abs_diff, mlx_lock, read_json};
 
 /// Largest allowed |logit difference| at the last prefill position (logits span ~±30),
 /// the same as tests/qwen3_5.rs. Measured 2026-12-01 on the CPU (float32, MLX 0.32.2,
@@ -25,51 +20,6 @@ static MLX: Mutex<()> = Mutex::new(());
 /// matmul leaves each output's dot product as it was). 1e-4 is about 50 float32 ulps at
 /// 30: room for a summation order that changes, none for a wrong weight or layout.
 const LOGIT_TOLERANCE: f32 = 1e-4;
-
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
-}
-
-fn golden(dir: &str) -> Value {
-    let text = std::fs::read_to_string(fixtures().join(dir).join("golden.json")).unwrap();
-    serde_json::from_str(&text).unwrap()
-}
-
-fn ids(v: &Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as u32)
-        .collect()
-}
-
-/// Prefill, then greedy one token at a time with the cache: the lesson's loop.
-fn greedy(model: &Model, prompt: &[u32], n: usize) -> (Vec<f32>, Vec<u32>) {
-    let mut cache: Vec<LayerCache> = lm::make_prompt_cache(model);
-    let logits = model
-        .forward(&lm::tokens_array(prompt), &mut cache)
-        .unwrap();
-    let last = lm::last_position(&logits);
-    let prefill: Vec<f32> = last.as_slice::<f32>().to_vec();
-    let mut y = argmax_axis(&last, -1, None).unwrap();
-    let mut out = vec![y.item_exact::<u32>()];
-    while out.len() < n {
-        let logits = model
-            .forward(&y.reshape(&[1, 1]).unwrap(), &mut cache)
-            .unwrap();
-        y = argmax_axis(lm::last_position(&logits), -1, None).unwrap();
-        out.push(y.item_exact::<u32>());
-    }
-    (prefill, out)
-}
-
-fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
-    assert_eq!(a.len(), b.len(), "vocab sizes differ");
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f32::max)
-}
 
 #[test]
 fn smollm2_gguf_dense_matches_mlx_lm() {
@@ -84,9 +34,8 @@ fn smollm2_gguf_quantized_matches_mlx_lm() {
 /// The CPU default is dense f32; on a GPU the default keeps the file's quantized layout.
 #[test]
 fn the_default_layout_is_dense_on_the_cpu() {
-    let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
-    let model =
-        lm::load_model_dir_with(&fixtures().join("qwen3-tiny-4bit"), WeightLayout::Auto).unwrap();
+    let _one = mlx_lock();
+    let model = lm::load_model_dir_with(&fixture("qwen3-tiny-4bit"), WeightLayout::Auto).unwrap();
     let expected = match lm::Backend::detect() {
         lm::Backend::Cpu => "dense-f32",
         _ => "quantized",
@@ -110,8 +59,8 @@ fn check_smollm2(layout: WeightLayout, expected_layout: &str) {
 }
 
 fn check_smollm2_loaded(layout: WeightLayout, expected_layout: &str, lazy: bool) {
-    let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
-    let g = golden("smollm2");
+    let _one = mlx_lock();
+    let g = read_json(&fixture("smollm2").join("golden.json"));
     let load = if lazy {
         lm::load_lazy_with
     } else {
@@ -141,7 +90,8 @@ fn check_smollm2_loaded(layout: WeightLayout, expected_layout: &str, lazy: bool)
         "tokenizer (built from GGUF metadata) differs"
     );
 
-    let (prefill, tokens) = greedy(&model, &prompt_ids, 32);
+    let (steps, tokens) = greedy(&model, &prompt_ids, 32);
+    let prefill = &steps[0];
     assert_eq!(
         tokens,
         ids(&g["greedy_ids"]),
@@ -154,12 +104,12 @@ fn check_smollm2_loaded(layout: WeightLayout, expected_layout: &str, lazy: bool)
         g["greedy_text_until_eos"].as_str().unwrap()
     );
 
-    let bytes = std::fs::read(fixtures().join("smollm2/prefill_logits.f32")).unwrap();
+    let bytes = std::fs::read(fixture("smollm2").join("prefill_logits.f32")).unwrap();
     let expected: Vec<f32> = bytes
         .chunks_exact(4)
         .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
         .collect();
-    let diff = max_abs_diff(&prefill, &expected);
+    let diff = max_abs_diff(prefill, &expected);
     assert!(
         diff < LOGIT_TOLERANCE,
         "prefill logits differ by {diff} (tolerance {LOGIT_TOLERANCE})"
@@ -167,11 +117,12 @@ fn check_smollm2_loaded(layout: WeightLayout, expected_layout: &str, lazy: bool)
 }
 
 fn check_tiny_qwen3(dir: &str, layout: WeightLayout) {
-    let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
-    let g = golden(dir);
-    let model = lm::load_model_dir_with(&fixtures().join(dir), layout).unwrap();
+    let _one = mlx_lock();
+    let g = read_json(&fixture(dir).join("golden.json"));
+    let model = lm::load_model_dir_with(&fixture(dir), layout).unwrap();
     assert_eq!(model.model_type, "qwen3");
-    let (prefill, tokens) = greedy(&model, &ids(&g["prompt_ids"]), 16);
+    let (steps, tokens) = greedy(&model, &ids(&g["prompt_ids"]), 16);
+    let prefill = &steps[0];
     assert_eq!(
         tokens,
         ids(&g["greedy_ids"]),
@@ -183,7 +134,7 @@ fn check_tiny_qwen3(dir: &str, layout: WeightLayout) {
         .iter()
         .map(|v| v.as_f64().unwrap() as f32)
         .collect();
-    let diff = max_abs_diff(&prefill, &expected);
+    let diff = max_abs_diff(prefill, &expected);
     assert!(
         diff < LOGIT_TOLERANCE,
         "{dir}: prefill logits differ by {diff}"
@@ -207,7 +158,7 @@ fn qwen3_4bit_dense_matches_mlx_lm() {
 
 #[test]
 fn kv_cache_grows_in_steps_and_keeps_entries() {
-    let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = mlx_lock();
     let mut cache = KvCache::new();
     let step = |v: f32, len: i32| Array::full::<f32>(&[1, 2, len, 4], Array::from_f32(v)).unwrap();
     let (k, _) = cache
@@ -230,5 +181,3 @@ fn kv_cache_grows_in_steps_and_keeps_entries() {
     let at_299 = k.index((0, 0, 302, 0)).item_exact::<f32>();
     assert_eq!((first, at_299), (1.0, 299.0));
 }
-
-use mlx_rs::ops::indexing::IndexOp;

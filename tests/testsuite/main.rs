@@ -13,6 +13,7 @@ mod flow;
 mod golden;
 mod journey;
 mod lessons;
+mod lm_helpers;
 mod parser_robustness;
 mod physics;
 mod physics_batch;

@@ -4,40 +4,18 @@
 //! log-probabilities must agree within `TOLERANCE`.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
-use mlx_rs::ops::indexing::argmax_axis;
 use mlx_rs::{Array, Dtype};
 use quest::lm::weights::Weights;
 use quest::lm::{self, LayerCache, Message, Model, WeightLayout};
 use serde_json::Value;
 
-/// MLX work stays on one thread at a time (a stream belongs to its thread).
-static MLX: Mutex<()> = Mutex::new(());
+use crate::lm_helpers::{fixture, greedy, ids, max_abs_diff, mlx_lock, read_json};
 
 /// Largest allowed |difference| of a logit or log-probability (values span about ±15).
 /// Both sides run float32 on the same MLX; what differs is op fusion (mlx-lm compiles
 /// the recurrence step) and summation order, a few 1e-6.
 const TOLERANCE: f32 = 1e-4;
-
-fn fixture(dir: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(dir)
-}
-
-fn read_json(path: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
-fn ids(v: &Value) -> Vec<u32> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_u64().unwrap() as u32)
-        .collect()
-}
 
 fn floats(v: &Value) -> Vec<f32> {
     v.as_array()
@@ -45,14 +23,6 @@ fn floats(v: &Value) -> Vec<f32> {
         .iter()
         .map(|x| x.as_f64().unwrap() as f32)
         .collect()
-}
-
-fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
-    assert_eq!(a.len(), b.len(), "vocab sizes differ");
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f32::max)
 }
 
 fn log_softmax(logits: &[f32]) -> Vec<f32> {
@@ -65,25 +35,8 @@ fn log_softmax(logits: &[f32]) -> Vec<f32> {
         .collect()
 }
 
-/// The lesson's loop: prefill, then greedy one token at a time with the cache. Returns each
-/// step's last-position logits (step 0 is the prefill) and the tokens.
-fn greedy(model: &Model, prompt: &[u32], n: usize) -> (Vec<Vec<f32>>, Vec<u32>) {
-    let mut cache = lm::make_prompt_cache(model);
-    let mut input = lm::tokens_array(prompt);
-    let (mut steps, mut tokens) = (Vec::new(), Vec::new());
-    while tokens.len() < n {
-        let logits = model.forward(&input, &mut cache).unwrap();
-        let last = lm::last_position(&logits);
-        steps.push(last.as_slice::<f32>().to_vec());
-        let y = argmax_axis(&last, -1, None).unwrap();
-        tokens.push(y.item_exact::<u32>());
-        input = y.reshape(&[1, 1]).unwrap();
-    }
-    (steps, tokens)
-}
-
 fn check_against_mlx_lm(dir: &str, layout: WeightLayout) {
-    let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = mlx_lock();
     let g = read_json(&fixture(dir).join("golden.json"));
     let (model, tokenizer) = lm::load_dir_with(&fixture(dir), layout).unwrap();
     assert_eq!(model.model_type, "qwen3_5");
@@ -165,7 +118,7 @@ fn build(config: &Value, tensors: HashMap<String, Array>) -> anyhow::Result<Mode
 /// head and a tied `lm_head` that must all be dropped.
 #[test]
 fn a_hugging_face_checkpoint_is_sanitized_like_mlx_lm() {
-    let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = mlx_lock();
     let shifted = [
         ".input_layernorm.weight",
         ".post_attention_layernorm.weight",
@@ -207,7 +160,7 @@ fn a_hugging_face_checkpoint_is_sanitized_like_mlx_lm() {
 
 #[test]
 fn the_prompt_cache_has_the_kind_each_layer_needs() {
-    let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = mlx_lock();
     let model = build(&f32_config(), f32_tensors()).unwrap();
     let mut cache = lm::make_prompt_cache(&model);
     let kinds: Vec<&str> = cache
@@ -244,7 +197,7 @@ fn error_of<T>(result: anyhow::Result<T>) -> String {
 
 #[test]
 fn a_cache_of_the_wrong_shape_or_kind_is_an_error() {
-    let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = mlx_lock();
     let model = build(&f32_config(), f32_tensors()).unwrap();
     let tokens = lm::tokens_array(&[1, 2, 3]);
     let mut too_short: Vec<LayerCache> =
@@ -264,7 +217,7 @@ fn a_cache_of_the_wrong_shape_or_kind_is_an_error() {
 
 #[test]
 fn bad_qwen3_5_configs_are_errors() {
-    let _one = MLX.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = mlx_lock();
     let with = |key: &str, value: Value| {
         let mut config = f32_config();
         config["text_config"][key] = value;
