@@ -1,28 +1,38 @@
 #!/usr/bin/env bash
-# Issue #12's correctness check of quest's 4-bit matvec (src/lm/qmv.rs), on the GPU device
+# Issue #12's correctness check of one of quest's CUDA kernels (src/lm/cuda_kernel.rs: the
+# 4-bit matvec, the decode step's q/k/v heads, the residual add + norm), on the GPU device
 # machine, from a course copy with the CUDA quest on PATH (docs/gpu/device.sh run '…'):
 #
-#   bash docs/gpu/qmv_check.sh
+#   KERNEL=matvec bash docs/gpu/qmv_check.sh
 #
-# 1. MLX's own kernels decode the real model correctly: the prompt's answer names Paris.
-# 2. On the model's real weights, quest's kernel and MLX's pick the same greedy token at
+# 1. MLX's own ops and quest's kernel each decode the real model correctly: the prompt's
+#    answer names Paris.
+# 2. On the model's real weights, quest's kernel and MLX's ops pick the same greedy token at
 #    every step (teacher-forced, side by side), the pipelined runs of both decode the same
 #    tokens, and the logits differ by at most TOL (relative L2, float16) at every step.
 # Exit 0 when all hold, 1 otherwise. Outputs go to $OUT (default /tmp/out).
+#   KERNEL matvec (default), qkv or addnorm
 #   MODEL  a real 4-bit model quest can load (default smollm2-135m-instruct, from QUEST_CACHE)
 #   TOL    the logits tolerance (default 0.02)
 set -euo pipefail
+KERNEL=${KERNEL:-matvec}
 MODEL=${MODEL:-smollm2-135m-instruct}
 TOL=${TOL:-0.02}
 OUT=${OUT:-/tmp/out}
+case $KERNEL in
+  matvec) SWITCH=QUEST_QMV ;;
+  qkv) SWITCH=QUEST_QKV ;;
+  addnorm) SWITCH=QUEST_ADDNORM ;;
+  *) echo "qmv_check.sh: KERNEL is matvec, qkv or addnorm, not $KERNEL" >&2; exit 2 ;;
+esac
 mkdir -p "$OUT"
-for kernel in mlx quest; do
-  QUEST_QMV=$kernel quest run mlx-path --no-lesson --model "$MODEL" --max-tokens 16 2>&1 \
-    | grep -E "^(Output|Model|Decode)" | tee "$OUT/run-$kernel.txt"
+for way in mlx quest; do
+  env "$SWITCH=$way" quest run mlx-path --no-lesson --model "$MODEL" --max-tokens 16 2>&1 \
+    | grep -E "^(Output|Model|Decode)" | tee "$OUT/run-$KERNEL-$way.txt"
 done
-quest qmv --model "$MODEL" --max-tokens 64 --rounds 3 2>&1 | tee "$OUT/qmv-check.txt"
-cp target/quest-bench/qmv-cuda.json "$OUT/qmv-check.json"
-python3 - "$OUT/qmv-check.json" "$TOL" "$OUT"/run-mlx.txt "$OUT"/run-quest.txt <<'PY'
+quest qmv --kernel "$KERNEL" --model "$MODEL" --max-tokens 64 --rounds 3 2>&1 | tee "$OUT/check-$KERNEL.txt"
+cp "target/quest-bench/qmv-$KERNEL-cuda.json" "$OUT/check-$KERNEL.json"
+python3 - "$OUT/check-$KERNEL.json" "$TOL" "$OUT/run-$KERNEL-mlx.txt" "$OUT/run-$KERNEL-quest.txt" <<'PY'
 import json, sys
 points, tol = json.load(open(sys.argv[1])), float(sys.argv[2])
 ok = True

@@ -1,9 +1,9 @@
-//! `quest qmv`: quest's 4-bit matvec kernel ([`crate::lm::qmv`]) against MLX's own, on
-//! MLX's CUDA backend. One model, both kernels: the pipelined loop decodes with each,
-//! interleaved round by round; then both decode the same tokens side by side (teacher
-//! forcing: each step's input is MLX's greedy token) and their logits are compared at
-//! every step, so a disagreement is seen where it starts, not after it has changed the
-//! rest of the text.
+//! `quest qmv`: one of quest's CUDA kernels ([`crate::lm::cuda_kernel`]: the 4-bit matvec,
+//! or the decode step's q/k/v heads) against the MLX ops it replaces. One model, both ways:
+//! the pipelined loop decodes with each, interleaved round by round; then both decode the
+//! same tokens side by side (teacher forcing: each step's input is MLX's greedy token) and
+//! their logits are compared at every step, so a disagreement is seen where it starts, not
+//! after it has changed the rest of the text.
 
 use anyhow::{bail, Result};
 use mlx_rs::ops::indexing::argmax_axis;
@@ -11,14 +11,16 @@ use mlx_rs::{Array, Dtype};
 use serde::Serialize;
 
 use super::{loops, Measured};
-use crate::lm::qmv::{self, Matvec};
+use crate::lm::cuda_kernel::{self, Impl, Kernel};
 use crate::lm::{self, Backend, Model};
 use crate::stats::median;
 
-/// One model, both kernels.
+/// One model, with MLX's ops and with quest's kernel.
 #[derive(Debug, Serialize)]
 pub struct QmvPoint {
     pub model: String,
+    /// Which of quest's kernels ([`Kernel::name`]).
+    pub kernel: String,
     pub bytes_per_token: u64,
     pub mlx_tok_s: f64,
     pub quest_tok_s: f64,
@@ -40,11 +42,12 @@ impl QmvPoint {
 }
 
 pub struct QmvOptions {
+    pub kernel: Kernel,
     pub max_tokens: usize,
     pub rounds: usize,
 }
 
-/// Measures `model` (already loaded, quantized) with both kernels on `prompt`.
+/// Measures `model` (already loaded, quantized) both ways on `prompt`.
 pub fn compare(
     name: &str,
     model: &Model,
@@ -53,15 +56,18 @@ pub fn compare(
 ) -> Result<QmvPoint> {
     if Backend::detect() != Backend::Cuda {
         bail!(
-            "`quest qmv` compares two CUDA kernels; this build runs MLX on the {} (build with \
+            "`quest qmv` compares CUDA kernels; this build runs MLX on the {} (build with \
              QUEST_MLX=cuda on a machine with an NVIDIA GPU)",
             Backend::detect().name()
         );
     }
     let kv = super::cache_bytes(model)?.at(prompt.len() + options.max_tokens / 2);
     let bytes_per_token = (model.weight_bytes() + kv) as u64;
-    for kernel in [Matvec::Mlx, Matvec::Quest] {
-        qmv::set(kernel); // warm-up: each kernel is compiled on its first use
+    let kernel = options.kernel;
+    // Both ways are set in turn below; what was chosen before is put back at the end.
+    let chosen = cuda_kernel::current(kernel)?;
+    for choice in [Impl::Mlx, Impl::Quest] {
+        cuda_kernel::set(kernel, choice); // warm-up: each kernel is compiled on its first use
         loops::pipelined(model, &prompt[..2.min(prompt.len())], 3)?;
     }
     let (mut mlx, mut quest) = (Vec::new(), Vec::new());
@@ -71,18 +77,20 @@ pub fn compare(
     // separate processes, docs/gpu/2026-12-01-qmv-run1).
     let settle = options.max_tokens.min(8);
     for _ in 0..options.rounds {
-        for (kernel, runs) in [(Matvec::Mlx, &mut mlx), (Matvec::Quest, &mut quest)] {
-            qmv::set(kernel);
+        for (choice, runs) in [(Impl::Mlx, &mut mlx), (Impl::Quest, &mut quest)] {
+            cuda_kernel::set(kernel, choice);
             loops::pipelined(model, prompt, settle)?;
             runs.push(loops::pipelined(model, prompt, options.max_tokens)?);
         }
     }
     let rate = |runs: &[Measured]| median(&runs.iter().map(|r| r.decode_tok_s).collect::<Vec<_>>());
     let same_tokens = mlx.iter().chain(&quest).all(|r| r.tokens == mlx[0].tokens);
-    let (max_logits_rel_diff, same_argmax, steps) = side_by_side(model, prompt, &mlx[0].tokens)?;
-    qmv::set(Matvec::Mlx);
+    let (max_logits_rel_diff, same_argmax, steps) =
+        side_by_side(kernel, model, prompt, &mlx[0].tokens)?;
+    cuda_kernel::set(kernel, chosen);
     Ok(QmvPoint {
         model: name.into(),
+        kernel: kernel.name().into(),
         bytes_per_token,
         mlx_tok_s: rate(&mlx),
         quest_tok_s: rate(&quest),
@@ -95,11 +103,16 @@ pub fn compare(
     })
 }
 
-/// Both kernels decode `tokens` (after the prompt) in two caches; returns the largest
+/// Both ways decode `tokens` (after the prompt) in two caches; returns the largest
 /// relative L2 difference of their logits, and at how many steps their argmax agree.
-fn side_by_side(model: &Model, prompt: &[u32], tokens: &[u32]) -> Result<(f64, usize, usize)> {
+fn side_by_side(
+    kernel: Kernel,
+    model: &Model,
+    prompt: &[u32],
+    tokens: &[u32],
+) -> Result<(f64, usize, usize)> {
     let mut caches = [lm::make_prompt_cache(model), lm::make_prompt_cache(model)];
-    // The prompt is a matrix product, not a matvec: MLX's kernel either way.
+    // The prompt is many positions: MLX's ops either way (quest's kernels are for decode).
     for cache in &mut caches {
         model.forward(&lm::tokens_array(prompt), cache)?;
     }
@@ -108,8 +121,8 @@ fn side_by_side(model: &Model, prompt: &[u32], tokens: &[u32]) -> Result<(f64, u
     for &token in &tokens[..steps] {
         let input = lm::tokens_array(&[token]);
         let mut logits = Vec::new();
-        for (kernel, cache) in [Matvec::Mlx, Matvec::Quest].into_iter().zip(&mut caches) {
-            qmv::set(kernel);
+        for (choice, cache) in [Impl::Mlx, Impl::Quest].into_iter().zip(&mut caches) {
+            cuda_kernel::set(kernel, choice);
             let l = lm::last_position(&model.forward(&input, cache)?)
                 .as_dtype(Dtype::Float32)?
                 .reshape(&[-1])?;
@@ -130,15 +143,15 @@ fn side_by_side(model: &Model, prompt: &[u32], tokens: &[u32]) -> Result<(f64, u
         worst = worst.max((diff / norm.max(1e-30)).sqrt());
         agree += usize::from(logits[0].1 == logits[1].1);
     }
-    qmv::set(Matvec::Mlx);
     Ok((worst, agree, steps))
 }
 
 /// The comparison as a table.
 pub fn table(points: &[QmvPoint]) -> String {
     let mut out = format!(
-        "{:<22} {:>9} {:>11} {:>12} {:>7} {:>14} {:>11} {:>11}\n",
+        "{:<22} {:>7} {:>9} {:>11} {:>12} {:>7} {:>14} {:>11} {:>11}\n",
         "model",
+        "kernel",
         "MB/token",
         "MLX tok/s",
         "quest tok/s",
@@ -149,8 +162,9 @@ pub fn table(points: &[QmvPoint]) -> String {
     );
     for p in points {
         out += &format!(
-            "{:<22} {:>9.1} {:>11.2} {:>12.2} {:>7} {:>14.2e} {:>11} {:>11}\n",
+            "{:<22} {:>7} {:>9.1} {:>11.2} {:>12.2} {:>7} {:>14.2e} {:>11} {:>11}\n",
             p.model,
+            p.kernel,
             p.bytes_per_token as f64 / 1e6,
             p.mlx_tok_s,
             p.quest_tok_s,
@@ -160,6 +174,6 @@ pub fn table(points: &[QmvPoint]) -> String {
             if p.same_tokens { "yes" } else { "no" }
         );
     }
-    out += "\npipelined loop, medians of interleaved rounds; logits compared step by step on MLX's greedy tokens\n";
+    out += "\npipelined loop, medians of interleaved rounds (MLX's ops, then quest's kernel); logits compared step by step on MLX's greedy tokens\n";
     out
 }

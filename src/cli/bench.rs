@@ -379,13 +379,14 @@ fn parse_shapes(names: &str) -> Result<Vec<&'static quest::bench::random::Shape>
 }
 
 pub struct QmvArgs {
+    pub kernel: quest::lm::cuda_kernel::Kernel,
     pub shapes: Option<String>,
     pub models: Vec<String>,
     pub max_tokens: usize,
     pub rounds: usize,
 }
 
-/// `quest qmv`: quest's 4-bit matvec against MLX's, on the CUDA backend.
+/// `quest qmv`: one of quest's CUDA kernels against the MLX ops it replaces.
 pub fn qmv(root: &std::path::Path, args: &QmvArgs) -> Result<()> {
     use quest::bench::{qmv, random};
     use quest::lm::WeightLayout;
@@ -406,12 +407,13 @@ pub fn qmv(root: &std::path::Path, args: &QmvArgs) -> Result<()> {
     let backend = Backend::detect();
     if backend != Backend::Cuda {
         anyhow::bail!(
-            "`quest qmv` compares two CUDA kernels; this build runs MLX on the {} (it needs \
+            "`quest qmv` compares CUDA kernels; this build runs MLX on the {} (it needs \
              quest built against MLX's CUDA wheel, on a machine with an NVIDIA GPU)",
             backend.name()
         );
     }
     let options = qmv::QmvOptions {
+        kernel: args.kernel,
         max_tokens: args.max_tokens,
         rounds: args.rounds,
     };
@@ -442,7 +444,7 @@ pub fn qmv(root: &std::path::Path, args: &QmvArgs) -> Result<()> {
     println!("{}", qmv::table(&points));
     let dir = root.join("target/quest-bench");
     std::fs::create_dir_all(&dir)?;
-    let json = dir.join("qmv-cuda.json");
+    let json = dir.join(format!("qmv-{}-cuda.json", args.kernel.name()));
     std::fs::write(&json, serde_json::to_vec_pretty(&points)?)?;
     println!("JSON: {}", json.display());
     Ok(())

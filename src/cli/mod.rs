@@ -183,9 +183,13 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
-    /// On MLX's CUDA backend: quest's 4-bit matvec kernel against MLX's, on random-weights
-    /// shapes and real models — decode speed interleaved, logits compared step by step.
+    /// On MLX's CUDA backend: one of quest's kernels (the 4-bit matvec, or a decode step's
+    /// q/k/v heads) against the MLX ops it replaces, on random-weights shapes and real
+    /// models — decode speed interleaved, logits compared step by step.
     Qmv {
+        /// Which kernel: matvec (QUEST_QMV) or qkv (QUEST_QKV).
+        #[arg(long, default_value = "matvec")]
+        kernel: quest::lm::cuda_kernel::Kernel,
         /// Comma-separated shapes (as for `quest fit`) or `all`; default: all, or none when
         /// --model names a real model.
         #[arg(long)]
@@ -366,6 +370,7 @@ fn dispatch(cli: Cli) -> Result<()> {
         return bench::batch(&args);
     }
     if let Command::Qmv {
+        kernel,
         shapes,
         model,
         max_tokens,
@@ -373,6 +378,7 @@ fn dispatch(cli: Cli) -> Result<()> {
     } = cli.command
     {
         let args = bench::QmvArgs {
+            kernel,
             shapes,
             models: model,
             max_tokens: max_tokens.max(2),

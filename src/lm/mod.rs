@@ -9,12 +9,15 @@
 //!
 //! All MLX work must stay on one OS thread: an MLX stream belongs to the thread that made it.
 
+pub mod add_norm;
 pub mod cache;
+pub mod cuda_kernel;
 pub mod fetch;
 pub mod gguf;
 mod gguf_check;
 pub mod hub;
 pub mod models;
+pub mod qkv;
 pub mod qmv;
 pub mod random;
 pub mod tokenizer;

@@ -17,85 +17,17 @@
 //!
 //! Used for one activation row (decode), 4 bits, float16, `k` a multiple of 32 and group
 //! sizes that are multiples of 32; everything else, and every backend but CUDA, goes to
-//! MLX's `quantized_matmul`. `QUEST_QMV=mlx|quest` chooses (read once).
+//! MLX's `quantized_matmul`. `QUEST_QMV=mlx|quest` chooses (read once; [`cuda_kernel`]).
+//! MLX's stays the default: quest's is right on a real model (docs/gpu/qmv_check.sh) but
+//! faster only where the GPU, not the host, sets the pace, which depends on the machine
+//! (`quest qmv` compares both on the models at hand).
 
 use std::cell::RefCell;
-use std::collections::HashMap;
-use std::ffi::CString;
-use std::sync::atomic::{AtomicU8, Ordering};
 
-use anyhow::{anyhow, bail, Result};
-use mlx_rs::{Array, Dtype, Stream};
+use anyhow::Result;
+use mlx_rs::{Array, Dtype};
 
-use crate::lm::Backend;
-
-/// Which kernel multiplies a 4-bit matrix by one row on CUDA.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Matvec {
-    /// MLX's own `quantized_matmul`.
-    Mlx,
-    /// quest's kernel (this module).
-    Quest,
-}
-
-impl Matvec {
-    pub const CHOICES: &'static str = "mlx or quest";
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Matvec::Mlx => "mlx",
-            Matvec::Quest => "quest",
-        }
-    }
-}
-
-impl std::str::FromStr for Matvec {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "mlx" => Ok(Matvec::Mlx),
-            "quest" => Ok(Matvec::Quest),
-            other => Err(format!(
-                "unknown matvec kernel `{other}`; use {}",
-                Matvec::CHOICES
-            )),
-        }
-    }
-}
-
-// 0: not chosen yet (read QUEST_QMV on first use), 1: MLX, 2: quest.
-static CHOICE: AtomicU8 = AtomicU8::new(0);
-
-/// The kernel in use: `QUEST_QMV` (`mlx` or `quest`), else MLX's: quest's is right on a real
-/// model (docs/gpu/qmv_check.sh) but faster only where the GPU, not the host, sets the pace,
-/// which depends on the machine (`quest qmv` compares both on the models at hand).
-pub fn current() -> Result<Matvec> {
-    match CHOICE.load(Ordering::Relaxed) {
-        1 => Ok(Matvec::Mlx),
-        2 => Ok(Matvec::Quest),
-        _ => {
-            let choice = match std::env::var("QUEST_QMV") {
-                Ok(v) if !v.is_empty() => {
-                    v.parse().map_err(|e: String| anyhow!("QUEST_QMV: {e}"))?
-                }
-                _ => Matvec::Mlx,
-            };
-            set(choice);
-            Ok(choice)
-        }
-    }
-}
-
-/// Chooses the kernel for the graphs built from now on (e.g. to interleave both in one run).
-pub fn set(choice: Matvec) {
-    CHOICE.store(
-        match choice {
-            Matvec::Mlx => 1,
-            Matvec::Quest => 2,
-        },
-        Ordering::Relaxed,
-    );
-}
+use crate::lm::cuda_kernel::{self, Config, CustomKernel, Kernel, Kernels, Output};
 
 // Rows per warp and threads per block: the best of six measured (docs/gpu/qmv4/).
 const ROWS_PER_WARP: i32 = 4;
@@ -194,59 +126,22 @@ const SOURCE: &str = r#"
   }
 "#;
 
-/// One MLX custom-kernel object per `k`: its shared memory (x and its sums) is fixed
-/// when the object is made.
-struct Kernel(mlx_sys::mlx_fast_cuda_kernel);
-
-impl Drop for Kernel {
-    fn drop(&mut self) {
-        unsafe { mlx_sys::mlx_fast_cuda_kernel_free(self.0) };
-    }
-}
-
 thread_local! {
-    // MLX objects belong to the thread that made them, as the model's arrays do.
-    static KERNELS: RefCell<HashMap<i32, Kernel>> = RefCell::new(HashMap::new());
-    static CUDA: bool = Backend::detect() == Backend::Cuda;
+    // One kernel object per `k` (its shared memory, x and its sums, is fixed when it is
+    // made), and a call description per output shape and group size.
+    static KERNELS: RefCell<Kernels<i32, (Vec<i32>, i32)>> = RefCell::default();
 }
 
-fn strings(items: &[&str]) -> Result<mlx_sys::mlx_vector_string> {
-    let vec = unsafe { mlx_sys::mlx_vector_string_new() };
-    for item in items {
-        let c = CString::new(*item)?;
-        if unsafe { mlx_sys::mlx_vector_string_append_value(vec, c.as_ptr()) } != 0 {
-            bail!("mlx: could not build the kernel's argument names");
-        }
-    }
-    Ok(vec)
-}
-
-fn make_kernel(k: i32) -> Result<Kernel> {
-    let inputs = strings(&["w", "scales", "biases", "x"])?;
-    let outputs = strings(&["y"])?;
-    let name = CString::new("quest_qmv4")?;
-    let source = CString::new(SOURCE)?;
-    let header = CString::new(HEADER)?;
+fn make_kernel(k: &i32) -> Result<CustomKernel> {
     let shared = k * 2 + (k / 32) * 4;
-    let kernel = unsafe {
-        mlx_sys::mlx_fast_cuda_kernel_new(
-            name.as_ptr(),
-            inputs,
-            outputs,
-            source.as_ptr(),
-            header.as_ptr(),
-            true,
-            shared,
-        )
-    };
-    unsafe {
-        mlx_sys::mlx_vector_string_free(inputs);
-        mlx_sys::mlx_vector_string_free(outputs);
-    }
-    if kernel.ctx.is_null() {
-        bail!("mlx: could not make quest's 4-bit matvec kernel");
-    }
-    Ok(Kernel(kernel))
+    CustomKernel::new(
+        "quest_qmv4",
+        &["w", "scales", "biases", "x"],
+        &["y"],
+        SOURCE,
+        HEADER,
+        shared,
+    )
 }
 
 /// `x · Wᵀ` for a 4-bit matrix through quest's kernel, when it applies (see the module
@@ -259,7 +154,7 @@ pub fn matvec(
     group_size: i32,
     bits: i32,
 ) -> Result<Option<Array>> {
-    if bits != 4 || !CUDA.with(|c| *c) || current()? != Matvec::Quest {
+    if bits != 4 || !cuda_kernel::in_use(Kernel::Matvec)? {
         return Ok(None);
     }
     let k = *x.shape().last().unwrap_or(&0);
@@ -281,75 +176,34 @@ pub fn matvec(
     *out_shape.last_mut().expect("x has a last axis") = n;
     let rows_per_block = (THREADS / 32) * ROWS_PER_WARP;
     let blocks = (n + rows_per_block - 1) / rows_per_block;
-
-    KERNELS.with(|kernels| -> Result<Option<Array>> {
-        let mut kernels = kernels.borrow_mut();
-        let kernel = match kernels.entry(k) {
-            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(e) => e.insert(make_kernel(k)?),
-        };
-        unsafe {
-            let config = mlx_sys::mlx_fast_cuda_kernel_config_new();
-            let mut ok = mlx_sys::mlx_fast_cuda_kernel_config_add_output_arg(
-                config,
-                out_shape.as_ptr(),
-                out_shape.len(),
-                mlx_sys::mlx_dtype__MLX_FLOAT16,
-            ) == 0;
-            // The grid counts threads, as Metal's does.
-            ok &= mlx_sys::mlx_fast_cuda_kernel_config_set_grid(config, blocks * THREADS, 1, 1) == 0;
-            ok &= mlx_sys::mlx_fast_cuda_kernel_config_set_thread_group(config, THREADS, 1, 1) == 0;
-            for (name, value) in [("N", n), ("K", k), ("GROUP", group_size), ("R", ROWS_PER_WARP)] {
-                let name = CString::new(name)?;
-                ok &= mlx_sys::mlx_fast_cuda_kernel_config_add_template_arg_int(
-                    config,
-                    name.as_ptr(),
-                    value,
-                ) == 0;
-            }
-            let inputs = mlx_sys::mlx_vector_array_new();
-            for a in [weight, scales, biases, x] {
-                ok &= mlx_sys::mlx_vector_array_append_value(inputs, a.as_ptr()) == 0;
-            }
-            let mut outputs = mlx_sys::mlx_vector_array_new();
-            let stream = Stream::new();
-            if ok {
-                ok = mlx_sys::mlx_fast_cuda_kernel_apply(
-                    &mut outputs,
-                    kernel.0,
-                    inputs,
-                    config,
-                    stream.as_ptr(),
-                ) == 0;
-            }
-            let mut y = mlx_sys::mlx_array_new();
-            if ok {
-                ok = mlx_sys::mlx_vector_array_get(&mut y, outputs, 0) == 0;
-            }
-            mlx_sys::mlx_vector_array_free(inputs);
-            mlx_sys::mlx_vector_array_free(outputs);
-            mlx_sys::mlx_fast_cuda_kernel_config_free(config);
-            if !ok {
-                mlx_sys::mlx_array_free(y);
-                bail!("mlx: quest's 4-bit matvec kernel could not be applied (n {n}, k {k}, group {group_size})");
-            }
-            Ok(Some(Array::from_ptr(y)))
-        }
-    })
+    let config = |(shape, group): &(Vec<i32>, i32)| {
+        Config::new(
+            &[Output {
+                shape,
+                dtype: Dtype::Float16,
+            }],
+            (blocks * THREADS, 1, 1),
+            (THREADS, 1, 1),
+            &[("N", n), ("K", k), ("GROUP", *group), ("R", ROWS_PER_WARP)],
+        )
+    };
+    let y = KERNELS.with(|kernels| {
+        kernels.borrow_mut().apply(
+            &k,
+            make_kernel,
+            &(out_shape, group_size),
+            config,
+            &[weight, scales, biases, x],
+        )
+    })?;
+    Ok(y.into_iter().next())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_choice_parses_and_names_itself() {
-        for m in [Matvec::Mlx, Matvec::Quest] {
-            assert_eq!(m.as_str().parse::<Matvec>(), Ok(m));
-        }
-        let err = "cublas".parse::<Matvec>().unwrap_err();
-        assert!(err.contains("mlx or quest"), "{err}");
-    }
+    use crate::lm::cuda_kernel::Impl;
+    use crate::lm::Backend;
 
     #[test]
     fn off_cuda_the_product_is_left_to_mlx() {
@@ -363,9 +217,9 @@ mod tests {
             .unwrap()
             .as_dtype(Dtype::Float16)
             .unwrap();
-        set(Matvec::Quest);
+        cuda_kernel::set(Kernel::Matvec, Impl::Quest);
         let y = matvec(&x, &w, &s, &s, 32, 4).unwrap();
-        set(Matvec::Mlx);
+        cuda_kernel::set(Kernel::Matvec, Impl::Mlx);
         assert!(y.is_none() || Backend::detect() == Backend::Cuda);
     }
 }

@@ -512,8 +512,25 @@ impl Fused {
     /// Each part's output, in the order given.
     pub fn forward(&self, x: &Array) -> Result<Vec<Array>> {
         match self {
-            Fused::One { linear, splits } => Ok(linear.forward(x)?.split_at_indices(splits, -1)?),
+            Fused::One { linear, .. } => self.split(&linear.forward(x)?),
             Fused::Separate(parts) => parts.iter().map(|p| p.forward(x)).collect(),
+        }
+    }
+
+    /// The parts' outputs side by side along the last axis, unsplit, when they are one
+    /// matmul (for a kernel that reads them in place); `None` for separate parts.
+    pub fn joined(&self, x: &Array) -> Result<Option<Array>> {
+        match self {
+            Fused::One { linear, .. } => Ok(Some(linear.forward(x)?)),
+            Fused::Separate(_) => Ok(None),
+        }
+    }
+
+    /// Splits what [`Fused::joined`] returned into the parts' outputs.
+    pub fn split(&self, joined: &Array) -> Result<Vec<Array>> {
+        match self {
+            Fused::One { splits, .. } => Ok(joined.split_at_indices(splits, -1)?),
+            Fused::Separate(_) => anyhow::bail!("separate parts have no joined output to split"),
         }
     }
 

@@ -10,7 +10,10 @@ use mlx_rs::{Array, Dtype};
 
 use super::activations::swiglu;
 use super::gated_delta::{GatedDeltaNet, GatedDeltaShape};
+use crate::lm::add_norm;
 use crate::lm::cache::{KvCache, LayerCache, RecurrentCache};
+use crate::lm::cuda_kernel::{self, Kernel};
+use crate::lm::qkv;
 use crate::lm::weights::{Embedding, Fused, Linear, Quantization, Weights};
 use crate::lm::Layout;
 
@@ -67,6 +70,17 @@ impl RmsNorm {
     fn forward(&self, x: &Array) -> Result<Array> {
         Ok(rms_norm(x, Some(&self.weight), self.eps)?)
     }
+
+    /// `(h + delta, norm(h + delta))`: the residual stream goes on with the sum, the next
+    /// sublayer reads its norm.
+    fn add_then_norm(&self, h: &Array, delta: &Array) -> Result<(Array, Array)> {
+        if let Some([sum, normed]) = add_norm::add_norm(h, delta, &self.weight, self.eps)? {
+            return Ok((sum, normed));
+        }
+        let sum = h.add(delta)?;
+        let normed = self.forward(&sum)?;
+        Ok((sum, normed))
+    }
 }
 
 struct Attention {
@@ -117,6 +131,67 @@ impl Attention {
 
     fn forward(&self, x: &Array, cache: &mut KvCache) -> Result<Array> {
         let (b, l) = (x.shape()[0], x.shape()[1]);
+        // A decode step on CUDA may take its heads from quest's one kernel (lm::qkv).
+        let joined = if l == 1 && cuda_kernel::in_use(Kernel::Qkv)? {
+            self.qkv_proj.joined(x)?
+        } else {
+            None
+        };
+        let by_kernel = match &joined {
+            Some(qkv) => qkv::heads(qkv, &self.heads_spec(), cache.offset)?,
+            None => None,
+        };
+        let (q, k, v, gate) = match by_kernel {
+            Some([q, k, v]) => (q, k, v, None),
+            None => {
+                let parts = match &joined {
+                    Some(qkv) => self.qkv_proj.split(qkv)?,
+                    None => self.qkv_proj.forward(x)?,
+                };
+                self.heads_by_ops(&parts, b, l, cache.offset)?
+            }
+        };
+        let (keys, values) = cache.update_and_fetch(&k, &v)?;
+        let scale = (self.head_dim as f32).powf(-0.5);
+        // One query attends to everything; a prompt needs the causal mask.
+        let mask = (l > 1).then_some(ScaledDotProductAttentionMask::Causal);
+        let out = scaled_dot_product_attention(&q, &keys, &values, scale, mask, None)?;
+        // [B, H, L, D] -> [B, L, H*D]; again one reshape for one position.
+        let out = if l == 1 {
+            out.reshape(&[b, 1, -1])?
+        } else {
+            out.transpose_axes(&[0, 2, 1, 3])?.reshape(&[b, l, -1])?
+        };
+        match gate {
+            Some(gate) => self.o_proj.forward(&out.multiply(sigmoid(&gate)?)?),
+            None => self.o_proj.forward(&out),
+        }
+    }
+
+    fn heads_spec(&self) -> qkv::HeadsSpec<'_> {
+        qkv::HeadsSpec {
+            heads: self.heads,
+            kv_heads: self.kv_heads,
+            head_dim: self.head_dim,
+            rope_dims: self.rope_dims,
+            rope_theta: self.rope_theta,
+            rope_traditional: self.rope_traditional,
+            qk_norm: self
+                .qk_norm
+                .as_ref()
+                .map(|(q, k)| (&q.weight, &k.weight, q.eps)),
+        }
+    }
+
+    /// q, k (normed and rotated to the cache's position), v as `[B, H, L, D]`, and the
+    /// output gate, from the projection's parts, with MLX's ops.
+    fn heads_by_ops(
+        &self,
+        qkv: &[Array],
+        b: i32,
+        l: i32,
+        offset: i32,
+    ) -> Result<(Array, Array, Array, Option<Array>)> {
         let d = self.head_dim;
         // [B, L, H*D] -> [B, H, L, D]. With one position both orders hold the same memory, so
         // a decode step needs one reshape, not a reshape and a transpose: every op in the
@@ -128,7 +203,6 @@ impl Attention {
                 t.reshape(&[b, l, heads, d])?.transpose_axes(&[0, 2, 1, 3])
             }
         };
-        let qkv = self.qkv_proj.forward(x)?;
         let (mut q, gate) = if self.output_gate {
             // Per head: the first head_dim channels are the query, the next head_dim the gate.
             let both = qkv[0].reshape(&[b, l, self.heads, 2 * d])?;
@@ -165,26 +239,11 @@ impl Attention {
                 self.rope_traditional,
                 self.rope_theta,
                 1.0,
-                cache.offset,
+                offset,
                 None,
             )
         };
-        let (q, k) = (rotate(&q)?, rotate(&k)?);
-        let (keys, values) = cache.update_and_fetch(&k, &v)?;
-        let scale = (self.head_dim as f32).powf(-0.5);
-        // One query attends to everything; a prompt needs the causal mask.
-        let mask = (l > 1).then_some(ScaledDotProductAttentionMask::Causal);
-        let out = scaled_dot_product_attention(&q, &keys, &values, scale, mask, None)?;
-        // [B, H, L, D] -> [B, L, H*D]; again one reshape for one position.
-        let out = if l == 1 {
-            out.reshape(&[b, 1, -1])?
-        } else {
-            out.transpose_axes(&[0, 2, 1, 3])?.reshape(&[b, l, -1])?
-        };
-        match gate {
-            Some(gate) => self.o_proj.forward(&out.multiply(sigmoid(&gate)?)?),
-            None => self.o_proj.forward(&out),
-        }
+        Ok((rotate(&q)?, rotate(&k)?, v, gate))
     }
 
     fn nbytes(&self) -> usize {
@@ -347,20 +406,26 @@ impl Decoder {
             );
         }
         let mut h = self.embed_tokens.forward(tokens)?;
-        for (block, layer_cache) in self.layers.iter().zip(cache.iter_mut()) {
-            let mixed = block
-                .mixer
-                .forward(&block.input_layernorm.forward(&h)?, layer_cache)?;
-            h = h.add(mixed)?;
-            let ff = block
-                .mlp
-                .forward(&block.post_attention_layernorm.forward(&h)?)?;
-            h = h.add(ff)?;
+        // Every residual add is followed by a norm (the next sublayer's, or the final one):
+        // the two are computed together, by one kernel where quest's runs (lm::add_norm).
+        let first_norm = self
+            .layers
+            .first()
+            .map_or(&self.norm, |b| &b.input_layernorm);
+        let mut normed = first_norm.forward(&h)?;
+        for (i, (block, layer_cache)) in self.layers.iter().zip(cache.iter_mut()).enumerate() {
+            let mixed = block.mixer.forward(&normed, layer_cache)?;
+            let (sum, ff_in) = block.post_attention_layernorm.add_then_norm(&h, &mixed)?;
+            let ff = block.mlp.forward(&ff_in)?;
+            let next_norm = self
+                .layers
+                .get(i + 1)
+                .map_or(&self.norm, |b| &b.input_layernorm);
+            (h, normed) = next_norm.add_then_norm(&sum, &ff)?;
         }
-        let h = self.norm.forward(&h)?;
         match &self.lm_head {
-            Some(head) => head.forward(&h),
-            None => self.embed_tokens.as_linear(&h),
+            Some(head) => head.forward(&normed),
+            None => self.embed_tokens.as_linear(&normed),
         }
     }
 

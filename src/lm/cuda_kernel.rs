@@ -1,0 +1,402 @@
+//! quest's own CUDA kernels inside MLX's graph (issue #12), and which of them are on.
+//!
+//! Each runs as an MLX custom kernel (mlx-c's `mlx_fast_cuda_kernel_*`, which mlx-rs does
+//! not wrap): MLX compiles its source with NVRTC on first use, and a call is one node of
+//! the step's graph like any primitive. Every kernel has a switch, `QUEST_<NAME>=mlx|quest`
+//! (read once; `mlx` is MLX's own ops; the default is [`Kernel::default_choice`]), so each
+//! is measured against what it replaces (`quest qmv --kernel …`). A new kernel is one
+//! entry in [`Kernel`].
+
+use std::cell::Cell;
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::hash::Hash;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use anyhow::{anyhow, bail, Result};
+use mlx_rs::{Array, Dtype, Stream};
+
+use crate::lm::Backend;
+
+/// quest's kernels, each replacing some of MLX's ops in a decode step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kernel {
+    /// A 4-bit matrix times one row ([`crate::lm::qmv`]), for MLX's `quantized_matmul`.
+    Matvec,
+    /// A decode step's q, k and v heads from the fused projection — per-head q/k norm and
+    /// RoPE included — in one kernel ([`crate::lm::qkv`]), for a split, three reshapes,
+    /// two norms and two RoPEs.
+    Qkv,
+    /// The residual add and the RMS norm after it ([`crate::lm::add_norm`]), for an `add`
+    /// and an `rms_norm`, twice a block.
+    AddNorm,
+}
+
+impl Kernel {
+    pub const ALL: [Kernel; 3] = [Kernel::Matvec, Kernel::Qkv, Kernel::AddNorm];
+    pub const CHOICES: &'static str = "matvec, qkv or addnorm";
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kernel::Matvec => "matvec",
+            Kernel::Qkv => "qkv",
+            Kernel::AddNorm => "addnorm",
+        }
+    }
+
+    /// What runs when its environment variable is unset. The q/k/v heads kernel is on:
+    /// on SmolLM2's real weights its logits are MLX's to the bit, and in two interleaved
+    /// runs on the H200 it was ×0.96–1.54 MLX's ops (10 of 12 shape rows at least even);
+    /// the others measured no steady gain over MLX's ops (docs/benchmarks.md, issue #12).
+    pub fn default_choice(self) -> Impl {
+        match self {
+            Kernel::Qkv => Impl::Quest,
+            Kernel::Matvec | Kernel::AddNorm => Impl::Mlx,
+        }
+    }
+
+    /// The environment variable that chooses (`mlx` or `quest`).
+    pub fn env(self) -> &'static str {
+        match self {
+            Kernel::Matvec => "QUEST_QMV",
+            Kernel::Qkv => "QUEST_QKV",
+            Kernel::AddNorm => "QUEST_ADDNORM",
+        }
+    }
+
+    fn slot(self) -> &'static AtomicU8 {
+        // 0: not chosen yet (read the environment on first use), 1: MLX, 2: quest.
+        static SLOTS: [AtomicU8; Kernel::ALL.len()] =
+            [const { AtomicU8::new(0) }; Kernel::ALL.len()];
+        &SLOTS[self as usize]
+    }
+}
+
+impl std::str::FromStr for Kernel {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Kernel::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| format!("unknown kernel `{s}`; use {}", Kernel::CHOICES))
+    }
+}
+
+/// Whose code runs where a kernel of quest's could.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Impl {
+    /// MLX's own ops.
+    Mlx,
+    /// quest's kernel.
+    Quest,
+}
+
+impl Impl {
+    pub const CHOICES: &'static str = "mlx or quest";
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Impl::Mlx => "mlx",
+            Impl::Quest => "quest",
+        }
+    }
+}
+
+impl std::str::FromStr for Impl {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "mlx" => Ok(Impl::Mlx),
+            "quest" => Ok(Impl::Quest),
+            other => Err(format!("unknown choice `{other}`; use {}", Impl::CHOICES)),
+        }
+    }
+}
+
+/// What runs for `kernel`: its environment variable, else [`Kernel::default_choice`].
+pub fn current(kernel: Kernel) -> Result<Impl> {
+    match kernel.slot().load(Ordering::Relaxed) {
+        1 => Ok(Impl::Mlx),
+        2 => Ok(Impl::Quest),
+        _ => {
+            let choice = match std::env::var(kernel.env()) {
+                Ok(v) if !v.is_empty() => v
+                    .parse()
+                    .map_err(|e: String| anyhow!("{}: {e}", kernel.env()))?,
+                _ => kernel.default_choice(),
+            };
+            set(kernel, choice);
+            Ok(choice)
+        }
+    }
+}
+
+/// Chooses for the graphs built from now on (e.g. to interleave both in one run).
+pub fn set(kernel: Kernel, choice: Impl) {
+    let v = match choice {
+        Impl::Mlx => 1,
+        Impl::Quest => 2,
+    };
+    kernel.slot().store(v, Ordering::Relaxed);
+}
+
+thread_local! {
+    static CUDA: Cell<Option<bool>> = const { Cell::new(None) };
+}
+
+/// Whether quest's `kernel` runs in the graphs built now: chosen, and MLX runs on CUDA.
+pub fn in_use(kernel: Kernel) -> Result<bool> {
+    let cuda = CUDA.with(|c| {
+        *c.get()
+            .get_or_insert_with(|| Backend::detect() == Backend::Cuda)
+    });
+    Ok(cuda && current(kernel)? == Impl::Quest)
+}
+
+/// One MLX custom-kernel object: its name, argument names, source and shared memory are
+/// fixed when it is made. MLX objects belong to the thread that made them, as the model's
+/// arrays do, so callers keep these in thread-locals.
+pub struct CustomKernel(mlx_sys::mlx_fast_cuda_kernel);
+
+impl Drop for CustomKernel {
+    fn drop(&mut self) {
+        unsafe { mlx_sys::mlx_fast_cuda_kernel_free(self.0) };
+    }
+}
+
+fn strings(items: &[&str]) -> Result<mlx_sys::mlx_vector_string> {
+    let vec = unsafe { mlx_sys::mlx_vector_string_new() };
+    for item in items {
+        let c = CString::new(*item)?;
+        if unsafe { mlx_sys::mlx_vector_string_append_value(vec, c.as_ptr()) } != 0 {
+            unsafe { mlx_sys::mlx_vector_string_free(vec) };
+            bail!("mlx: could not build a kernel's argument names");
+        }
+    }
+    Ok(vec)
+}
+
+/// An output's shape and dtype.
+#[derive(Clone, Copy)]
+pub struct Output<'a> {
+    pub shape: &'a [i32],
+    pub dtype: Dtype,
+}
+
+impl CustomKernel {
+    /// MLX wraps `source` in a `__global__` function taking the inputs (as `const T*`) then
+    /// the outputs (`T*`), by these names; `header` goes before it. Inputs are made row
+    /// contiguous first.
+    pub fn new(
+        name: &str,
+        inputs: &[&str],
+        outputs: &[&str],
+        source: &str,
+        header: &str,
+        shared_memory: i32,
+    ) -> Result<Self> {
+        let input_names = strings(inputs)?;
+        let output_names = strings(outputs)?;
+        let (c_name, c_source, c_header) = (
+            CString::new(name)?,
+            CString::new(source)?,
+            CString::new(header)?,
+        );
+        let kernel = unsafe {
+            let k = mlx_sys::mlx_fast_cuda_kernel_new(
+                c_name.as_ptr(),
+                input_names,
+                output_names,
+                c_source.as_ptr(),
+                c_header.as_ptr(),
+                true,
+                shared_memory,
+            );
+            mlx_sys::mlx_vector_string_free(input_names);
+            mlx_sys::mlx_vector_string_free(output_names);
+            k
+        };
+        if kernel.ctx.is_null() {
+            bail!("mlx: could not make quest's `{name}` kernel");
+        }
+        Ok(CustomKernel(kernel))
+    }
+
+    /// Adds the kernel to the graph (lazily, on the default stream), with `config`'s
+    /// outputs, grid and constants.
+    pub fn apply(&self, inputs: &[&Array], config: &Config) -> Result<Vec<Array>> {
+        unsafe {
+            let ins = mlx_sys::mlx_vector_array_new();
+            let mut ok = true;
+            for a in inputs {
+                ok &= mlx_sys::mlx_vector_array_append_value(ins, a.as_ptr()) == 0;
+            }
+            let mut outs = mlx_sys::mlx_vector_array_new();
+            let stream = Stream::new();
+            if ok {
+                ok = mlx_sys::mlx_fast_cuda_kernel_apply(
+                    &mut outs,
+                    self.0,
+                    ins,
+                    config.raw,
+                    stream.as_ptr(),
+                ) == 0;
+            }
+            let mut arrays = Vec::with_capacity(config.outputs);
+            for i in 0..config.outputs {
+                if !ok {
+                    break;
+                }
+                let mut y = mlx_sys::mlx_array_new();
+                ok = mlx_sys::mlx_vector_array_get(&mut y, outs, i) == 0;
+                if ok {
+                    arrays.push(Array::from_ptr(y));
+                } else {
+                    mlx_sys::mlx_array_free(y);
+                }
+            }
+            mlx_sys::mlx_vector_array_free(ins);
+            mlx_sys::mlx_vector_array_free(outs);
+            if !ok {
+                bail!("mlx: one of quest's kernels could not be applied");
+            }
+            Ok(arrays)
+        }
+    }
+}
+
+/// A call's outputs (shapes, dtypes), grid and compile-time constants. Made once per shape
+/// and kept: a decode step calls each kernel many times with the same one, and every
+/// call's host time counts (see the module docs of [`crate::lm::qkv`]).
+pub struct Config {
+    raw: mlx_sys::mlx_fast_cuda_kernel_config,
+    outputs: usize,
+}
+
+impl Drop for Config {
+    fn drop(&mut self) {
+        unsafe { mlx_sys::mlx_fast_cuda_kernel_config_free(self.raw) };
+    }
+}
+
+impl Config {
+    /// `grid` counts threads per axis, as Metal's does; `ints` are compile-time constants
+    /// of the source (each new value is another compiled kernel).
+    pub fn new(
+        outputs: &[Output],
+        grid: (i32, i32, i32),
+        block: (i32, i32, i32),
+        ints: &[(&str, i32)],
+    ) -> Result<Self> {
+        let config = Config {
+            raw: unsafe { mlx_sys::mlx_fast_cuda_kernel_config_new() },
+            outputs: outputs.len(),
+        };
+        let raw = config.raw;
+        let mut ok = true;
+        unsafe {
+            for out in outputs {
+                ok &= mlx_sys::mlx_fast_cuda_kernel_config_add_output_arg(
+                    raw,
+                    out.shape.as_ptr(),
+                    out.shape.len(),
+                    dtype_code(out.dtype)?,
+                ) == 0;
+            }
+            ok &= mlx_sys::mlx_fast_cuda_kernel_config_set_grid(raw, grid.0, grid.1, grid.2) == 0;
+            ok &= mlx_sys::mlx_fast_cuda_kernel_config_set_thread_group(
+                raw, block.0, block.1, block.2,
+            ) == 0;
+            for (name, value) in ints {
+                let name = CString::new(*name)?;
+                ok &= mlx_sys::mlx_fast_cuda_kernel_config_add_template_arg_int(
+                    raw,
+                    name.as_ptr(),
+                    *value,
+                ) == 0;
+            }
+        }
+        if !ok {
+            bail!("mlx: could not describe a call of one of quest's kernels");
+        }
+        Ok(config)
+    }
+}
+
+/// Kernel objects by what is compiled into them (`K`), each with its call descriptions by
+/// shape (`S`); each made on first use. Keep one per thread (in a `thread_local!`).
+pub struct Kernels<K, S>(HashMap<K, (CustomKernel, HashMap<S, Config>)>);
+
+impl<K, S> Default for Kernels<K, S> {
+    fn default() -> Self {
+        Kernels(HashMap::new())
+    }
+}
+
+impl<K: Hash + Eq + Clone, S: Hash + Eq + Clone> Kernels<K, S> {
+    /// Applies the kernel for `key` (made by `make`) to `inputs`, described for `shape` by
+    /// `config`.
+    pub fn apply(
+        &mut self,
+        key: &K,
+        make: impl FnOnce(&K) -> Result<CustomKernel>,
+        shape: &S,
+        config: impl FnOnce(&S) -> Result<Config>,
+        inputs: &[&Array],
+    ) -> Result<Vec<Array>> {
+        let (kernel, configs) = match self.0.entry(key.clone()) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => e.insert((make(key)?, HashMap::new())),
+        };
+        let config = match configs.entry(shape.clone()) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => e.insert(config(shape)?),
+        };
+        kernel.apply(inputs, config)
+    }
+}
+
+fn dtype_code(dtype: Dtype) -> Result<mlx_sys::mlx_dtype> {
+    Ok(match dtype {
+        Dtype::Float16 => mlx_sys::mlx_dtype__MLX_FLOAT16,
+        Dtype::Float32 => mlx_sys::mlx_dtype__MLX_FLOAT32,
+        Dtype::Bfloat16 => mlx_sys::mlx_dtype__MLX_BFLOAT16,
+        Dtype::Int32 => mlx_sys::mlx_dtype__MLX_INT32,
+        Dtype::Uint32 => mlx_sys::mlx_dtype__MLX_UINT32,
+        other => bail!("quest's kernels do not write {other:?}"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernels_and_choices_parse_and_name_themselves() {
+        for k in Kernel::ALL {
+            assert_eq!(k.name().parse::<Kernel>(), Ok(k));
+            assert!(k.env().starts_with("QUEST_"));
+        }
+        for c in [Impl::Mlx, Impl::Quest] {
+            assert_eq!(c.as_str().parse::<Impl>(), Ok(c));
+        }
+        let err = "cublas".parse::<Impl>().unwrap_err();
+        assert!(err.contains("mlx or quest"), "{err}");
+        let err = "rope".parse::<Kernel>().unwrap_err();
+        assert!(err.contains(Kernel::CHOICES), "{err}");
+    }
+
+    #[test]
+    fn each_kernel_has_its_own_switch() {
+        set(Kernel::Matvec, Impl::Quest);
+        set(Kernel::Qkv, Impl::Mlx);
+        assert_eq!(current(Kernel::Matvec).unwrap(), Impl::Quest);
+        assert_eq!(current(Kernel::Qkv).unwrap(), Impl::Mlx);
+        set(Kernel::Matvec, Impl::Mlx);
+        // This test build runs MLX on the CPU: no kernel of quest's is ever in use there.
+        set(Kernel::Qkv, Impl::Quest);
+        assert!(!in_use(Kernel::Qkv).unwrap() || Backend::detect() == Backend::Cuda);
+        set(Kernel::Qkv, Impl::Mlx);
+    }
+}

@@ -1,0 +1,253 @@
+//! A decode step's query, key and value heads in one CUDA kernel (issue #12).
+//!
+//! On the GPU, models up to 4B decode at a pace the host sets: every op of the graph costs
+//! MLX a few microseconds to record and launch, kernel or not (docs/benchmarks.md). After
+//! the fused q/k/v projection, MLX's ops need a split, three reshapes, Qwen3's two per-head
+//! norms and two RoPEs (four kernels); this one kernel reads the projection's row and
+//! writes q and k normed and rotated, and v, as `[B, heads, 1, head_dim]`.
+//!
+//! The arithmetic is MLX's, in MLX's order: the norm in float32 then `w * half(x · r)` in
+//! float16 (`rms_norm`), the rotation of `x[i]` with `x[i + D/2]` by
+//! `offset · 2^(-(i / (D/2)) · log2 θ)` in float32 (`rope`, not traditional). One warp owns
+//! one head; lane `j` holds elements `j, j + 32, …`, so each lane holds both halves of its
+//! pairs and the norm is one warp reduction.
+//!
+//! Used for one position per sequence (decode), float16, head dims that are a multiple of
+//! 64 (up to 256), RoPE over the whole head; everything else, and every backend but CUDA,
+//! runs MLX's ops. On by default on CUDA; `QUEST_QKV=mlx` turns it off (read once;
+//! [`cuda_kernel`]).
+//!
+//! Measured on the H200 (docs/benchmarks.md, issue #12, session 5): on SmolLM2's real
+//! weights the logits are MLX's to the bit (63 of 63 steps); on the Qwen3 shapes (the norm
+//! path) within 8.2e-3; decode ×0.96–1.54 MLX's ops in two interleaved runs over six shapes.
+
+use std::cell::RefCell;
+
+use anyhow::Result;
+use mlx_rs::{Array, Dtype};
+
+use crate::lm::cuda_kernel::{self, Config, CustomKernel, Kernel, Kernels, Output};
+
+/// What the kernel needs to know of one attention layer.
+pub struct HeadsSpec<'a> {
+    pub heads: i32,
+    pub kv_heads: i32,
+    pub head_dim: i32,
+    pub rope_dims: i32,
+    pub rope_theta: f32,
+    pub rope_traditional: bool,
+    /// Qwen3's per-head norms of q and k (weights `[head_dim]`) and their epsilon.
+    pub qk_norm: Option<(&'a Array, &'a Array, f32)>,
+}
+
+// The body MLX wraps in `(const __half* qkv, const int32_t* offset[, const __half* qw,
+// const __half* kw], __half* q, __half* k, __half* v)`; the header gives the constants.
+const SOURCE: &str = r#"
+  constexpr int H = QH + 2 * KH;
+  constexpr int T = D / 32;
+  const int head = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  const int row = blockIdx.y;
+  if (head >= H) return;
+  const __half* src = qkv + ((size_t)row * H + head) * D;
+  if (head >= QH + KH) {
+    __half* dst = v + ((size_t)row * KH + (head - QH - KH)) * D;
+#pragma unroll
+    for (int t = 0; t < T; ++t) dst[lane + 32 * t] = src[lane + 32 * t];
+    return;
+  }
+  const bool is_q = head < QH;
+  __half* dst = is_q ? q + ((size_t)row * QH + head) * D : k + ((size_t)row * KH + head - QH) * D;
+  float x[T];
+#pragma unroll
+  for (int t = 0; t < T; ++t) x[t] = __half2float(src[lane + 32 * t]);
+#if QUEST_QK_NORM
+  float ss = 0.f;
+#pragma unroll
+  for (int t = 0; t < T; ++t) ss += x[t] * x[t];
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  const float r = rsqrtf(ss / D + EPS);
+  const __half* w = is_q ? qw : kw;
+#pragma unroll
+  for (int t = 0; t < T; ++t) x[t] = __half2float(__hmul(w[lane + 32 * t], __float2half(x[t] * r)));
+#endif
+  const float pos = static_cast<float>(offset[0]);
+#pragma unroll
+  for (int t = 0; t < T / 2; ++t) {
+    const int i = lane + 32 * t;
+    const float theta = pos * exp2f(-(static_cast<float>(i) / (D / 2)) * LOG2_BASE);
+    const float c = cosf(theta), s = sinf(theta);
+    const float a = x[t], b = x[t + T / 2];
+    dst[i] = __float2half(a * c - b * s);
+    dst[i + D / 2] = __float2half(a * s + b * c);
+  }
+"#;
+
+/// What makes one compiled kernel: the shape constants and the norm are in its source.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct Key {
+    heads: i32,
+    kv_heads: i32,
+    head_dim: i32,
+    /// The norm's epsilon as bits, when there is a norm.
+    eps: Option<u32>,
+    theta: u32,
+}
+
+impl Key {
+    fn header(&self) -> String {
+        format!(
+            "constexpr int QH = {};\nconstexpr int KH = {};\nconstexpr int D = {};\n\
+             constexpr float EPS = {:e}f;\nconstexpr float LOG2_BASE = {:e}f;\n\
+             #define QUEST_QK_NORM {}\n",
+            self.heads,
+            self.kv_heads,
+            self.head_dim,
+            self.eps.map_or(0.0, f32::from_bits),
+            f32::from_bits(self.theta).log2(),
+            u8::from(self.eps.is_some()),
+        )
+    }
+
+    /// `[q, k, v]` for a batch of `b`: a warp per head, a grid row per sequence.
+    fn config(&self, b: i32) -> Result<Config> {
+        let (d, total) = (self.head_dim, self.heads + 2 * self.kv_heads);
+        let q_shape = [b, self.heads, 1, d];
+        let kv_shape = [b, self.kv_heads, 1, d];
+        let outputs = [&q_shape[..], &kv_shape, &kv_shape].map(|shape| Output {
+            shape,
+            dtype: Dtype::Float16,
+        });
+        Config::new(&outputs, (total * 32, b, 1), (THREADS, 1, 1), &[])
+    }
+
+    fn make(&self) -> Result<CustomKernel> {
+        let inputs: &[&str] = if self.eps.is_some() {
+            &["qkv", "offset", "qw", "kw"]
+        } else {
+            &["qkv", "offset"]
+        };
+        CustomKernel::new(
+            "quest_qkv",
+            inputs,
+            &["q", "k", "v"],
+            SOURCE,
+            &self.header(),
+            0,
+        )
+    }
+}
+
+thread_local! {
+    // A kernel object per layer shape, and its call description per batch.
+    static KERNELS: RefCell<Kernels<Key, i32>> = RefCell::default();
+}
+
+/// Threads per block: four heads.
+const THREADS: i32 = 128;
+
+/// `[q, k, v]`, each `[B, heads, 1, head_dim]`, q and k normed (when the layer has the
+/// norms) and rotated to position `offset`, from the fused projection's output `qkv`
+/// (`[B, 1, (heads + 2 · kv_heads) · head_dim]`), when quest's kernel is in use and
+/// applies (see the module docs); `None` leaves it to MLX's ops.
+pub fn heads(qkv: &Array, spec: &HeadsSpec, offset: i32) -> Result<Option<[Array; 3]>> {
+    if !cuda_kernel::in_use(Kernel::Qkv)? {
+        return Ok(None);
+    }
+    let d = spec.head_dim;
+    let width = (spec.heads + 2 * spec.kv_heads) * d;
+    let shape = qkv.shape();
+    let norms_fit = spec.qk_norm.is_none_or(|(qw, kw, _)| {
+        [qw, kw]
+            .iter()
+            .all(|w| w.dtype() == Dtype::Float16 && w.shape() == [d])
+    });
+    let applies = shape.len() == 3
+        && shape[1] == 1
+        && shape[2] == width
+        && qkv.dtype() == Dtype::Float16
+        && d % 64 == 0
+        && d <= 256
+        && spec.rope_dims == d
+        && !spec.rope_traditional
+        && spec.rope_theta > 1.0
+        && norms_fit;
+    if !applies {
+        return Ok(None);
+    }
+    let b = shape[0];
+    let key = Key {
+        heads: spec.heads,
+        kv_heads: spec.kv_heads,
+        head_dim: d,
+        eps: spec.qk_norm.map(|(_, _, eps)| eps.to_bits()),
+        theta: spec.rope_theta.to_bits(),
+    };
+    let offset = Array::from_int(offset);
+    let mut inputs = vec![qkv, &offset];
+    if let Some((qw, kw, _)) = &spec.qk_norm {
+        inputs.extend([*qw, *kw]);
+    }
+    let arrays = KERNELS.with(|kernels| {
+        kernels
+            .borrow_mut()
+            .apply(&key, Key::make, &b, |b| key.config(*b), &inputs)
+    })?;
+    let [q, k, v]: [Array; 3] = arrays
+        .try_into()
+        .map_err(|_| anyhow::anyhow!("mlx: quest's qkv kernel returned the wrong outputs"))?;
+    Ok(Some([q, k, v]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lm::cuda_kernel::Impl;
+    use crate::lm::Backend;
+
+    #[test]
+    fn the_header_names_every_constant_the_source_uses() {
+        let key = Key {
+            heads: 16,
+            kv_heads: 8,
+            head_dim: 128,
+            eps: Some(1e-6f32.to_bits()),
+            theta: 1_000_000f32.to_bits(),
+        };
+        let header = key.header();
+        for name in [
+            "QH = 16",
+            "KH = 8",
+            "D = 128",
+            "EPS = 1e-6f",
+            "QUEST_QK_NORM 1",
+        ] {
+            assert!(header.contains(name), "{name} missing from\n{header}");
+        }
+        // log2(1e6) = 19.93…
+        assert!(header.contains("LOG2_BASE = 1.993"), "{header}");
+        let no_norm = Key { eps: None, ..key }.header();
+        assert!(no_norm.contains("QUEST_QK_NORM 0"), "{no_norm}");
+    }
+
+    #[test]
+    fn off_cuda_the_heads_are_left_to_mlx() {
+        let qkv = Array::zeros::<f32>(&[1, 1, 4 * 64])
+            .unwrap()
+            .as_dtype(Dtype::Float16)
+            .unwrap();
+        let spec = HeadsSpec {
+            heads: 2,
+            kv_heads: 1,
+            head_dim: 64,
+            rope_dims: 64,
+            rope_theta: 10_000.0,
+            rope_traditional: false,
+            qk_norm: None,
+        };
+        cuda_kernel::set(Kernel::Qkv, Impl::Quest);
+        let out = heads(&qkv, &spec, 3).unwrap();
+        cuda_kernel::set(Kernel::Qkv, Impl::Mlx);
+        assert!(out.is_none() || Backend::detect() == Backend::Cuda);
+    }
+}
