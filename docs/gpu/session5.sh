@@ -16,6 +16,10 @@
 #            with MLX's ops, one with quest's kernels (ON, default "QUEST_QKV=quest
 #            QUEST_ADDNORM=quest"), one of mlx-lm's generate_step — alternated, so that
 #            the three share the machine's state; medians at the end (alt.txt)
+#   peer     `quest fit --peer --shapes all`: quest's pipelined loop and mlx-lm's
+#            generate_step in one run, rounds interleaved, with QUEST_QMV=mlx then quest
+#            (QMVS) and every other kernel as it is by default
+#   journey  the journey lessons' exercises (prebuilt) on the real SmolLM2, 16 tokens each
 set -uo pipefail
 T=${TOKENS:-64}
 R=${ROUNDS:-3}
@@ -95,6 +99,22 @@ for shape, r in rows.items():
           f"{med.get('mlx µs', 0):>11.1f} → {med.get('quest µs', 0):.1f}")
 print(f"medians of {len(next(iter(rows.values()))['mlx'])} alternated rounds per shape; tok/s of the pipelined loop / generate_step")
 PY
+      ;;
+    peer)
+      step peer
+      for qmv in ${QMVS:-mlx quest}; do
+        echo "-- QUEST_QMV=$qmv"
+        QUEST_QMV=$qmv QUEST_PEER_PYTHON=python3 timeout 280 quest fit --peer --shapes all \
+          --max-tokens "$T" --rounds "$R" 2>&1 | grep -v '^quest:'
+        cp target/quest-bench/fit-cuda.json "$o/fit-peer-$qmv.json" 2>/dev/null
+      done 2>&1 | tee -a "$o/peer.txt"
+      ;;
+    journey)
+      step journey
+      for lesson in mapped-lazy kv-cache mlx-path lazy-prefill; do
+        echo "-- $lesson"
+        timeout 90 quest run "$lesson" --no-lesson --max-tokens 16 2>&1 | grep -E "^(Output|TTFT|Decode|Model)|rror"
+      done 2>&1 | tee "$o/journey.txt"
       ;;
     *) echo "unknown part $part" >&2 ;;
   esac

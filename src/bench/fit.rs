@@ -23,6 +23,12 @@ pub struct ShapePoint {
     pub layers: usize,
     /// The host's time per token in one more pipelined run (see [`loops::HostSplit`]).
     pub host: loops::HostSplit,
+    /// With `--peer`: mlx-lm's `generate_step` on the same shape and prompt, its rounds
+    /// interleaved with these (median tok/s, then each round).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mlx_lm_tok_s: Option<f64>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mlx_lm: Vec<Measured>,
 }
 
 impl ShapePoint {
@@ -76,7 +82,13 @@ pub struct FitOptions {
     pub prompt_tokens: usize,
     pub max_tokens: usize,
     pub rounds: usize,
+    /// mlx-lm's `generate_step` beside each shape, a round after each of quest's.
+    pub peer: Option<super::peer::Peer>,
 }
+
+/// Why `--peer` and other layouts do not go together.
+pub const PEER_WITH_LAYOUTS: &str = "`quest fit --peer` compares the shapes as made (4-bit in \
+     groups of 32, as mlx-lm makes them too); leave out --bits";
 
 pub fn run(options: &FitOptions, mut progress: impl FnMut(&str)) -> Result<Fit> {
     let prompt = random::prompt(options.prompt_tokens);
@@ -99,15 +111,38 @@ pub fn run(options: &FitOptions, mut progress: impl FnMut(&str)) -> Result<Fit> 
                 .requantize(*layout)
                 .with_context(|| format!("the shape {}", shape.name))?;
         }
+        // The peer makes the same shape (its own random values) in the same layout.
+        let mut peer = match &options.peer {
+            Some(peer) => {
+                anyhow::ensure!(layout.is_none(), PEER_WITH_LAYOUTS);
+                progress(&format!("{}: starting mlx-lm beside it…", shape.name));
+                let weights = if model.weights.starts_with("dense") {
+                    "dense"
+                } else {
+                    "quantized"
+                };
+                Some(peer.serve_generate(
+                    &super::peer::PeerModel::Config((shape.config)()),
+                    &prompt,
+                    options.max_tokens,
+                    weights,
+                )?)
+            }
+            None => None,
+        };
         let kv = super::cache_bytes(&model)?.at(options.prompt_tokens + options.max_tokens / 2);
         let bytes_per_token = (model.weight_bytes() + kv) as u64;
         loops::hand(&model, &prompt[..2], 2)?; // warm-up
         loops::pipelined(&model, &prompt[..2], 2)?;
-        let (mut hand, mut pipelined) = (Vec::new(), Vec::new());
+        let (mut hand, mut pipelined, mut mlx_lm) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..options.rounds {
             hand.push(loops::hand(&model, &prompt, options.max_tokens)?);
             pipelined.push(loops::pipelined(&model, &prompt, options.max_tokens)?);
+            if let Some(peer) = &mut peer {
+                mlx_lm.push(peer.round()?);
+            }
         }
+        drop(peer);
         let host = loops::pipelined_split(&model, &prompt, options.max_tokens)?;
         let rate =
             |runs: &[Measured]| median(&runs.iter().map(|r| r.decode_tok_s).collect::<Vec<_>>());
@@ -121,6 +156,8 @@ pub fn run(options: &FitOptions, mut progress: impl FnMut(&str)) -> Result<Fit> 
             pipelined,
             layers: model.num_layers(),
             host,
+            mlx_lm_tok_s: (!mlx_lm.is_empty()).then(|| rate(&mlx_lm)),
+            mlx_lm,
         };
         progress(&format!(
             "{} {}: {:.0} MB/token, hand {:.2} tok/s, pipelined {:.2} tok/s",
@@ -227,6 +264,24 @@ impl Fit {
                     "  {:<10} time per token = {:.2} ms + bytes / {:.1} GB/s\n",
                     fit.layout, fit.fixed_ms, fit.effective_gb_s
                 );
+            }
+        }
+        if self.points.iter().any(|p| p.mlx_lm_tok_s.is_some()) {
+            out += &format!(
+                "\nbeside mlx-lm's generate_step (same shape and prompt, its own random values; \
+                 rounds interleaved with quest's)\n{:<14} {:>14} {:>14} {:>16}\n",
+                "shape", "quest tok/s", "mlx-lm tok/s", "quest ÷ mlx-lm"
+            );
+            for p in &self.points {
+                if let Some(peer) = p.mlx_lm_tok_s {
+                    out += &format!(
+                        "{:<14} {:>14.2} {:>14.2} {:>16}\n",
+                        p.shape,
+                        p.pipelined_tok_s,
+                        peer,
+                        format!("×{:.2}", p.pipelined_tok_s / peer)
+                    );
+                }
             }
         }
         out += &format!(

@@ -176,6 +176,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--loops", default="hand,generate")
     ap.add_argument("--weights", choices=["quantized", "dense"], default="quantized")
+    ap.add_argument("--serve", action="store_true",
+                    help="load once, then one round per `round` line on stdin (a JSON line each)")
     args = ap.parse_args()
     if args.gguf:
         model = load_gguf(args.gguf)
@@ -190,6 +192,16 @@ def main():
     loops = args.loops.split(",")
     for name in loops if args.warmup else []:  # warm-up (kernels, allocator), kept short
         measure(LOOPS[name], model, prompt[:4], 2)
+    if args.serve:
+        # Rounds on demand, so that a caller can interleave them with its own: the model is
+        # made once, and nothing runs between two requests.
+        print(json.dumps({"ready": True}), flush=True)
+        for line in sys.stdin:
+            if line.strip() != "round":
+                break
+            results = {name: [measure(LOOPS[name], model, prompt, args.max_tokens)] for name in loops}
+            print(json.dumps({"results": results}), flush=True)
+        return
     results = {name: [] for name in loops}
     for _ in range(args.rounds):
         for name in loops:

@@ -1,8 +1,9 @@
 //! The Python peer: mlx-lm 0.32.2 on the same MLX, in a venv quest makes itself from PyPI
 //! (by package name) the first time, in its cache folder.
 
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
@@ -207,7 +208,44 @@ impl Peer {
         runs.pop().context("no `generate` result")
     }
 
-    fn run(
+    /// mlx-lm's `generate_step` on `model` (`weights`: `quantized` or `dense`) in a process
+    /// that stays up: [`PeerSession::round`] runs one round when asked, so its rounds can
+    /// be interleaved with the Rust side's in one run, each side's model made once.
+    pub fn serve_generate(
+        &self,
+        model: &PeerModel,
+        prompt_ids: &[u32],
+        max_tokens: usize,
+        weights: &str,
+    ) -> Result<PeerSession> {
+        let mut command = self.command(model, prompt_ids, max_tokens, true, weights, "generate");
+        command
+            .arg("--serve")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        let mut child = command.spawn().context("could not start the Python peer")?;
+        let stdin = child.stdin.take().context("the Python peer has no stdin")?;
+        let stdout = BufReader::new(
+            child
+                .stdout
+                .take()
+                .context("the Python peer has no stdout")?,
+        );
+        let mut session = PeerSession {
+            child,
+            stdin: Some(stdin),
+            stdout,
+        };
+        let ready = session.line()?;
+        anyhow::ensure!(
+            ready.contains("\"ready\""),
+            "the Python peer did not start: {ready}"
+        );
+        Ok(session)
+    }
+
+    fn command(
         &self,
         model: &PeerModel,
         prompt_ids: &[u32],
@@ -215,7 +253,7 @@ impl Peer {
         warmup: bool,
         weights: &str,
         loops: &str,
-    ) -> Result<Vec<Measured>> {
+    ) -> Command {
         let ids: Vec<String> = prompt_ids.iter().map(u32::to_string).collect();
         let mut command = Command::new(&self.python);
         command.arg(&self.script);
@@ -238,7 +276,20 @@ impl Peer {
         if let Some(n) = self.threads {
             command.env("OPENBLAS_NUM_THREADS", n.to_string());
         }
-        let output = command
+        command
+    }
+
+    fn run(
+        &self,
+        model: &PeerModel,
+        prompt_ids: &[u32],
+        max_tokens: usize,
+        warmup: bool,
+        weights: &str,
+        loops: &str,
+    ) -> Result<Vec<Measured>> {
+        let output = self
+            .command(model, prompt_ids, max_tokens, warmup, weights, loops)
             .output()
             .context("could not start the Python peer")?;
         if !output.status.success() {
@@ -259,6 +310,50 @@ impl Peer {
                     .with_context(|| format!("no `{name}` result"))
             })
             .collect()
+    }
+}
+
+/// A Python peer that stays up between rounds ([`Peer::serve_generate`]); dropping it
+/// ends the process.
+pub struct PeerSession {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl PeerSession {
+    /// One round of `generate_step`, now.
+    pub fn round(&mut self) -> Result<Measured> {
+        let stdin = self.stdin.as_mut().context("the Python peer was closed")?;
+        writeln!(stdin, "round")
+            .and_then(|_| stdin.flush())
+            .context("the Python peer stopped (see its error above)")?;
+        let line = self.line()?;
+        let mut parsed: Output =
+            serde_json::from_str(&line).context("the Python peer's output is not JSON")?;
+        parsed
+            .results
+            .remove("generate")
+            .and_then(|mut runs| runs.pop())
+            .context("no `generate` result")
+    }
+
+    fn line(&mut self) -> Result<String> {
+        let mut line = String::new();
+        let n = self
+            .stdout
+            .read_line(&mut line)
+            .context("reading the Python peer")?;
+        anyhow::ensure!(n > 0, "the Python peer ended early (see its error above)");
+        Ok(line)
+    }
+}
+
+impl Drop for PeerSession {
+    fn drop(&mut self) {
+        // Closing stdin ends its loop; then it is waited for, so no process is left behind.
+        drop(self.stdin.take());
+        let _ = self.child.wait();
     }
 }
 
@@ -312,4 +407,60 @@ fn patch_venv(python: &Path, openblas: &Path) -> Result<()> {
     }
     std::os::unix::fs::symlink(&gfortran, libs.join("libgfortran.so.5"))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stand-in for peer.py that speaks the same `--serve` protocol: a ready line, then one
+    /// JSON line per `round`, until stdin closes. It counts rounds in tok/s.
+    const FAKE: &str = r#"
+import json, sys
+assert "--serve" in sys.argv and "--config" in sys.argv
+print(json.dumps({"ready": True}), flush=True)
+n = 0
+for line in sys.stdin:
+    if line.strip() != "round":
+        break
+    n += 1
+    print(json.dumps({"results": {"generate": [{"ttft_ms": 1.0, "decode_tok_s": float(n), "tokens": [n]}]}}), flush=True)
+"#;
+
+    fn fake_peer(script: &str) -> (tempfile::TempDir, Peer) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("peer.py");
+        std::fs::write(&path, script).unwrap();
+        let peer = Peer {
+            python: PathBuf::from("python3"),
+            script: path,
+            threads: None,
+        };
+        (dir, peer)
+    }
+
+    #[test]
+    fn a_served_peer_runs_one_round_per_request() {
+        let (_dir, peer) = fake_peer(FAKE);
+        let model = PeerModel::Config(serde_json::json!({"model_type": "llama"}));
+        let mut session = peer
+            .serve_generate(&model, &[1, 2, 3], 8, "quantized")
+            .unwrap();
+        let rates: Vec<f64> = (0..3)
+            .map(|_| session.round().unwrap().decode_tok_s)
+            .collect();
+        assert_eq!(rates, [1.0, 2.0, 3.0]);
+        drop(session); // closes stdin and waits: the fake's loop ends
+    }
+
+    #[test]
+    fn a_peer_that_fails_to_start_says_so() {
+        let (_dir, peer) = fake_peer("import sys; sys.exit('no mlx here')");
+        let model = PeerModel::Config(serde_json::json!({}));
+        let err = peer
+            .serve_generate(&model, &[1], 8, "quantized")
+            .err()
+            .expect("a peer that exits is an error");
+        assert!(format!("{err:#}").contains("ended early"), "{err:#}");
+    }
 }

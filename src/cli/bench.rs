@@ -303,6 +303,8 @@ pub struct FitArgs {
     pub group_size: i32,
     pub max_tokens: usize,
     pub rounds: usize,
+    /// `--peer`: mlx-lm's generate_step beside each shape.
+    pub peer: bool,
 }
 
 /// `quest fit`: the decode-ceiling formula measured on this machine.
@@ -328,12 +330,19 @@ pub fn fit(root: &std::path::Path, args: &FitArgs) -> Result<()> {
             .collect::<Result<Vec<_>>>()?,
         None => Vec::new(),
     };
+    // Before the peer's venv is made: that can take minutes the first time.
+    anyhow::ensure!(!args.peer || layouts.is_empty(), fit::PEER_WITH_LAYOUTS);
     let options = fit::FitOptions {
         shapes,
         layouts,
         prompt_tokens: 16,
         max_tokens: args.max_tokens,
         rounds: args.rounds,
+        peer: if args.peer {
+            Some(Peer::ensure()?)
+        } else {
+            None
+        },
     };
     let bandwidth = bandwidth::measure()?;
     let result = fit::run(&options, |line| eprintln!("quest: {line}"))?;

@@ -139,6 +139,10 @@ enum Command {
         /// Print the shapes' configs as JSON (for the Python peer) and stop.
         #[arg(long)]
         configs: bool,
+        /// Also mlx-lm's generate_step on each shape (the Python peer, as `quest bench`
+        /// uses), a round after each of quest's: both loops side by side in one run.
+        #[arg(long)]
+        peer: bool,
     },
     /// Decode tok/s as the context grows, full attention beside Qwen3.5's hybrid layout:
     /// the context slope, from random-weights models.
@@ -320,6 +324,7 @@ fn dispatch(cli: Cli) -> Result<()> {
         rounds,
         bits,
         group_size,
+        peer,
         ..
     } = cli.command
     {
@@ -328,6 +333,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             shapes,
             bits,
             group_size,
+            peer,
             max_tokens: max_tokens.max(2),
             rounds: rounds.max(1),
         };

@@ -175,14 +175,20 @@ fn a_schema_1_file_with_a_finished_lesson_is_migrated_keeping_everything() {
 /// `quest qmv` compares two CUDA kernels: with nothing to compare it says what to name (on
 /// any machine, before looking at it); on any other backend it says it needs CUDA.
 #[test]
-fn qmv_refuses_nothing_to_compare_and_a_cpu_build() {
+fn kernel_and_peer_comparisons_refuse_what_they_cannot_compare() {
     let h = home("qmv-cpu");
-    let cases: [(&[&str], &str); 2] = [
+    let cases: [(&[&str], &str); 4] = [
         (&["qmv", "--shapes", ""], "nothing to compare"),
         (
-            &["qmv", "--shapes", "SmolLM2-135M"],
-            "compares two CUDA kernels",
+            &["qmv", "--kernel", "rope", "--shapes", "SmolLM2-135M"],
+            "unknown kernel",
         ),
+        (
+            &["qmv", "--shapes", "SmolLM2-135M"],
+            "compares CUDA kernels",
+        ),
+        // Before any peer venv is made.
+        (&["fit", "--peer", "--bits", "4,8"], "leave out --bits"),
     ];
     for (args, says) in cases {
         let out = quest(&h, args);
