@@ -45,7 +45,9 @@ __device__ __forceinline__ __half2 quest_pair(uint32_t word, int s) {
 "#;
 
 // The body MLX wraps in `(const uint32_t* w, const __half* scales, const __half* biases,
-// const __half* x, __half* y)` with `N`, `K`, `GROUP`, `R` as compile-time constants.
+// const __half* x[, const __half* nw][, const __half* res], __half* y)` with `N`, `K`,
+// `GROUP`, `R` as compile-time constants and the folds (`QUEST_NORM`, `QUEST_SWIGLU`,
+// `QUEST_RESIDUAL`, `EPS`) from the header.
 // The weights are centred (q - 8, in -8..7) before the float16 dot: with q itself (mean
 // 7.5) the dot carries 7.5 · Σx, which the bias term then cancels, and float16's error on
 // that large part survived the cancellation (SmolLM2's real activations: logits off by
@@ -70,18 +72,64 @@ const SOURCE: &str = r#"
     q[r] = (row0 + r < N && lane < CHUNKS) ? __ldg(&wq[(size_t)(row0 + r) * CHUNKS + lane])
                                            : make_uint4(0, 0, 0, 0);
 
+#if QUEST_NORM
+  // The layer's RMS norm of x, folded in: every block reads all of x anyway.
+  __shared__ float quest_red[32];
+  float ss = 0.f;
+  for (int i = tid; i < K; i += blockDim.x) {
+    const float f = __half2float(x[i]);
+    ss += f * f;
+  }
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if (lane == 0) quest_red[tid >> 5] = ss;
+  __syncthreads();
+  if (tid < 32) {
+    float t = lane < (int)(blockDim.x / 32) ? quest_red[lane] : 0.f;
+    for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
+    if (lane == 0) quest_red[0] = t;
+  }
+  __syncthreads();
+  const float rn = rsqrtf(quest_red[0] / K + EPS);
+#endif
   const __half2 sixteenth = __float2half2_rn(0.0625f);
   for (int i = tid; i < K / 8; i += blockDim.x) {
     uint4 v = reinterpret_cast<const uint4*>(x)[i];
-    const __half* h = reinterpret_cast<const __half*>(&v);
+    __half* h = reinterpret_cast<__half*>(&v);
+#if QUEST_SWIGLU
+    // x is [gate | up]: the feed-forward's silu(gate) * up, folded in (MLX's ops, in float16).
+    uint4 uv = reinterpret_cast<const uint4*>(x + K)[i];
+    const __half* u = reinterpret_cast<const __half*>(&uv);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float g = __half2float(h[j]);
+      const __half sig = __float2half(1.f / (1.f + expf(-g)));
+      h[j] = __hmul(__hmul(h[j], sig), u[j]);
+    }
+#endif
+#if QUEST_NORM
+    uint4 wv = reinterpret_cast<const uint4*>(nw)[i];
+    const __half* wn = reinterpret_cast<const __half*>(&wv);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) h[j] = __hmul(wn[j], __float2half(__half2float(h[j]) * rn));
+#endif
 #pragma unroll
     for (int s = 0; s < 4; ++s) xs[i * 4 + s] = __hmul2(__halves2half2(h[s], h[s + 4]), sixteenth);
   }
+#if QUEST_NORM || QUEST_SWIGLU
+  // The sums of what was staged (x / 16, exactly): x itself is not what is multiplied.
+  __syncthreads();
+  for (int c = tid; c < CHUNKS; c += blockDim.x) {
+    float s = 0.f;
+    for (int j = 0; j < 16; ++j) s += __low2float(xs[c * 16 + j]) + __high2float(xs[c * 16 + j]);
+    csum[c] = s * 16.f;
+  }
+#else
   for (int c = tid; c < CHUNKS; c += blockDim.x) {
     float s = 0.f;
     for (int j = 0; j < 32; ++j) s += __half2float(x[c * 32 + j]);
     csum[c] = s;
   }
+#endif
   __syncthreads();
   if (row0 >= N) return;
 
@@ -122,30 +170,72 @@ const SOURCE: &str = r#"
   for (int r = 0; r < R; ++r) {
     float v = acc[r];
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+#if QUEST_RESIDUAL
+    // The residual stream's add, folded in (MLX's: the product in float16, then the sum).
+    if (lane == 0 && row0 + r < N) y[row0 + r] = __hadd(res[row0 + r], __float2half(v));
+#else
     if (lane == 0 && row0 + r < N) y[row0 + r] = __float2half(v);
+#endif
   }
 "#;
 
+/// What a call folds in around the product, each a compiled variant of the kernel: the
+/// ops MLX would run before or after it, so that a decode layer's graph has fewer ops
+/// (each costs the host time every step, kernel or not).
+#[derive(Clone, Copy, Default)]
+pub struct Fold<'a> {
+    /// RMS-norm `x` first (its weight `[k]` and epsilon): the sublayer's input norm.
+    pub norm: Option<(&'a Array, f32)>,
+    /// `x` is `[gate | up]`, twice the matrix's width: multiply `silu(gate) * up`.
+    pub swiglu: bool,
+    /// Add this (`n` values) to the product: the residual stream.
+    pub residual: Option<&'a Array>,
+}
+
+impl Fold<'_> {
+    pub fn is_empty(&self) -> bool {
+        self.norm.is_none() && !self.swiglu && self.residual.is_none()
+    }
+}
+
+/// A compiled variant: `k` fixes the shared memory, the flags and epsilon the source.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct Variant {
+    k: i32,
+    norm_eps: Option<u32>,
+    swiglu: bool,
+    residual: bool,
+}
+
+impl Variant {
+    fn make(&self) -> Result<CustomKernel> {
+        let shared = self.k * 2 + (self.k / 32) * 4;
+        let mut inputs = vec!["w", "scales", "biases", "x"];
+        if self.norm_eps.is_some() {
+            inputs.push("nw");
+        }
+        if self.residual {
+            inputs.push("res");
+        }
+        let header = format!(
+            "{HEADER}#define QUEST_NORM {}\n#define QUEST_SWIGLU {}\n#define QUEST_RESIDUAL {}\n\
+             constexpr float EPS = {:e}f;\n",
+            u8::from(self.norm_eps.is_some()),
+            u8::from(self.swiglu),
+            u8::from(self.residual),
+            self.norm_eps.map_or(0.0, f32::from_bits),
+        );
+        CustomKernel::new("quest_qmv4", &inputs, &["y"], SOURCE, &header, shared)
+    }
+}
+
 thread_local! {
-    // One kernel object per `k` (its shared memory, x and its sums, is fixed when it is
-    // made), and a call description per output shape and group size.
-    static KERNELS: RefCell<Kernels<i32, (Vec<i32>, i32)>> = RefCell::default();
+    // One kernel object per variant, and a call description per output shape and group size.
+    static KERNELS: RefCell<Kernels<Variant, (Vec<i32>, i32)>> = RefCell::default();
 }
 
-fn make_kernel(k: &i32) -> Result<CustomKernel> {
-    let shared = k * 2 + (k / 32) * 4;
-    CustomKernel::new(
-        "quest_qmv4",
-        &["w", "scales", "biases", "x"],
-        &["y"],
-        SOURCE,
-        HEADER,
-        shared,
-    )
-}
-
-/// `x · Wᵀ` for a 4-bit matrix through quest's kernel, when it applies (see the module
-/// docs); `None` leaves the product to MLX.
+/// `x · Wᵀ` for a 4-bit matrix through quest's kernel, with `fold`'s ops around it, when
+/// it applies (see the module docs); `None` leaves all of it to MLX's ops.
 pub fn matvec(
     x: &Array,
     weight: &Array,
@@ -153,22 +243,31 @@ pub fn matvec(
     biases: &Array,
     group_size: i32,
     bits: i32,
+    fold: &Fold,
 ) -> Result<Option<Array>> {
     if bits != 4 || !cuda_kernel::in_use(Kernel::Matvec)? {
         return Ok(None);
     }
-    let k = *x.shape().last().unwrap_or(&0);
+    // The matrix's input width; x is twice that when it holds [gate | up].
+    let k = weight.shape().get(1).copied().unwrap_or(0) * 8;
     let n = weight.shape().first().copied().unwrap_or(0);
+    let x_width = if fold.swiglu { 2 * k } else { k };
+    let half = |a: &Array| a.dtype() == Dtype::Float16;
     let applies = weight.ndim() == 2
-        && x.size() == k as usize
+        && x.shape().last() == Some(&x_width)
+        && x.size() == x_width as usize
+        && k > 0
         && k % 32 == 0
         && group_size % 32 == 0
         && k % group_size == 0
-        && weight.shape()[1] == k / 8
         && weight.dtype() == Dtype::Uint32
-        && x.dtype() == Dtype::Float16
-        && scales.dtype() == Dtype::Float16
-        && biases.dtype() == Dtype::Float16;
+        && half(x)
+        && half(scales)
+        && half(biases)
+        && fold.norm.is_none_or(|(w, _)| half(w) && w.shape() == [k])
+        && fold
+            .residual
+            .is_none_or(|r| half(r) && r.size() == n as usize);
     if !applies {
         return Ok(None);
     }
@@ -187,13 +286,22 @@ pub fn matvec(
             &[("N", n), ("K", k), ("GROUP", *group), ("R", ROWS_PER_WARP)],
         )
     };
+    let variant = Variant {
+        k,
+        norm_eps: fold.norm.map(|(_, eps)| eps.to_bits()),
+        swiglu: fold.swiglu,
+        residual: fold.residual.is_some(),
+    };
+    let mut inputs = vec![weight, scales, biases, x];
+    inputs.extend(fold.norm.map(|(w, _)| w));
+    inputs.extend(fold.residual);
     let y = KERNELS.with(|kernels| {
         kernels.borrow_mut().apply(
-            &k,
-            make_kernel,
+            &variant,
+            Variant::make,
             &(out_shape, group_size),
             config,
-            &[weight, scales, biases, x],
+            &inputs,
         )
     })?;
     Ok(y.into_iter().next())
@@ -218,7 +326,7 @@ mod tests {
             .as_dtype(Dtype::Float16)
             .unwrap();
         cuda_kernel::set(Kernel::Matvec, Impl::Quest);
-        let y = matvec(&x, &w, &s, &s, 32, 4).unwrap();
+        let y = matvec(&x, &w, &s, &s, 32, 4, &Fold::default()).unwrap();
         cuda_kernel::set(Kernel::Matvec, Impl::Mlx);
         assert!(y.is_none() || Backend::detect() == Backend::Cuda);
     }

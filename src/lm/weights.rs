@@ -8,6 +8,7 @@ use anyhow::{bail, Context, Result};
 use mlx_rs::ops::indexing::IndexOp;
 use mlx_rs::ops::{dequantize, matmul, quantize, quantized_matmul};
 
+use super::qmv::Fold;
 use super::Layout;
 use mlx_rs::{Array, Dtype};
 
@@ -256,7 +257,15 @@ impl Linear {
                 bits,
             } => (
                 // On CUDA, one row at 4 bits may go through quest's own kernel (lm::qmv).
-                match super::qmv::matvec(x, weight, scales, biases, *group_size, *bits)? {
+                match super::qmv::matvec(
+                    x,
+                    weight,
+                    scales,
+                    biases,
+                    *group_size,
+                    *bits,
+                    &Fold::default(),
+                )? {
                     Some(y) => y,
                     None => quantized_matmul(x, weight, scales, biases, true, *group_size, *bits)?,
                 },
@@ -267,6 +276,23 @@ impl Linear {
             Some(b) => y.add(b)?,
             None => y,
         })
+    }
+
+    /// `x · Wᵀ` with `fold`'s ops around it, in one kernel of quest's (lm::qmv) where that
+    /// applies (4-bit, no bias, one row, on CUDA with quest's matvec on); `None` otherwise,
+    /// for the caller to run MLX's ops.
+    pub fn folded(&self, x: &Array, fold: &Fold) -> Result<Option<Array>> {
+        match self {
+            Linear::Quantized {
+                weight,
+                scales,
+                biases,
+                bias: None,
+                group_size,
+                bits,
+            } => super::qmv::matvec(x, weight, scales, biases, *group_size, *bits, fold),
+            _ => Ok(None),
+        }
     }
 
     /// The `[out, in]` matrix this layer multiplies by, in `dtype` (dequantized when
@@ -517,16 +543,7 @@ impl Fused {
         }
     }
 
-    /// The parts' outputs side by side along the last axis, unsplit, when they are one
-    /// matmul (for a kernel that reads them in place); `None` for separate parts.
-    pub fn joined(&self, x: &Array) -> Result<Option<Array>> {
-        match self {
-            Fused::One { linear, .. } => Ok(Some(linear.forward(x)?)),
-            Fused::Separate(_) => Ok(None),
-        }
-    }
-
-    /// Splits what [`Fused::joined`] returned into the parts' outputs.
+    /// Splits the stacked matmul's output (`Fused::One`) into the parts' outputs.
     pub fn split(&self, joined: &Array) -> Result<Vec<Array>> {
         match self {
             Fused::One { splits, .. } => Ok(joined.split_at_indices(splits, -1)?),

@@ -14,6 +14,7 @@ use crate::lm::add_norm;
 use crate::lm::cache::{KvCache, LayerCache, RecurrentCache};
 use crate::lm::cuda_kernel::{self, Kernel};
 use crate::lm::qkv;
+use crate::lm::qmv::Fold;
 use crate::lm::weights::{Embedding, Fused, Linear, Quantization, Weights};
 use crate::lm::Layout;
 
@@ -130,12 +131,32 @@ impl Attention {
     }
 
     fn forward(&self, x: &Array, cache: &mut KvCache) -> Result<Array> {
+        self.forward_with(x, None, None, cache)
+    }
+
+    /// Attention of `x` — normed first by `input_norm`, and added to `residual`, when given:
+    /// in quest's matvec where it folds them in (lm::qmv), else by MLX's ops.
+    fn forward_with(
+        &self,
+        x: &Array,
+        input_norm: Option<&RmsNorm>,
+        residual: Option<&Array>,
+        cache: &mut KvCache,
+    ) -> Result<Array> {
         let (b, l) = (x.shape()[0], x.shape()[1]);
-        // A decode step on CUDA may take its heads from quest's one kernel (lm::qkv).
-        let joined = if l == 1 && cuda_kernel::in_use(Kernel::Qkv)? {
-            self.qkv_proj.joined(x)?
-        } else {
-            None
+        let fold_in = Fold {
+            norm: input_norm.map(|n| (&n.weight, n.eps)),
+            ..Fold::default()
+        };
+        // A decode step on CUDA may take its heads from quest's one kernel (lm::qkv), and
+        // its input norm may be folded into the projection: both read the joined output.
+        let joined = match &self.qkv_proj {
+            Fused::One { linear, .. }
+                if l == 1 && (cuda_kernel::in_use(Kernel::Qkv)? || input_norm.is_some()) =>
+            {
+                Some(project(linear, x, &fold_in)?)
+            }
+            _ => None,
         };
         let by_kernel = match &joined {
             Some(qkv) => qkv::heads(qkv, &self.heads_spec(), cache.offset)?,
@@ -144,9 +165,10 @@ impl Attention {
         let (q, k, v, gate) = match by_kernel {
             Some([q, k, v]) => (q, k, v, None),
             None => {
-                let parts = match &joined {
-                    Some(qkv) => self.qkv_proj.split(qkv)?,
-                    None => self.qkv_proj.forward(x)?,
+                let parts = match (&joined, input_norm) {
+                    (Some(qkv), _) => self.qkv_proj.split(qkv)?,
+                    (None, Some(norm)) => self.qkv_proj.forward(&norm.forward(x)?)?,
+                    (None, None) => self.qkv_proj.forward(x)?,
                 };
                 self.heads_by_ops(&parts, b, l, cache.offset)?
             }
@@ -162,10 +184,15 @@ impl Attention {
         } else {
             out.transpose_axes(&[0, 2, 1, 3])?.reshape(&[b, l, -1])?
         };
-        match gate {
-            Some(gate) => self.o_proj.forward(&out.multiply(sigmoid(&gate)?)?),
-            None => self.o_proj.forward(&out),
-        }
+        let out = match gate {
+            Some(gate) => out.multiply(sigmoid(&gate)?)?,
+            None => out,
+        };
+        let fold_out = Fold {
+            residual,
+            ..Fold::default()
+        };
+        project(&self.o_proj, &out, &fold_out)
     }
 
     fn heads_spec(&self) -> qkv::HeadsSpec<'_> {
@@ -276,13 +303,74 @@ impl Mlp {
     }
 
     fn forward(&self, x: &Array) -> Result<Array> {
+        self.forward_with(x, None, None)
+    }
+
+    /// The feed-forward of `x` — normed first by `input_norm`, and added to `residual`, when
+    /// given: in quest's matvec where it folds them in, SwiGLU too (lm::qmv), else by MLX's ops.
+    fn forward_with(
+        &self,
+        x: &Array,
+        input_norm: Option<&RmsNorm>,
+        residual: Option<&Array>,
+    ) -> Result<Array> {
+        if let (Fused::One { linear, .. }, true) = (
+            &self.gate_up_proj,
+            input_norm.is_some() || residual.is_some(),
+        ) {
+            let fold_in = Fold {
+                norm: input_norm.map(|n| (&n.weight, n.eps)),
+                ..Fold::default()
+            };
+            let gate_up = project(linear, x, &fold_in)?;
+            let fold_out = Fold {
+                swiglu: true,
+                residual,
+                ..Fold::default()
+            };
+            return project(&self.down_proj, &gate_up, &fold_out);
+        }
+        let normed;
+        let x = match input_norm {
+            Some(norm) => {
+                normed = norm.forward(x)?;
+                &normed
+            }
+            None => x,
+        };
         let gate_up = self.gate_up_proj.forward(x)?;
-        self.down_proj.forward(&swiglu(&gate_up[0], &gate_up[1])?)
+        let y = self.down_proj.forward(&swiglu(&gate_up[0], &gate_up[1])?)?;
+        Ok(match residual {
+            Some(r) => r.add(&y)?,
+            None => y,
+        })
     }
 
     fn nbytes(&self) -> usize {
         self.gate_up_proj.nbytes() + self.down_proj.nbytes()
     }
+}
+
+/// `x` through `linear` with `fold`'s ops around it: one kernel of quest's where it
+/// applies (lm::qmv), else MLX's ops one by one — SwiGLU of `[gate | up]`, the norm, the
+/// product, the residual add — with the same values.
+fn project(linear: &Linear, x: &Array, fold: &Fold) -> Result<Array> {
+    if let Some(y) = linear.folded(x, fold)? {
+        return Ok(y);
+    }
+    let mut x = x.clone();
+    if fold.swiglu {
+        let halves = x.split_equal(2, -1)?;
+        x = swiglu(&halves[0], &halves[1])?;
+    }
+    if let Some((weight, eps)) = fold.norm {
+        x = rms_norm(&x, Some(weight), eps)?;
+    }
+    let y = linear.forward(&x)?;
+    Ok(match fold.residual {
+        Some(r) => r.add(&y)?,
+        None => y,
+    })
 }
 
 /// What mixes information across positions in a block.
@@ -297,6 +385,17 @@ impl Mixer {
             (Mixer::Attention(attn), LayerCache::Kv(kv)) => attn.forward(x, kv),
             (Mixer::GatedDelta(delta), LayerCache::Recurrent(state)) => delta.forward(x, state),
             _ => bail!("a layer got the wrong kind of cache; make the caches with lm::make_prompt_cache(&model)"),
+        }
+    }
+
+    /// `h + mixer(norm(h))`, with the norm and the add folded into quest's matvec where it
+    /// can take them (attention; a gated delta layer runs MLX's ops).
+    fn forward_residual(&self, h: &Array, norm: &RmsNorm, cache: &mut LayerCache) -> Result<Array> {
+        match (self, cache) {
+            (Mixer::Attention(attn), LayerCache::Kv(kv)) => {
+                attn.forward_with(h, Some(norm), Some(h), kv)
+            }
+            (mixer, cache) => Ok(h.add(mixer.forward(&norm.forward(h)?, cache)?)?),
         }
     }
 
@@ -406,6 +505,9 @@ impl Decoder {
             );
         }
         let mut h = self.embed_tokens.forward(tokens)?;
+        if tokens.shape()[1] == 1 && cuda_kernel::in_use(Kernel::Matvec)? {
+            return self.forward_folded(h, cache);
+        }
         // Every residual add is followed by a norm (the next sublayer's, or the final one):
         // the two are computed together, by one kernel where quest's runs (lm::add_norm).
         let first_norm = self
@@ -423,6 +525,25 @@ impl Decoder {
                 .map_or(&self.norm, |b| &b.input_layernorm);
             (h, normed) = next_norm.add_then_norm(&sum, &ff)?;
         }
+        match &self.lm_head {
+            Some(head) => head.forward(&normed),
+            None => self.embed_tokens.as_linear(&normed),
+        }
+    }
+
+    /// The blocks from the embedded `h` on, each sublayer's input norm in the matvec that
+    /// reads it and its residual add in the one that ends it: with quest's matvec (lm::qmv)
+    /// a decode step's graph has four ops a layer fewer; elsewhere, MLX's ops in this order.
+    fn forward_folded(&self, mut h: Array, cache: &mut [LayerCache]) -> Result<Array> {
+        for (block, layer_cache) in self.layers.iter().zip(cache.iter_mut()) {
+            h = block
+                .mixer
+                .forward_residual(&h, &block.input_layernorm, layer_cache)?;
+            h = block
+                .mlp
+                .forward_with(&h, Some(&block.post_attention_layernorm), Some(&h))?;
+        }
+        let normed = self.norm.forward(&h)?;
         match &self.lm_head {
             Some(head) => head.forward(&normed),
             None => self.embed_tokens.as_linear(&normed),
@@ -484,5 +605,51 @@ impl Decoder {
             None => self.embed_tokens.nbytes(),
         };
         blocks + self.norm.weight.nbytes() + head
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use mlx_rs::ops::{abs, subtract};
+    use serde_json::json;
+
+    use crate::lm::{random, tokens_array};
+
+    /// A two-layer Qwen3 (per-head q/k norms) for the same test as the tiny llama.
+    fn tiny_qwen3() -> serde_json::Value {
+        json!({"model_type": "qwen3", "hidden_size": 64, "num_hidden_layers": 2,
+            "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 32,
+            "intermediate_size": 128, "vocab_size": 256, "rms_norm_eps": 1e-6,
+            "rope_theta": 1000000.0, "tie_word_embeddings": true})
+    }
+
+    /// Off CUDA quest's matvec never runs, so the folded step is MLX's ops in the folded
+    /// order (norm, product, residual add per projection): the plain step's logits.
+    #[test]
+    fn a_folded_decode_step_gives_the_plain_steps_logits() {
+        for config in [random::tiny_llama(), tiny_qwen3()] {
+            let model = random::model(&config, 7).unwrap();
+            let decoder = &model.decoder;
+            let (mut plain, mut folded) = (decoder.make_cache(), decoder.make_cache());
+            let prompt = tokens_array(&[1, 2, 3, 4, 5]);
+            decoder.forward(&prompt, &mut plain).unwrap();
+            decoder.forward(&prompt, &mut folded).unwrap();
+            for token in [7u32, 9, 11] {
+                let input = tokens_array(&[token]);
+                let a = decoder.forward(&input, &mut plain).unwrap();
+                let h = decoder.embed_tokens.forward(&input).unwrap();
+                let b = decoder.forward_folded(h, &mut folded).unwrap();
+                let diff = abs(subtract(&a, &b).unwrap())
+                    .unwrap()
+                    .max(None)
+                    .unwrap()
+                    .item_exact::<f32>();
+                assert!(
+                    diff <= 1e-5,
+                    "{}: logits differ by {diff}",
+                    config["model_type"]
+                );
+            }
+        }
     }
 }
