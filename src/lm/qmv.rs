@@ -15,6 +15,12 @@
 //! per 32 weights through the sum of `x` over them. The weights are centred (q − 8) before
 //! the float16 dot, so that no large common part is cancelled after it.
 //!
+//! A call can fold in the ops around the product ([`Fold`]): the sublayer's input RMS norm
+//! (each block stages all of `x` anyway), SwiGLU of the fused `[gate | up]` output, and the
+//! residual add — so a decode layer through this kernel is 11 graph ops instead of 17
+//! (docs/benchmarks.md, session 5: Qwen3-0.6B to 8B ×1.57–1.89 mlx-lm's `generate_step` in
+//! one run, host 77–115 µs a layer).
+//!
 //! Used for one activation row (decode), 4 bits, float16, `k` a multiple of 32 and group
 //! sizes that are multiples of 32; everything else, and every backend but CUDA, goes to
 //! MLX's `quantized_matmul`. `QUEST_QMV=mlx|quest` chooses (read once; [`cuda_kernel`]).
