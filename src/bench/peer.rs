@@ -176,14 +176,14 @@ impl Peer {
         warmup: bool,
         weights: &str,
     ) -> Result<[Measured; 2]> {
-        let mut runs = self.run(
+        let mut runs = self.run(&Ask {
             model,
             prompt_ids,
             max_tokens,
             warmup,
             weights,
-            "hand,generate",
-        )?;
+            loops: "hand,generate",
+        })?;
         let generate = runs.pop().context("no `generate` result")?;
         let hand = runs.pop().context("no `hand` result")?;
         Ok([hand, generate])
@@ -197,14 +197,14 @@ impl Peer {
         max_tokens: usize,
         warmup: bool,
     ) -> Result<Measured> {
-        let mut runs = self.run(
+        let mut runs = self.run(&Ask {
             model,
             prompt_ids,
             max_tokens,
             warmup,
-            "quantized",
-            "generate",
-        )?;
+            weights: "quantized",
+            loops: "generate",
+        })?;
         runs.pop().context("no `generate` result")
     }
 
@@ -218,7 +218,14 @@ impl Peer {
         max_tokens: usize,
         weights: &str,
     ) -> Result<PeerSession> {
-        let mut command = self.command(model, prompt_ids, max_tokens, true, weights, "generate");
+        let mut command = self.command(&Ask {
+            model,
+            prompt_ids,
+            max_tokens,
+            warmup: true,
+            weights,
+            loops: "generate",
+        });
         command
             .arg("--serve")
             .stdin(Stdio::piped())
@@ -245,15 +252,15 @@ impl Peer {
         Ok(session)
     }
 
-    fn command(
-        &self,
-        model: &PeerModel,
-        prompt_ids: &[u32],
-        max_tokens: usize,
-        warmup: bool,
-        weights: &str,
-        loops: &str,
-    ) -> Command {
+    fn command(&self, ask: &Ask) -> Command {
+        let Ask {
+            model,
+            prompt_ids,
+            max_tokens,
+            warmup,
+            weights,
+            loops,
+        } = *ask;
         let ids: Vec<String> = prompt_ids.iter().map(u32::to_string).collect();
         let mut command = Command::new(&self.python);
         command.arg(&self.script);
@@ -279,17 +286,9 @@ impl Peer {
         command
     }
 
-    fn run(
-        &self,
-        model: &PeerModel,
-        prompt_ids: &[u32],
-        max_tokens: usize,
-        warmup: bool,
-        weights: &str,
-        loops: &str,
-    ) -> Result<Vec<Measured>> {
+    fn run(&self, ask: &Ask) -> Result<Vec<Measured>> {
         let output = self
-            .command(model, prompt_ids, max_tokens, warmup, weights, loops)
+            .command(ask)
             .output()
             .context("could not start the Python peer")?;
         if !output.status.success() {
@@ -300,7 +299,7 @@ impl Peer {
         }
         let mut parsed: Output = serde_json::from_slice(&output.stdout)
             .context("the Python peer's output is not JSON")?;
-        loops
+        ask.loops
             .split(',')
             .map(|name| {
                 parsed
@@ -311,6 +310,17 @@ impl Peer {
             })
             .collect()
     }
+}
+
+/// What the peer is asked to run: `loops` (`hand`, `generate`) on `model` in `weights`.
+#[derive(Clone, Copy)]
+struct Ask<'a> {
+    model: &'a PeerModel,
+    prompt_ids: &'a [u32],
+    max_tokens: usize,
+    warmup: bool,
+    weights: &'a str,
+    loops: &'a str,
 }
 
 /// A Python peer that stays up between rounds ([`Peer::serve_generate`]); dropping it
