@@ -62,6 +62,10 @@ pub struct Fit {
     /// With several layouts (`--bits`): the same line fitted through each layout's points.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub per_layout: Vec<LayoutFit>,
+    /// Which of quest's own CUDA kernels ran (`lm::cuda_kernel`), by name; empty where
+    /// none can (every backend but CUDA).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub quest_kernels: Vec<String>,
     pub date: String,
 }
 
@@ -194,6 +198,11 @@ pub fn run(options: &FitOptions, mut progress: impl FnMut(&str)) -> Result<Fit> 
         sync_cost_ms: points.last().map_or(0.0, ShapePoint::sync_ms),
         points,
         per_layout,
+        quest_kernels: crate::lm::cuda_kernel::Kernel::ALL
+            .into_iter()
+            .filter(|k| crate::lm::cuda_kernel::in_use(*k).unwrap_or(false))
+            .map(|k| k.name().to_owned())
+            .collect(),
         date: crate::progress::Timestamp::now().to_string(),
     })
 }
@@ -256,6 +265,12 @@ impl Fit {
              (random weights: decode speed depends on shapes and bytes, not on the values)\n",
             self.fixed_ms, self.effective_gb_s, self.sync_cost_ms
         );
+        if !self.quest_kernels.is_empty() {
+            out += &format!(
+                "quest's own CUDA kernels in these runs: {}\n",
+                self.quest_kernels.join(", ")
+            );
+        }
         if !self.per_layout.is_empty() {
             out += "\nthe same line through each layout's points alone (the residuals above are \
                     from these; the line through every layout together mixes kernels):\n";
