@@ -12,7 +12,11 @@
 //!
 //! Used for one position per sequence (decode) in float16 with widths up to 8192;
 //! everything else, and every backend but CUDA, runs MLX's ops. `QUEST_ADDNORM=mlx|quest`
-//! chooses (read once; [`cuda_kernel`]).
+//! chooses (read once; [`cuda_kernel`]); MLX's ops by default: on the H200 this kernel was
+//! right (SmolLM2's greedy tokens 63/63, logits within 9.4e-3) but no faster (×0.92–1.10),
+//! since a custom kernel's call costs the host about what the two ops it replaces do
+//! (docs/benchmarks.md, issue #12, session 5). With quest's matvec on, the add and the norm
+//! are folded into the matvecs instead (lm::qmv::Fold) and this kernel is not used.
 
 use std::cell::RefCell;
 
