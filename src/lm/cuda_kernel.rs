@@ -7,7 +7,6 @@
 //! is measured against what it replaces (`quest qmv --kernel …`). A new kernel is one
 //! entry in [`Kernel`].
 
-use std::cell::Cell;
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::ffi::CString;
@@ -142,16 +141,13 @@ pub fn set(kernel: Kernel, choice: Impl) {
 }
 
 thread_local! {
-    static CUDA: Cell<Option<bool>> = const { Cell::new(None) };
+    // Asked of MLX once per thread: this is checked for every projection of every step.
+    static CUDA: bool = Backend::detect() == Backend::Cuda;
 }
 
 /// Whether quest's `kernel` runs in the graphs built now: chosen, and MLX runs on CUDA.
 pub fn in_use(kernel: Kernel) -> Result<bool> {
-    let cuda = CUDA.with(|c| {
-        *c.get()
-            .get_or_insert_with(|| Backend::detect() == Backend::Cuda)
-    });
-    Ok(cuda && current(kernel)? == Impl::Quest)
+    Ok(CUDA.with(|c| *c) && current(kernel)? == Impl::Quest)
 }
 
 /// One MLX custom-kernel object: its name, argument names, source and shared memory are
