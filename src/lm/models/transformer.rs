@@ -148,15 +148,12 @@ impl Attention {
             norm: input_norm.map(|n| (&n.weight, n.eps)),
             ..Fold::default()
         };
-        // A decode step on CUDA may take its heads from quest's one kernel (lm::qkv), and
-        // its input norm may be folded into the projection: both read the joined output.
+        // The stacked projection's output, with the input norm folded in where quest's
+        // matvec runs; a decode step on CUDA takes its heads from it in one kernel of
+        // quest's (lm::qkv), anything else splits it for MLX's ops.
         let joined = match &self.qkv_proj {
-            Fused::One { linear, .. }
-                if l == 1 && (cuda_kernel::in_use(Kernel::Qkv)? || input_norm.is_some()) =>
-            {
-                Some(project(linear, x, &fold_in)?)
-            }
-            _ => None,
+            Fused::One { linear, .. } => Some(project(linear, x, &fold_in)?),
+            Fused::Separate(_) => None,
         };
         let by_kernel = match &joined {
             Some(qkv) => qkv::heads(qkv, &self.heads_spec(), cache.offset)?,
@@ -314,10 +311,7 @@ impl Mlp {
         input_norm: Option<&RmsNorm>,
         residual: Option<&Array>,
     ) -> Result<Array> {
-        if let (Fused::One { linear, .. }, true) = (
-            &self.gate_up_proj,
-            input_norm.is_some() || residual.is_some(),
-        ) {
+        if let Fused::One { linear, .. } = &self.gate_up_proj {
             let fold_in = Fold {
                 norm: input_norm.map(|n| (&n.weight, n.eps)),
                 ..Fold::default()
@@ -330,6 +324,7 @@ impl Mlp {
             };
             return project(&self.down_proj, &gate_up, &fold_out);
         }
+        // Parts that could not be stacked: MLX's ops, in the same order.
         let normed;
         let x = match input_norm {
             Some(norm) => {
@@ -525,9 +520,14 @@ impl Decoder {
                 .map_or(&self.norm, |b| &b.input_layernorm);
             (h, normed) = next_norm.add_then_norm(&sum, &ff)?;
         }
+        self.logits(&normed)
+    }
+
+    /// The output head on the final norm's output (the embedding table when tied).
+    fn logits(&self, normed: &Array) -> Result<Array> {
         match &self.lm_head {
-            Some(head) => head.forward(&normed),
-            None => self.embed_tokens.as_linear(&normed),
+            Some(head) => head.forward(normed),
+            None => self.embed_tokens.as_linear(normed),
         }
     }
 
@@ -543,11 +543,7 @@ impl Decoder {
                 .mlp
                 .forward_with(&h, Some(&block.post_attention_layernorm), Some(&h))?;
         }
-        let normed = self.norm.forward(&h)?;
-        match &self.lm_head {
-            Some(head) => head.forward(&normed),
-            None => self.embed_tokens.as_linear(&normed),
-        }
+        self.logits(&self.norm.forward(&h)?)
     }
 
     /// One empty cache per layer, of the kind the layer needs.
