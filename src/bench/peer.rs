@@ -39,6 +39,16 @@ struct Output {
     results: std::collections::BTreeMap<String, Vec<Measured>>,
 }
 
+impl Output {
+    /// The last round of loop `name`.
+    fn take(&mut self, name: &str) -> Result<Measured> {
+        self.results
+            .remove(name)
+            .and_then(|mut runs| runs.pop())
+            .with_context(|| format!("no `{name}` result"))
+    }
+}
+
 /// Which MLX the peer's venv runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PeerBuild {
@@ -302,16 +312,7 @@ impl Peer {
         }
         let mut parsed: Output = serde_json::from_slice(&output.stdout)
             .context("the Python peer's output is not JSON")?;
-        ask.loops
-            .split(',')
-            .map(|name| {
-                parsed
-                    .results
-                    .remove(name)
-                    .and_then(|mut runs| runs.pop())
-                    .with_context(|| format!("no `{name}` result"))
-            })
-            .collect()
+        ask.loops.split(',').map(|name| parsed.take(name)).collect()
     }
 }
 
@@ -344,11 +345,7 @@ impl PeerSession {
         let line = self.line()?;
         let mut parsed: Output =
             serde_json::from_str(&line).context("the Python peer's output is not JSON")?;
-        parsed
-            .results
-            .remove("generate")
-            .and_then(|mut runs| runs.pop())
-            .context("no `generate` result")
+        parsed.take("generate")
     }
 
     fn line(&mut self) -> Result<String> {
