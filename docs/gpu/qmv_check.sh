@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issue #12's correctness check of one of quest's CUDA kernels (src/lm/cuda_kernel.rs: the
-# 4-bit matvec, the decode step's q/k/v heads, the residual add + norm), on the GPU device
+# 4-bit matvec, the decode step's q/k/v heads, the residual add + norm, the decode step's
+# attention), on the GPU device
 # machine, from a course copy with the CUDA quest on PATH (docs/gpu/device.sh run '…'):
 #
 #   KERNEL=matvec bash docs/gpu/qmv_check.sh
@@ -11,7 +12,7 @@
 #    every step (teacher-forced, side by side), the pipelined runs of both decode the same
 #    tokens, and the logits differ by at most TOL (relative L2, float16) at every step.
 # Exit 0 when all hold, 1 otherwise. Outputs go to $OUT (default /tmp/out).
-#   KERNEL matvec (default), qkv or addnorm
+#   KERNEL matvec (default), qkv, addnorm or attend
 #   MODEL  a real 4-bit model quest can load (default smollm2-135m-instruct, from QUEST_CACHE)
 #   TOL    the logits tolerance (default 0.02)
 set -euo pipefail
@@ -23,7 +24,8 @@ case $KERNEL in
   matvec) SWITCH=QUEST_QMV ;;
   qkv) SWITCH=QUEST_QKV ;;
   addnorm) SWITCH=QUEST_ADDNORM ;;
-  *) echo "qmv_check.sh: KERNEL is matvec, qkv or addnorm, not $KERNEL" >&2; exit 2 ;;
+  attend) SWITCH=QUEST_ATTEND ;;
+  *) echo "qmv_check.sh: KERNEL is matvec, qkv, addnorm or attend, not $KERNEL" >&2; exit 2 ;;
 esac
 mkdir -p "$OUT"
 for way in mlx quest; do

@@ -1,5 +1,6 @@
 //! `quest qmv`: one of quest's CUDA kernels ([`crate::lm::cuda_kernel`]: the 4-bit matvec,
-//! or the decode step's q/k/v heads) against the MLX ops it replaces. One model, both ways:
+//! the decode step's q/k/v heads or attention, the add + norm) against the MLX ops it
+//! replaces. One model, both ways:
 //! the pipelined loop decodes with each, interleaved round by round; then both decode the
 //! same tokens side by side (teacher forcing: each step's input is MLX's greedy token) and
 //! their logits are compared at every step, so a disagreement is seen where it starts, not

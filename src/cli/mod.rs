@@ -187,11 +187,13 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
-    /// On MLX's CUDA backend: one of quest's kernels (the 4-bit matvec, or a decode step's
-    /// q/k/v heads) against the MLX ops it replaces, on random-weights shapes and real
-    /// models — decode speed interleaved, logits compared step by step.
+    /// On MLX's CUDA backend: one of quest's kernels (the 4-bit matvec, a decode step's
+    /// q/k/v heads, the residual add + norm, a decode step's attention) against the MLX ops
+    /// it replaces, on random-weights shapes and real models — decode speed interleaved,
+    /// logits compared step by step.
     Qmv {
-        /// Which kernel: matvec (QUEST_QMV) or qkv (QUEST_QKV).
+        /// Which kernel: matvec (QUEST_QMV), qkv (QUEST_QKV), addnorm (QUEST_ADDNORM) or
+        /// attend (QUEST_ATTEND).
         #[arg(long, default_value = "matvec")]
         kernel: quest::lm::cuda_kernel::Kernel,
         /// Comma-separated shapes (as for `quest fit`) or `all`; default: all, or none when

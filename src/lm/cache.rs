@@ -3,9 +3,11 @@
 //! decode step does not copy the whole history). Gated delta layers (Qwen3.5's linear
 //! attention) keep a fixed-size state instead ([`RecurrentCache`], mlx-lm's `ArraysCache`).
 
+use std::sync::Arc;
+
 use mlx_rs::ops::indexing::{IndexOp, TryIndexMutOp};
 use mlx_rs::ops::{concatenate, zeros_dtype};
-use mlx_rs::Array;
+use mlx_rs::{Array, Dtype};
 
 /// Grow the buffers by this many positions at a time.
 pub const CACHE_STEP: i32 = 256;
@@ -13,12 +15,22 @@ pub const CACHE_STEP: i32 = 256;
 /// Keys and values of one layer, shaped `[batch, kv_heads, positions, head_dim]`.
 /// A clone shares the arrays (MLX arrays are values: writing to one copy leaves the other
 /// as it was), so a filled cache can be decoded from more than once.
+///
+/// quest's decode attention kernel (lm::attend) writes a step's key and value into the
+/// buffers itself, outside MLX's graph; it may only do so while no clone shares them
+/// ([`KvCache::buffers_to_write`]), so a clone keeps its contents either way.
 #[derive(Clone, Default)]
 pub struct KvCache {
     keys: Option<Array>,
     values: Option<Array>,
     /// How many positions hold real entries (the rest of the buffer is spare room).
     pub offset: i32,
+    /// Shared by the clones of a cache until one of them gets buffers of its own: while
+    /// it is shared, nothing may be written into the buffers in place.
+    owner: Arc<()>,
+    /// The last step written in place (lm::attend): evaluated with the cache's state, so
+    /// evaluating the cache performs the write, as it does for MLX's `slice_update`.
+    pending: Option<Array>,
 }
 
 impl KvCache {
@@ -33,43 +45,93 @@ impl KvCache {
         keys: &Array,
         values: &Array,
     ) -> mlx_rs::error::Result<(Array, Array)> {
-        let new_len = keys.shape()[2];
+        let [b, h, new_len, dk] = dims4(keys);
         let previous = self.offset;
         let needed = previous + new_len;
-        let capacity = self.keys.as_ref().map_or(0, |k| k.shape()[2]);
-        if needed > capacity {
-            let grow = ((new_len + CACHE_STEP - 1) / CACHE_STEP) * CACHE_STEP;
-            let [b, h, _, dk] = dims4(keys);
-            let dv = values.shape()[3];
-            let more_k = zeros_dtype(&[b, h, grow, dk], keys.dtype())?;
-            let more_v = zeros_dtype(&[b, h, grow, dv], values.dtype())?;
-            match (self.keys.take(), self.values.take()) {
-                (Some(k), Some(v)) => {
-                    // Drop the unused tail before growing so the buffer stays a multiple of the step.
-                    let k = k.index((.., .., ..previous, ..));
-                    let v = v.index((.., .., ..previous, ..));
-                    self.keys = Some(concatenate(&[k, more_k], 2)?);
-                    self.values = Some(concatenate(&[v, more_v], 2)?);
-                }
-                _ => {
-                    self.keys = Some(more_k);
-                    self.values = Some(more_v);
-                }
-            }
-        }
+        self.reserve(needed, [b, h, dk, values.shape()[3]], keys.dtype())?;
         self.offset = needed;
         let (cached_k, cached_v) = (self.keys.as_mut().unwrap(), self.values.as_mut().unwrap());
         cached_k.try_index_mut((.., .., previous..needed, ..), keys)?;
         cached_v.try_index_mut((.., .., previous..needed, ..), values)?;
+        // MLX's `slice_update` writes in place only a buffer nothing else holds; else it
+        // copies. Either way the buffers are this cache's own from here on.
+        if Arc::strong_count(&self.owner) > 1 {
+            self.owner = Arc::new(());
+        }
         Ok((
             cached_k.index((.., .., ..needed, ..)),
             cached_v.index((.., .., ..needed, ..)),
         ))
     }
 
+    /// Room for `needed` positions: the buffers grow by [`CACHE_STEP`]s, for `[b, h]` heads
+    /// of `[dk, dv]` channels in `dtype`.
+    fn reserve(
+        &mut self,
+        needed: i32,
+        [b, h, dk, dv]: [i32; 4],
+        dtype: Dtype,
+    ) -> mlx_rs::error::Result<()> {
+        let previous = self.offset;
+        let capacity = self.keys.as_ref().map_or(0, |k| k.shape()[2]);
+        if needed <= capacity {
+            return Ok(());
+        }
+        let grow = ((needed - previous + CACHE_STEP - 1) / CACHE_STEP) * CACHE_STEP;
+        let more_k = zeros_dtype(&[b, h, grow, dk], dtype)?;
+        let more_v = zeros_dtype(&[b, h, grow, dv], dtype)?;
+        match (self.keys.take(), self.values.take()) {
+            (Some(k), Some(v)) => {
+                // Drop the unused tail before growing so the buffer stays a multiple of the step.
+                let k = k.index((.., .., ..previous, ..));
+                let v = v.index((.., .., ..previous, ..));
+                self.keys = Some(concatenate(&[k, more_k], 2)?);
+                self.values = Some(concatenate(&[v, more_v], 2)?);
+            }
+            _ => {
+                self.keys = Some(more_k);
+                self.values = Some(more_v);
+            }
+        }
+        // New buffers, held by this cache alone.
+        self.owner = Arc::new(());
+        Ok(())
+    }
+
+    /// The key and value buffers with room for one more position of `[b, h]` heads of `d`
+    /// channels in `dtype`, for a kernel to write that position in place — or `None` where
+    /// it must not: the buffers are shared with a clone, hold another batch or dtype, or
+    /// are not there yet (the prompt makes them, through [`KvCache::update_and_fetch`]).
+    pub fn buffers_to_write(
+        &mut self,
+        [b, h, d]: [i32; 3],
+        dtype: Dtype,
+    ) -> mlx_rs::error::Result<Option<(Array, Array)>> {
+        let fits = |a: &Array| {
+            let s = a.shape();
+            a.dtype() == dtype && s[0] == b && s[1] == h && s[3] == d
+        };
+        match (&self.keys, &self.values) {
+            (Some(k), Some(v)) if fits(k) && fits(v) && Arc::strong_count(&self.owner) == 1 => {}
+            _ => return Ok(None),
+        }
+        self.reserve(self.offset + 1, [b, h, d, d], dtype)?;
+        Ok(self.keys.clone().zip(self.values.clone()))
+    }
+
+    /// One position was written into the buffers from [`KvCache::buffers_to_write`] by
+    /// the kernel that computes `step` (evaluating the cache evaluates it).
+    pub fn wrote_one(&mut self, step: &Array) {
+        self.offset += 1;
+        self.pending = Some(step.clone());
+    }
+
     /// The cache's arrays, to evaluate together with a step's output.
     pub fn state(&self) -> impl Iterator<Item = &Array> {
-        self.keys.iter().chain(self.values.iter())
+        self.keys
+            .iter()
+            .chain(self.values.iter())
+            .chain(self.pending.iter())
     }
 
     /// How many sequences the cache holds, once something was written to it.
@@ -147,4 +209,126 @@ impl LayerCache {
 fn dims4(a: &Array) -> [i32; 4] {
     let s = a.shape();
     [s[0], s[1], s[2], s[3]]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn positions(n: i32) -> Array {
+        Array::ones::<f32>(&[1, 2, n, 8])
+            .unwrap()
+            .as_dtype(Dtype::Float16)
+            .unwrap()
+    }
+
+    const SHAPE: [i32; 3] = [1, 2, 8];
+
+    #[test]
+    fn only_a_cache_no_clone_shares_hands_out_its_buffers_to_write() {
+        let mut cache = KvCache::new();
+        // Nothing to write into before the prompt made the buffers.
+        assert!(cache
+            .buffers_to_write(SHAPE, Dtype::Float16)
+            .unwrap()
+            .is_none());
+        cache
+            .update_and_fetch(&positions(3), &positions(3))
+            .unwrap();
+        let (k, _) = cache
+            .buffers_to_write(SHAPE, Dtype::Float16)
+            .unwrap()
+            .unwrap();
+        assert_eq!(k.shape(), [1, 2, CACHE_STEP, 8]);
+        // Another batch, head count or dtype is not these buffers' to take.
+        assert!(cache
+            .buffers_to_write([2, 2, 8], Dtype::Float16)
+            .unwrap()
+            .is_none());
+        assert!(cache
+            .buffers_to_write([1, 4, 8], Dtype::Float16)
+            .unwrap()
+            .is_none());
+        assert!(cache
+            .buffers_to_write(SHAPE, Dtype::Float32)
+            .unwrap()
+            .is_none());
+
+        // A clone shares the buffers: neither may write into them in place.
+        let mut clone = cache.clone();
+        assert!(cache
+            .buffers_to_write(SHAPE, Dtype::Float16)
+            .unwrap()
+            .is_none());
+        assert!(clone
+            .buffers_to_write(SHAPE, Dtype::Float16)
+            .unwrap()
+            .is_none());
+        // Once the clone writes through MLX's ops (which copy a shared buffer), each holds
+        // its own again.
+        clone
+            .update_and_fetch(&positions(1), &positions(1))
+            .unwrap();
+        assert!(clone
+            .buffers_to_write(SHAPE, Dtype::Float16)
+            .unwrap()
+            .is_some());
+        assert!(cache
+            .buffers_to_write(SHAPE, Dtype::Float16)
+            .unwrap()
+            .is_some());
+        assert_eq!((cache.offset, clone.offset), (3, 4));
+    }
+
+    #[test]
+    fn a_position_written_in_place_moves_the_offset_and_is_evaluated_with_the_state() {
+        let mut cache = KvCache::new();
+        cache
+            .update_and_fetch(&positions(2), &positions(2))
+            .unwrap();
+        let step = Array::from_slice(&[1.0f32], &[1]);
+        cache.wrote_one(&step);
+        assert_eq!(cache.offset, 3);
+        assert_eq!(
+            cache.state().count(),
+            3,
+            "keys, values and the step that wrote them"
+        );
+    }
+
+    #[test]
+    fn the_buffers_grow_for_the_position_after_the_last() {
+        let mut cache = KvCache::new();
+        let full = CACHE_STEP;
+        cache
+            .update_and_fetch(&positions(full), &positions(full))
+            .unwrap();
+        let (k, v) = cache
+            .buffers_to_write(SHAPE, Dtype::Float16)
+            .unwrap()
+            .unwrap();
+        assert_eq!(k.shape(), [1, 2, 2 * CACHE_STEP, 8]);
+        assert_eq!(v.shape(), [1, 2, 2 * CACHE_STEP, 8]);
+        // The history is kept, the new room is zeros.
+        let kept = k
+            .index((.., .., ..full, ..))
+            .sum(None)
+            .unwrap()
+            .as_dtype(Dtype::Float32)
+            .unwrap()
+            .item_exact::<f32>();
+        let room = k
+            .index((.., .., full.., ..))
+            .sum(None)
+            .unwrap()
+            .as_dtype(Dtype::Float32)
+            .unwrap()
+            .item_exact::<f32>();
+        assert_eq!((kept, room), ((2 * full * 8) as f32, 0.0));
+        // The grown buffers are the cache's own.
+        assert!(cache
+            .buffers_to_write(SHAPE, Dtype::Float16)
+            .unwrap()
+            .is_some());
+    }
 }

@@ -30,28 +30,36 @@ pub enum Kernel {
     /// The residual add and the RMS norm after it ([`crate::lm::add_norm`]), for an `add`
     /// and an `rms_norm`, twice a block.
     AddNorm,
+    /// A decode step's attention from the fused projection's row: the heads as [`Kernel::Qkv`]
+    /// makes them, the new key and value written into the cache, attention over it
+    /// ([`crate::lm::attend`]), for the q/k/v kernel, two cache writes, two cache views,
+    /// MLX's attention and a reshape.
+    Attend,
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 3] = [Kernel::Matvec, Kernel::Qkv, Kernel::AddNorm];
-    pub const CHOICES: &'static str = "matvec, qkv or addnorm";
+    pub const ALL: [Kernel; 4] = [Kernel::Matvec, Kernel::Qkv, Kernel::AddNorm, Kernel::Attend];
+    pub const CHOICES: &'static str = "matvec, qkv, addnorm or attend";
 
     pub fn name(self) -> &'static str {
         match self {
             Kernel::Matvec => "matvec",
             Kernel::Qkv => "qkv",
             Kernel::AddNorm => "addnorm",
+            Kernel::Attend => "attend",
         }
     }
 
-    /// What runs when its environment variable is unset. The q/k/v heads kernel is on:
-    /// on SmolLM2's real weights its logits are MLX's to the bit, and in two interleaved
-    /// runs on the H200 it was ×0.96–1.54 MLX's ops (10 of 12 shape rows at least even);
-    /// the others measured no steady gain over MLX's ops (docs/benchmarks.md, issue #12).
+    /// What runs when its environment variable is unset: each kernel that was at least
+    /// even with MLX's ops on all six shapes in one interleaved run on the H200 and kept
+    /// SmolLM2's greedy tokens on its real weights (docs/benchmarks.md, issue #12, sessions
+    /// 5–6). The q/k/v heads: logits MLX's to the bit, ×0.96–1.54. Attention with the
+    /// cache write: logits within 1.2e-2, ×1.04–1.54. The folding matvec (with attention
+    /// on): within 1.7e-2, ×1.04–1.53. The add + norm kernel measured no gain (×0.92–1.10).
     pub fn default_choice(self) -> Impl {
         match self {
-            Kernel::Qkv => Impl::Quest,
-            Kernel::Matvec | Kernel::AddNorm => Impl::Mlx,
+            Kernel::Matvec | Kernel::Qkv | Kernel::Attend => Impl::Quest,
+            Kernel::AddNorm => Impl::Mlx,
         }
     }
 
@@ -61,6 +69,7 @@ impl Kernel {
             Kernel::Matvec => "QUEST_QMV",
             Kernel::Qkv => "QUEST_QKV",
             Kernel::AddNorm => "QUEST_ADDNORM",
+            Kernel::Attend => "QUEST_ATTEND",
         }
     }
 
@@ -148,6 +157,26 @@ thread_local! {
 /// Whether quest's `kernel` runs in the graphs built now: chosen, and MLX runs on CUDA.
 pub fn in_use(kernel: Kernel) -> Result<bool> {
     Ok(CUDA.with(|c| *c) && current(kernel)? == Impl::Quest)
+}
+
+thread_local! {
+    static POSITION: std::cell::RefCell<Option<(i32, Array)>> = const { std::cell::RefCell::new(None) };
+}
+
+/// `[position]` as an int32 array for a kernel's input: the same array for every layer of
+/// a step (each new array is host work, and a step asks once a layer).
+pub fn position(position: i32) -> Array {
+    POSITION.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        match &*cell {
+            Some((p, array)) if *p == position => array.clone(),
+            _ => {
+                let array = Array::from_slice(&[position], &[1]);
+                *cell = Some((position, array.clone()));
+                array
+            }
+        }
+    })
 }
 
 /// One MLX custom-kernel object: its name, argument names, source and shared memory are

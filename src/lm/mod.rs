@@ -10,6 +10,7 @@
 //! All MLX work must stay on one OS thread: an MLX stream belongs to the thread that made it.
 
 pub mod add_norm;
+pub mod attend;
 pub mod cache;
 pub mod cuda_kernel;
 pub mod fetch;

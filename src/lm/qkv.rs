@@ -40,6 +40,39 @@ pub struct HeadsSpec<'a> {
     pub qk_norm: Option<(&'a Array, &'a Array, f32)>,
 }
 
+// Lane `lane`'s part (elements `lane + 32 t`) of one head of the fused projection's row
+// `src`: normed by `w` where the layer has per-head norms, then rotated to position `pos`,
+// each rounded to half where MLX's `rms_norm` and `rope` write theirs. Shared by the kernels
+// that start from the projection's row (this one and lm::attend), in their headers.
+const HEAD: &str = r#"
+__device__ __forceinline__ void quest_head(const __half* src, const __half* w, int pos, int lane,
+                                           __half (&y)[D / 32]) {
+  constexpr int T = D / 32;
+  float x[T];
+#pragma unroll
+  for (int t = 0; t < T; ++t) x[t] = __half2float(src[lane + 32 * t]);
+#if QUEST_QK_NORM
+  float ss = 0.f;
+#pragma unroll
+  for (int t = 0; t < T; ++t) ss += x[t] * x[t];
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  const float r = rsqrtf(ss / D + EPS);
+#pragma unroll
+  for (int t = 0; t < T; ++t) x[t] = __half2float(__hmul(w[lane + 32 * t], __float2half(x[t] * r)));
+#endif
+  const float p = static_cast<float>(pos);
+#pragma unroll
+  for (int t = 0; t < T / 2; ++t) {
+    const int i = lane + 32 * t;
+    const float theta = p * exp2f(-(static_cast<float>(i) / (D / 2)) * LOG2_BASE);
+    const float c = cosf(theta), s = sinf(theta);
+    const float a = x[t], b = x[t + T / 2];
+    y[t] = __float2half(a * c - b * s);
+    y[t + T / 2] = __float2half(a * s + b * c);
+  }
+}
+"#;
+
 // The body MLX wraps in `(const __half* qkv, const int32_t* offset[, const __half* qw,
 // const __half* kw], __half* q, __half* k, __half* v)`; the header gives the constants.
 const SOURCE: &str = r#"
@@ -58,34 +91,20 @@ const SOURCE: &str = r#"
   }
   const bool is_q = head < QH;
   __half* dst = is_q ? q + ((size_t)row * QH + head) * D : k + ((size_t)row * KH + head - QH) * D;
-  float x[T];
-#pragma unroll
-  for (int t = 0; t < T; ++t) x[t] = __half2float(src[lane + 32 * t]);
 #if QUEST_QK_NORM
-  float ss = 0.f;
-#pragma unroll
-  for (int t = 0; t < T; ++t) ss += x[t] * x[t];
-  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-  const float r = rsqrtf(ss / D + EPS);
   const __half* w = is_q ? qw : kw;
-#pragma unroll
-  for (int t = 0; t < T; ++t) x[t] = __half2float(__hmul(w[lane + 32 * t], __float2half(x[t] * r)));
+#else
+  const __half* w = nullptr;
 #endif
-  const float pos = static_cast<float>(offset[0]);
+  __half y[T];
+  quest_head(src, w, offset[0], lane, y);
 #pragma unroll
-  for (int t = 0; t < T / 2; ++t) {
-    const int i = lane + 32 * t;
-    const float theta = pos * exp2f(-(static_cast<float>(i) / (D / 2)) * LOG2_BASE);
-    const float c = cosf(theta), s = sinf(theta);
-    const float a = x[t], b = x[t + T / 2];
-    dst[i] = __float2half(a * c - b * s);
-    dst[i + D / 2] = __float2half(a * s + b * c);
-  }
+  for (int t = 0; t < T; ++t) dst[lane + 32 * t] = y[t];
 "#;
 
 /// What makes one compiled kernel: the shape constants and the norm are in its source.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
-struct Key {
+pub(crate) struct Key {
     heads: i32,
     kv_heads: i32,
     head_dim: i32,
@@ -95,11 +114,46 @@ struct Key {
 }
 
 impl Key {
-    fn header(&self) -> String {
+    /// The key of the layer `spec` describes, when a kernel that starts from the fused
+    /// projection's row `qkv` applies to it (see the module docs).
+    pub(crate) fn fitting(qkv: &Array, spec: &HeadsSpec) -> Option<Key> {
+        let d = spec.head_dim;
+        let width = (spec.heads + 2 * spec.kv_heads) * d;
+        let shape = qkv.shape();
+        let norms_fit = spec.qk_norm.is_none_or(|(qw, kw, _)| {
+            [qw, kw]
+                .iter()
+                .all(|w| w.dtype() == Dtype::Float16 && w.shape() == [d])
+        });
+        let applies = shape.len() == 3
+            && shape[1] == 1
+            && shape[2] == width
+            && qkv.dtype() == Dtype::Float16
+            && d % 64 == 0
+            && d <= 256
+            && spec.rope_dims == d
+            && !spec.rope_traditional
+            && spec.rope_theta > 1.0
+            && norms_fit;
+        applies.then(|| Key {
+            heads: spec.heads,
+            kv_heads: spec.kv_heads,
+            head_dim: d,
+            eps: spec.qk_norm.map(|(_, _, eps)| eps.to_bits()),
+            theta: spec.rope_theta.to_bits(),
+        })
+    }
+
+    pub(crate) fn head_dim(&self) -> i32 {
+        self.head_dim
+    }
+
+    /// The constants, and `quest_head`, for a kernel's header.
+    pub(crate) fn header(&self) -> String {
         format!(
             "constexpr int QH = {};\nconstexpr int KH = {};\nconstexpr int D = {};\n\
              constexpr float EPS = {:e}f;\nconstexpr float LOG2_BASE = {:e}f;\n\
-             #define QUEST_QK_NORM {}\n",
+             #define QUEST_QK_NORM {}\n{HEAD}",
             self.heads,
             self.kv_heads,
             self.head_dim,
@@ -107,6 +161,30 @@ impl Key {
             f32::from_bits(self.theta).log2(),
             u8::from(self.eps.is_some()),
         )
+    }
+
+    /// The kernel's inputs before its own: the projection's row, the position and the
+    /// per-head norms' weights where the layer has them.
+    pub(crate) fn inputs<'a>(
+        &self,
+        qkv: &'a Array,
+        offset: &'a Array,
+        spec: &HeadsSpec<'a>,
+    ) -> Vec<&'a Array> {
+        let mut inputs = vec![qkv, offset];
+        if let Some((qw, kw, _)) = spec.qk_norm {
+            inputs.extend([qw, kw]);
+        }
+        inputs
+    }
+
+    /// Their names, as the kernel's source reads them.
+    pub(crate) fn input_names(&self) -> &'static [&'static str] {
+        if self.eps.is_some() {
+            &["qkv", "offset", "qw", "kw"]
+        } else {
+            &["qkv", "offset"]
+        }
     }
 
     /// `[q, k, v]` for a batch of `b`: a warp per head, a grid row per sequence.
@@ -122,14 +200,9 @@ impl Key {
     }
 
     fn make(&self) -> Result<CustomKernel> {
-        let inputs: &[&str] = if self.eps.is_some() {
-            &["qkv", "offset", "qw", "kw"]
-        } else {
-            &["qkv", "offset"]
-        };
         CustomKernel::new(
             "quest_qkv",
-            inputs,
+            self.input_names(),
             &["q", "k", "v"],
             SOURCE,
             &self.header(),
@@ -154,40 +227,12 @@ pub fn heads(qkv: &Array, spec: &HeadsSpec, offset: i32) -> Result<Option<[Array
     if !cuda_kernel::in_use(Kernel::Qkv)? {
         return Ok(None);
     }
-    let d = spec.head_dim;
-    let width = (spec.heads + 2 * spec.kv_heads) * d;
-    let shape = qkv.shape();
-    let norms_fit = spec.qk_norm.is_none_or(|(qw, kw, _)| {
-        [qw, kw]
-            .iter()
-            .all(|w| w.dtype() == Dtype::Float16 && w.shape() == [d])
-    });
-    let applies = shape.len() == 3
-        && shape[1] == 1
-        && shape[2] == width
-        && qkv.dtype() == Dtype::Float16
-        && d % 64 == 0
-        && d <= 256
-        && spec.rope_dims == d
-        && !spec.rope_traditional
-        && spec.rope_theta > 1.0
-        && norms_fit;
-    if !applies {
+    let Some(key) = Key::fitting(qkv, spec) else {
         return Ok(None);
-    }
-    let b = shape[0];
-    let key = Key {
-        heads: spec.heads,
-        kv_heads: spec.kv_heads,
-        head_dim: d,
-        eps: spec.qk_norm.map(|(_, _, eps)| eps.to_bits()),
-        theta: spec.rope_theta.to_bits(),
     };
-    let offset = Array::from_int(offset);
-    let mut inputs = vec![qkv, &offset];
-    if let Some((qw, kw, _)) = &spec.qk_norm {
-        inputs.extend([*qw, *kw]);
-    }
+    let b = qkv.shape()[0];
+    let offset = cuda_kernel::position(offset);
+    let inputs = key.inputs(qkv, &offset, spec);
     let arrays = KERNELS.with(|kernels| {
         kernels
             .borrow_mut()

@@ -17,16 +17,15 @@
 //!
 //! A call can fold in the ops around the product ([`Fold`]): the sublayer's input RMS norm
 //! (each block stages all of `x` anyway), SwiGLU of the fused `[gate | up]` output, and the
-//! residual add — so a decode layer through this kernel is 11 graph ops instead of 17
-//! (docs/benchmarks.md, session 5: Qwen3-0.6B to 8B ×1.57–1.89 mlx-lm's `generate_step` in
-//! one run, host 77–115 µs a layer).
+//! residual add. With lm::attend, a decode layer is five graph nodes, all quest's kernels
+//! (docs/benchmarks.md, session 6).
 //!
 //! Used for one activation row (decode), 4 bits, float16, `k` a multiple of 32 and group
 //! sizes that are multiples of 32; everything else, and every backend but CUDA, goes to
-//! MLX's `quantized_matmul`. `QUEST_QMV=mlx|quest` chooses (read once; [`cuda_kernel`]).
-//! MLX's stays the default: quest's is right on a real model (docs/gpu/qmv_check.sh) but
-//! faster only where the GPU, not the host, sets the pace, which depends on the machine
-//! (`quest qmv` compares both on the models at hand).
+//! MLX's `quantized_matmul`. On by default on CUDA: on SmolLM2's real weights the same
+//! greedy tokens as MLX's (logits within 1.7e-2, docs/gpu/qmv_check.sh), and in one
+//! interleaved run ×1.04–1.53 MLX's on all six shapes (session 6). `QUEST_QMV=mlx` turns it
+//! off (read once; [`cuda_kernel`]); `quest qmv` compares both on the models at hand.
 
 use std::cell::RefCell;
 

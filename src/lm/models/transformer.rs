@@ -11,6 +11,7 @@ use mlx_rs::{Array, Dtype};
 use super::activations::swiglu;
 use super::gated_delta::{GatedDeltaNet, GatedDeltaShape};
 use crate::lm::add_norm;
+use crate::lm::attend;
 use crate::lm::cache::{KvCache, LayerCache, RecurrentCache};
 use crate::lm::cuda_kernel::{self, Kernel};
 use crate::lm::qkv;
@@ -155,6 +156,16 @@ impl Attention {
             Fused::One { linear, .. } => Some(project(linear, x, &fold_in)?),
             Fused::Separate(_) => None,
         };
+        let fold_out = Fold {
+            residual,
+            ..Fold::default()
+        };
+        // A decode step on CUDA may do all of attention in one kernel of quest's (lm::attend).
+        if let Some(qkv) = &joined {
+            if let Some(out) = attend::attend(qkv, &self.heads_spec(), cache)? {
+                return project(&self.o_proj, &out, &fold_out);
+            }
+        }
         let by_kernel = match &joined {
             Some(qkv) => qkv::heads(qkv, &self.heads_spec(), cache.offset)?,
             None => None,
@@ -184,10 +195,6 @@ impl Attention {
         let out = match gate {
             Some(gate) => out.multiply(sigmoid(&gate)?)?,
             None => out,
-        };
-        let fold_out = Fold {
-            residual,
-            ..Fold::default()
         };
         project(&self.o_proj, &out, &fold_out)
     }
