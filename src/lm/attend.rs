@@ -257,15 +257,7 @@ mod tests {
         cache
             .update_and_fetch(&half(&[1, 1, 3, 64]), &half(&[1, 1, 3, 64]))
             .unwrap();
-        let spec = HeadsSpec {
-            heads: 2,
-            kv_heads: 1,
-            head_dim: 64,
-            rope_dims: 64,
-            rope_theta: 10_000.0,
-            rope_traditional: false,
-            qk_norm: None,
-        };
+        let spec = HeadsSpec::without_norms(2, 1, 64, 10_000.0);
         cuda_kernel::set(Kernel::Attend, Impl::Quest);
         let out = attend(&half(&[1, 1, 4 * 64]), &spec, &mut cache).unwrap();
         cuda_kernel::set(Kernel::Attend, Impl::Mlx);
@@ -277,15 +269,7 @@ mod tests {
 
     #[test]
     fn the_header_gives_the_scale_and_the_block() {
-        let spec = HeadsSpec {
-            heads: 16,
-            kv_heads: 8,
-            head_dim: 128,
-            rope_dims: 128,
-            rope_theta: 1_000_000.0,
-            rope_traditional: false,
-            qk_norm: None,
-        };
+        let spec = HeadsSpec::without_norms(16, 8, 128, 1_000_000.0);
         let qkv = Array::zeros::<f32>(&[1, 1, 32 * 128])
             .unwrap()
             .as_dtype(Dtype::Float16)

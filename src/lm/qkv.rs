@@ -40,6 +40,23 @@ pub struct HeadsSpec<'a> {
     pub qk_norm: Option<(&'a Array, &'a Array, f32)>,
 }
 
+#[cfg(test)]
+impl HeadsSpec<'_> {
+    /// A layer without per-head norms, RoPE over whole heads in the usual (not traditional)
+    /// order: what the tests build.
+    pub(crate) fn without_norms(heads: i32, kv_heads: i32, head_dim: i32, rope_theta: f32) -> Self {
+        HeadsSpec {
+            heads,
+            kv_heads,
+            head_dim,
+            rope_dims: head_dim,
+            rope_theta,
+            rope_traditional: false,
+            qk_norm: None,
+        }
+    }
+}
+
 // Lane `lane`'s part (elements `lane + 32 t`) of one head of the fused projection's row
 // `src`: normed by `w` where the layer has per-head norms, then rotated to position `pos`,
 // each rounded to half where MLX's `rms_norm` and `rope` write theirs. Shared by the kernels
@@ -281,15 +298,7 @@ mod tests {
             .unwrap()
             .as_dtype(Dtype::Float16)
             .unwrap();
-        let spec = HeadsSpec {
-            heads: 2,
-            kv_heads: 1,
-            head_dim: 64,
-            rope_dims: 64,
-            rope_theta: 10_000.0,
-            rope_traditional: false,
-            qk_norm: None,
-        };
+        let spec = HeadsSpec::without_norms(2, 1, 64, 10_000.0);
         cuda_kernel::set(Kernel::Qkv, Impl::Quest);
         let out = heads(&qkv, &spec, 3).unwrap();
         cuda_kernel::set(Kernel::Qkv, Impl::Mlx);
