@@ -1,7 +1,8 @@
 //! `quest dev`: for course authors (like rustlings' `dev check`). `check` proves the
 //! course holds together — every lesson loads in every language, translations are
 //! current, every starting exercise fails its own rules and every solution keeps them;
-//! `update` writes what derives from the course (the exercises' Cargo manifest).
+//! `update` writes what derives from the course (the exercises' Cargo manifest);
+//! `kernels` writes quest's CUDA kernels as MLX would compile them, to compile off the GPU.
 //! English only: authors read it, learners never do.
 
 use std::fmt::Write as _;
@@ -34,6 +35,14 @@ pub enum DevCommand {
         #[arg(long)]
         release: bool,
     },
+    /// Write every CUDA kernel of quest's, as MLX's CUDA backend would compile it, into a
+    /// folder (one `.cu` per variant and example shape), for docs/gpu/nvrtc_check.py to
+    /// compile with NVRTC on a machine without a GPU.
+    Kernels {
+        /// The folder to write them to.
+        #[arg(long)]
+        out: std::path::PathBuf,
+    },
 }
 
 pub fn run(root: &Path, command: &DevCommand) -> Result<()> {
@@ -58,6 +67,21 @@ pub fn run(root: &Path, command: &DevCommand) -> Result<()> {
                     println!("{id}: {} → {}", source.display(), binary.display());
                 }
             }
+            Ok(())
+        }
+        DevCommand::Kernels { out } => {
+            std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+            let sources = quest::lm::kernel_sources()?;
+            for source in &sources {
+                let path = out.join(&source.file);
+                std::fs::write(&path, &source.text)
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
+            println!(
+                "wrote {} kernel sources to {}",
+                sources.len(),
+                out.display()
+            );
             Ok(())
         }
         DevCommand::Update => {

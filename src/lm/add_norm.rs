@@ -23,7 +23,9 @@ use std::cell::RefCell;
 use anyhow::Result;
 use mlx_rs::{Array, Dtype};
 
-use crate::lm::cuda_kernel::{self, Config, CustomKernel, Kernel, Kernels, Output};
+use crate::lm::cuda_kernel::{
+    self, Config, CustomKernel, Kernel, KernelSource, KernelSpec, Kernels, Output,
+};
 
 /// Threads per block (one block a row).
 const THREADS: i32 = 256;
@@ -84,15 +86,19 @@ impl Key {
         )
     }
 
+    fn spec(&self) -> KernelSpec {
+        KernelSpec {
+            name: "quest_add_norm",
+            inputs: ["h", "delta", "w"].map(|n| (n, Dtype::Float16)).to_vec(),
+            outputs: ["sum", "normed"].map(|n| (n, Dtype::Float16)).to_vec(),
+            source: SOURCE,
+            header: self.header(),
+            shared_memory: 0,
+        }
+    }
+
     fn make(&self) -> Result<CustomKernel> {
-        CustomKernel::new(
-            "quest_add_norm",
-            &["h", "delta", "w"],
-            &["sum", "normed"],
-            SOURCE,
-            &self.header(),
-            0,
-        )
+        self.spec().make()
     }
 
     fn config(&self, shape: &[i32]) -> Result<Config> {
@@ -152,6 +158,24 @@ pub fn add_norm(h: &Array, delta: &Array, weight: &Array, eps: f32) -> Result<Op
         .try_into()
         .map_err(|_| anyhow::anyhow!("mlx: quest's add-norm kernel returned the wrong outputs"))?;
     Ok(Some(pair))
+}
+
+/// This kernel's full source for SmolLM2-135M's and Qwen3-8B's widths, to compile off the
+/// GPU (`quest dev kernels`).
+pub fn sources() -> Result<Vec<KernelSource>> {
+    [(576, 1e-5f32), (4096, 1e-6)]
+        .iter()
+        .map(|&(width, eps)| {
+            let key = Key {
+                width,
+                eps: eps.to_bits(),
+            };
+            Ok(KernelSource {
+                file: format!("add_norm-{width}.cu"),
+                text: key.spec().text(&[])?,
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]

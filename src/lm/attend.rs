@@ -37,7 +37,9 @@ use anyhow::{anyhow, Result};
 use mlx_rs::{Array, Dtype};
 
 use crate::lm::cache::KvCache;
-use crate::lm::cuda_kernel::{self, Config, CustomKernel, Kernel, Kernels, Output};
+use crate::lm::cuda_kernel::{
+    self, Config, CustomKernel, Kernel, KernelSource, KernelSpec, Kernels, Output,
+};
 use crate::lm::qkv::{HeadsSpec, Key};
 
 /// The longest history this kernel attends over. One block per head walks the whole
@@ -186,10 +188,35 @@ fn header(key: &Key) -> String {
     )
 }
 
+fn spec(key: &Key) -> KernelSpec {
+    let mut inputs = key.input_args();
+    inputs.extend([("keys", Dtype::Float16), ("values", Dtype::Float16)]);
+    KernelSpec {
+        name: "quest_attend",
+        inputs,
+        outputs: vec![("out", Dtype::Float16)],
+        source: SOURCE,
+        header: header(key),
+        shared_memory: 0,
+    }
+}
+
 fn make(key: &Key) -> Result<CustomKernel> {
-    let mut inputs = key.input_names().to_vec();
-    inputs.extend(["keys", "values"]);
-    CustomKernel::new("quest_attend", &inputs, &["out"], SOURCE, &header(key), 0)
+    spec(key).make()
+}
+
+/// This kernel's full source for the example layers, to compile off the GPU (`quest dev
+/// kernels`).
+pub fn sources() -> Result<Vec<KernelSource>> {
+    Key::examples()
+        .iter()
+        .map(|key| {
+            Ok(KernelSource {
+                file: format!("attend-{}.cu", key.label()),
+                text: spec(key).text(&[])?,
+            })
+        })
+        .collect()
 }
 
 /// `[out]` for a batch of `b` with `heads` query heads of `d` channels: a block per head

@@ -202,6 +202,91 @@ fn strings(items: &[&str]) -> Result<mlx_sys::mlx_vector_string> {
     Ok(vec)
 }
 
+/// What MLX compiles for one of quest's kernels: its name, its arguments' names and dtypes
+/// (inputs, then outputs), the body, the header before it and its shared memory. [`make`]
+/// gives it to MLX; [`text`] writes the source MLX would compile for it, so that it can be
+/// compiled off the GPU (`quest dev kernels`, docs/gpu/nvrtc_check.py).
+///
+/// [`make`]: KernelSpec::make
+/// [`text`]: KernelSpec::text
+pub struct KernelSpec {
+    pub name: &'static str,
+    pub inputs: Vec<(&'static str, Dtype)>,
+    pub outputs: Vec<(&'static str, Dtype)>,
+    pub source: &'static str,
+    pub header: String,
+    pub shared_memory: i32,
+}
+
+impl KernelSpec {
+    pub fn make(&self) -> Result<CustomKernel> {
+        let names =
+            |args: &[(&'static str, Dtype)]| args.iter().map(|(n, _)| *n).collect::<Vec<_>>();
+        CustomKernel::new(
+            self.name,
+            &names(&self.inputs),
+            &names(&self.outputs),
+            self.source,
+            &self.header,
+            self.shared_memory,
+        )
+    }
+
+    /// The source MLX 0.32's CUDA backend builds for a call with the compile-time
+    /// constants `ints` (mlx/backend/cuda/custom_kernel.cpp, `build_kernel`; every input an
+    /// array of at least one dimension).
+    pub fn text(&self, ints: &[(&str, i32)]) -> Result<String> {
+        let mut text = format!(
+            "\n#include \"mlx/backend/cuda/device/utils.cuh\"\n\n#include <cooperative_groups.h>\n\n{}\
+             namespace mlx::core::cu {{\n\nnamespace cg = cooperative_groups;\n\n\
+             __global__ void custom_kernel_{}(\n",
+            self.header, self.name
+        );
+        for (name, dtype) in &self.inputs {
+            text += &format!("    const {}* {name},\n", cuda_type(*dtype)?);
+            for (suffix, kind) in [("shape", "Shape"), ("strides", "Strides"), ("ndim", "int")] {
+                if self.source.contains(&format!("{name}_{suffix}")) {
+                    text += &format!("    const __grid_constant__ {kind} {name}_{suffix},\n");
+                }
+            }
+        }
+        let outputs = self
+            .outputs
+            .iter()
+            .map(|(name, dtype)| Ok(format!("    {}* {name}", cuda_type(*dtype)?)))
+            .collect::<Result<Vec<_>>>()?;
+        text += &outputs.join(",\n");
+        text += ") {\n";
+        for (name, value) in ints {
+            text += &format!("  constexpr int {name} = {value};\n");
+        }
+        if !ints.is_empty() {
+            text += "\n";
+        }
+        text += self.source;
+        text += "\n}\n\n} // namespace mlx::core::cu\n";
+        Ok(text)
+    }
+}
+
+/// A kernel's full source (as [`KernelSpec::text`] writes it) under a file name that says
+/// which variant it is.
+pub struct KernelSource {
+    pub file: String,
+    pub text: String,
+}
+
+fn cuda_type(dtype: Dtype) -> Result<&'static str> {
+    Ok(match dtype {
+        Dtype::Float16 => "__half",
+        Dtype::Float32 => "float",
+        Dtype::Bfloat16 => "__nv_bfloat16",
+        Dtype::Int32 => "int32_t",
+        Dtype::Uint32 => "uint32_t",
+        other => bail!("quest's kernels take no {other:?}"),
+    })
+}
+
 /// An output's shape and dtype.
 #[derive(Clone, Copy)]
 pub struct Output<'a> {
@@ -410,6 +495,55 @@ mod tests {
         assert!(err.contains("mlx or quest"), "{err}");
         let err = "rope".parse::<Kernel>().unwrap_err();
         assert!(err.contains(Kernel::CHOICES), "{err}");
+    }
+
+    #[test]
+    fn a_kernel_is_written_as_mlx_builds_it() {
+        let spec = KernelSpec {
+            name: "quest_demo",
+            inputs: vec![("x", Dtype::Float16), ("cache", Dtype::Float16)],
+            outputs: vec![("y", Dtype::Float32), ("n", Dtype::Int32)],
+            source: "  y[0] = cache_shape[2];",
+            header: "constexpr int D = 64;\n".into(),
+            shared_memory: 0,
+        };
+        let text = spec.text(&[("N", 8)]).unwrap();
+        let expected = "constexpr int D = 64;\nnamespace mlx::core::cu {\n\n\
+                        namespace cg = cooperative_groups;\n\n\
+                        __global__ void custom_kernel_quest_demo(\n    const __half* x,\n    \
+                        const __half* cache,\n    const __grid_constant__ Shape cache_shape,\n    \
+                        float* y,\n    int32_t* n) {\n  constexpr int N = 8;\n\n  \
+                        y[0] = cache_shape[2];\n}\n\n} // namespace mlx::core::cu\n";
+        assert!(
+            text.starts_with("\n#include \"mlx/backend/cuda/device/utils.cuh\""),
+            "{text}"
+        );
+        assert!(text.ends_with(expected), "{text}");
+    }
+
+    #[test]
+    fn every_kernel_can_be_written_for_a_compiler() {
+        let sources = crate::lm::kernel_sources().unwrap();
+        let mut names: Vec<&str> = sources
+            .iter()
+            .map(|s| {
+                let start = s.text.find("custom_kernel_").expect("a kernel function") + 14;
+                let len = s.text[start..].find('(').unwrap();
+                &s.text[start..start + len]
+            })
+            .collect();
+        names.sort();
+        names.dedup();
+        // One compiled kernel per entry of the list: a new kernel brings its sources.
+        assert_eq!(names.len(), Kernel::ALL.len(), "{names:?}");
+        let mut files: Vec<&str> = sources.iter().map(|s| s.file.as_str()).collect();
+        files.sort();
+        files.dedup();
+        assert_eq!(
+            files.len(),
+            sources.len(),
+            "two sources under one file name"
+        );
     }
 
     #[test]

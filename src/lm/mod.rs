@@ -37,6 +37,16 @@ pub use models::Model;
 pub use tokenizer::{Message, Tokenizer};
 use weights::Weights;
 
+/// Every CUDA kernel of quest's as MLX would compile it, for a few example shapes and
+/// every compiled variant: to compile them off the GPU (`quest dev kernels`).
+pub fn kernel_sources() -> Result<Vec<cuda_kernel::KernelSource>> {
+    let mut all = qmv::sources()?;
+    all.extend(qkv::sources()?);
+    all.extend(attend::sources()?);
+    all.extend(add_norm::sources()?);
+    Ok(all)
+}
+
 /// Which MLX backend this build runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {

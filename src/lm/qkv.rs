@@ -26,7 +26,9 @@ use std::cell::RefCell;
 use anyhow::Result;
 use mlx_rs::{Array, Dtype};
 
-use crate::lm::cuda_kernel::{self, Config, CustomKernel, Kernel, Kernels, Output};
+use crate::lm::cuda_kernel::{
+    self, Config, CustomKernel, Kernel, KernelSource, KernelSpec, Kernels, Output,
+};
 
 /// What the kernel needs to know of one attention layer.
 pub struct HeadsSpec<'a> {
@@ -180,6 +182,37 @@ impl Key {
         )
     }
 
+    /// A layer's key as the kernels are compiled for it, for [`sources`]: Qwen3's per-head
+    /// norms (epsilon 1e-6) or none, RoPE over whole heads.
+    pub(crate) fn example(heads: i32, kv_heads: i32, head_dim: i32, norm: bool, theta: f32) -> Key {
+        Key {
+            heads,
+            kv_heads,
+            head_dim,
+            eps: norm.then(|| 1e-6f32.to_bits()),
+            theta: theta.to_bits(),
+        }
+    }
+
+    /// Two layers: Qwen3-8B's (norms, 128 channels a head) and SmolLM2-135M's (none, 64).
+    pub(crate) fn examples() -> [Key; 2] {
+        [
+            Key::example(32, 8, 128, true, 1_000_000.0),
+            Key::example(9, 3, 64, false, 100_000.0),
+        ]
+    }
+
+    /// A name for the files of this key's kernels.
+    pub(crate) fn label(&self) -> String {
+        format!(
+            "{}q{}kv{}d{}",
+            self.heads,
+            self.kv_heads,
+            self.head_dim,
+            if self.eps.is_some() { "-norm" } else { "" }
+        )
+    }
+
     /// The kernel's inputs before its own: the projection's row, the position and the
     /// per-head norms' weights where the layer has them.
     pub(crate) fn inputs<'a>(
@@ -195,13 +228,13 @@ impl Key {
         inputs
     }
 
-    /// Their names, as the kernel's source reads them.
-    pub(crate) fn input_names(&self) -> &'static [&'static str] {
+    /// Their names and dtypes, as the kernel's source reads them.
+    pub(crate) fn input_args(&self) -> Vec<(&'static str, Dtype)> {
+        let mut args = vec![("qkv", Dtype::Float16), ("offset", Dtype::Int32)];
         if self.eps.is_some() {
-            &["qkv", "offset", "qw", "kw"]
-        } else {
-            &["qkv", "offset"]
+            args.extend([("qw", Dtype::Float16), ("kw", Dtype::Float16)]);
         }
+        args
     }
 
     /// `[q, k, v]` for a batch of `b`: a warp per head, a grid row per sequence.
@@ -216,15 +249,19 @@ impl Key {
         Config::new(&outputs, (total * 32, b, 1), (THREADS, 1, 1), &[])
     }
 
+    fn spec(&self) -> KernelSpec {
+        KernelSpec {
+            name: "quest_qkv",
+            inputs: self.input_args(),
+            outputs: ["q", "k", "v"].map(|n| (n, Dtype::Float16)).to_vec(),
+            source: SOURCE,
+            header: self.header(),
+            shared_memory: 0,
+        }
+    }
+
     fn make(&self) -> Result<CustomKernel> {
-        CustomKernel::new(
-            "quest_qkv",
-            self.input_names(),
-            &["q", "k", "v"],
-            SOURCE,
-            &self.header(),
-            0,
-        )
+        self.spec().make()
     }
 }
 
@@ -259,6 +296,20 @@ pub fn heads(qkv: &Array, spec: &HeadsSpec, offset: i32) -> Result<Option<[Array
         .try_into()
         .map_err(|_| anyhow::anyhow!("mlx: quest's qkv kernel returned the wrong outputs"))?;
     Ok(Some([q, k, v]))
+}
+
+/// This kernel's full source for the example layers ([`Key::examples`]), to compile off the
+/// GPU (`quest dev kernels`).
+pub fn sources() -> Result<Vec<KernelSource>> {
+    Key::examples()
+        .iter()
+        .map(|key| {
+            Ok(KernelSource {
+                file: format!("qkv-{}.cu", key.label()),
+                text: key.spec().text(&[])?,
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -32,7 +32,9 @@ use std::cell::RefCell;
 use anyhow::Result;
 use mlx_rs::{Array, Dtype};
 
-use crate::lm::cuda_kernel::{self, Config, CustomKernel, Kernel, Kernels, Output};
+use crate::lm::cuda_kernel::{
+    self, Config, CustomKernel, Kernel, KernelSource, KernelSpec, Kernels, Output,
+};
 
 // Rows per warp and threads per block: the best of six measured (docs/gpu/qmv4/).
 const ROWS_PER_WARP: i32 = 4;
@@ -213,14 +215,18 @@ struct Variant {
 }
 
 impl Variant {
-    fn make(&self) -> Result<CustomKernel> {
-        let shared = self.k * 2 + (self.k / 32) * 4;
-        let mut inputs = vec!["w", "scales", "biases", "x"];
+    fn spec(&self) -> KernelSpec {
+        let mut inputs = vec![
+            ("w", Dtype::Uint32),
+            ("scales", Dtype::Float16),
+            ("biases", Dtype::Float16),
+            ("x", Dtype::Float16),
+        ];
         if self.norm_eps.is_some() {
-            inputs.push("nw");
+            inputs.push(("nw", Dtype::Float16));
         }
         if self.residual {
-            inputs.push("res");
+            inputs.push(("res", Dtype::Float16));
         }
         let header = format!(
             "{HEADER}#define QUEST_NORM {}\n#define QUEST_SWIGLU {}\n#define QUEST_RESIDUAL {}\n\
@@ -230,8 +236,54 @@ impl Variant {
             u8::from(self.residual),
             self.norm_eps.map_or(0.0, f32::from_bits),
         );
-        CustomKernel::new("quest_qmv4", &inputs, &["y"], SOURCE, &header, shared)
+        KernelSpec {
+            name: "quest_qmv4",
+            inputs,
+            outputs: vec![("y", Dtype::Float16)],
+            source: SOURCE,
+            header,
+            shared_memory: self.k * 2 + (self.k / 32) * 4,
+        }
     }
+
+    fn make(&self) -> Result<CustomKernel> {
+        self.spec().make()
+    }
+}
+
+/// The compile-time constants of a call: `n` rows of `k` in groups of `group`.
+fn constants(n: i32, k: i32, group: i32) -> [(&'static str, i32); 4] {
+    [("N", n), ("K", k), ("GROUP", group), ("R", ROWS_PER_WARP)]
+}
+
+/// This kernel's full source, every fold on Qwen3-8B's 4096 × 4096 in groups of 64 and the
+/// plain product on SmolLM2-135M's 576 × 576 in groups of 32, to compile off the GPU
+/// (`quest dev kernels`).
+pub fn sources() -> Result<Vec<KernelSource>> {
+    let mut sources = Vec::new();
+    for bits in 0..8u8 {
+        let variant = Variant {
+            k: 4096,
+            norm_eps: (bits & 1 != 0).then(|| 1e-6f32.to_bits()),
+            swiglu: bits & 2 != 0,
+            residual: bits & 4 != 0,
+        };
+        sources.push(KernelSource {
+            file: format!("qmv4-4096-fold{bits}.cu"),
+            text: variant.spec().text(&constants(4096, 4096, 64))?,
+        });
+    }
+    let plain = Variant {
+        k: 576,
+        norm_eps: None,
+        swiglu: false,
+        residual: false,
+    };
+    sources.push(KernelSource {
+        file: "qmv4-576.cu".into(),
+        text: plain.spec().text(&constants(576, 576, 32))?,
+    });
+    Ok(sources)
 }
 
 thread_local! {
@@ -288,7 +340,7 @@ pub fn matvec(
             }],
             (blocks * THREADS, 1, 1),
             (THREADS, 1, 1),
-            &[("N", n), ("K", k), ("GROUP", *group), ("R", ROWS_PER_WARP)],
+            &constants(n, k, *group),
         )
     };
     let variant = Variant {
