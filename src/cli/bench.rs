@@ -309,7 +309,7 @@ pub struct FitArgs {
 
 /// `quest fit`: the decode-ceiling formula measured on this machine.
 pub fn fit(root: &std::path::Path, args: &FitArgs) -> Result<()> {
-    use quest::bench::{fit, random};
+    use quest::bench::fit;
     let backend = Backend::detect();
     // On a CPU the big shapes take minutes a token; default to the small ones there.
     let default = if backend == Backend::Cpu {
@@ -318,11 +318,7 @@ pub fn fit(root: &std::path::Path, args: &FitArgs) -> Result<()> {
         "all"
     };
     let names = args.shapes.clone().unwrap_or_else(|| default.into());
-    let shapes = if names == "all" {
-        random::SHAPES.iter().collect()
-    } else {
-        parse_shapes(&names)?
-    };
+    let shapes = parse_fit_shapes(&names)?;
     let layouts = match &args.bits {
         Some(bits) => bits
             .split(',')
@@ -369,6 +365,16 @@ fn parse_counts(list: &str, what: &str) -> Result<Vec<usize>> {
         .collect()
 }
 
+/// Comma-separated shape names, or `all`: the six of `quest fit` (for the commands that run
+/// every fit shape; `slope` and `batch` take names only).
+fn parse_fit_shapes(names: &str) -> Result<Vec<&'static quest::bench::random::Shape>> {
+    if names == "all" {
+        Ok(quest::bench::random::SHAPES.iter().collect())
+    } else {
+        parse_shapes(names)
+    }
+}
+
 /// Comma-separated shape names.
 fn parse_shapes(names: &str) -> Result<Vec<&'static quest::bench::random::Shape>> {
     use quest::bench::random;
@@ -405,10 +411,8 @@ pub fn qmv(root: &std::path::Path, args: &QmvArgs) -> Result<()> {
     let names = args.shapes.clone().unwrap_or_else(|| default_shapes.into());
     let shapes = if names.is_empty() {
         Vec::new()
-    } else if names == "all" {
-        random::SHAPES.iter().collect()
     } else {
-        parse_shapes(&names)?
+        parse_fit_shapes(&names)?
     };
     if shapes.is_empty() && args.models.is_empty() {
         anyhow::bail!("`quest qmv` has nothing to compare: name shapes (`--shapes all`) or a model (`--model`)");

@@ -177,8 +177,11 @@ fn a_schema_1_file_with_a_finished_lesson_is_migrated_keeping_everything() {
 #[test]
 fn kernel_and_peer_comparisons_refuse_what_they_cannot_compare() {
     let h = home("qmv-cpu");
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 6] = [
         (&["qmv", "--shapes", ""], "nothing to compare"),
+        // `all` or names of `quest fit`'s shapes, checked before anything runs.
+        (&["qmv", "--shapes", "all,GPT-5"], "unknown shape `all`"),
+        (&["fit", "--shapes", "GPT-5"], "unknown shape `GPT-5`"),
         (
             &["qmv", "--kernel", "rope", "--shapes", "SmolLM2-135M"],
             "unknown kernel",
