@@ -21,8 +21,10 @@ pub struct ShapePoint {
     pub hand: Vec<Measured>,
     pub pipelined: Vec<Measured>,
     pub layers: usize,
-    /// The host's time per token in one more pipelined run (see [`loops::HostSplit`]).
+    /// The host's time per token: the median of one more pipelined run after each round
+    /// (see [`loops::HostSplit::median_run`]); each round's in `host_runs`.
     pub host: loops::HostSplit,
+    pub host_runs: Vec<loops::HostSplit>,
     /// With `--peer`: mlx-lm's `generate_step` on the same shape and prompt, its rounds
     /// interleaved with these (median tok/s, then each round).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -139,15 +141,19 @@ pub fn run(options: &FitOptions, mut progress: impl FnMut(&str)) -> Result<Fit> 
         loops::hand(&model, &prompt[..2], 2)?; // warm-up
         loops::pipelined(&model, &prompt[..2], 2)?;
         let (mut hand, mut pipelined, mut mlx_lm) = (Vec::new(), Vec::new(), Vec::new());
+        let mut host_runs = Vec::new();
         for _ in 0..options.rounds {
             hand.push(loops::hand(&model, &prompt, options.max_tokens)?);
             pipelined.push(loops::pipelined(&model, &prompt, options.max_tokens)?);
+            // The host's split in a round of its own: one run of it moved by a third
+            // between runs on the GPU (docs/benchmarks.md, issue #12, session 6).
+            host_runs.push(loops::pipelined_split(&model, &prompt, options.max_tokens)?);
             if let Some(peer) = &mut peer {
                 mlx_lm.push(peer.round()?);
             }
         }
         drop(peer);
-        let host = loops::pipelined_split(&model, &prompt, options.max_tokens)?;
+        let host = loops::HostSplit::median_run(&host_runs);
         let rate =
             |runs: &[Measured]| median(&runs.iter().map(|r| r.decode_tok_s).collect::<Vec<_>>());
         let point = ShapePoint {
@@ -160,6 +166,7 @@ pub fn run(options: &FitOptions, mut progress: impl FnMut(&str)) -> Result<Fit> 
             pipelined,
             layers: model.num_layers(),
             host,
+            host_runs,
             mlx_lm_tok_s: (!mlx_lm.is_empty()).then(|| rate(&mlx_lm)),
             mlx_lm,
         };
@@ -300,7 +307,7 @@ impl Fit {
             }
         }
         out += &format!(
-            "\nhost time per token (one more pipelined run): building the graph, then async_eval\n\
+            "\nhost time per token (a pipelined run after each round, the median run): building the graph, then async_eval\n\
              {:<14} {:>10} {:>10} {:>10} {:>10} {:>14}\n",
             "shape", "build ms", "eval ms", "host ms", "wall ms", "host µs/layer"
         );

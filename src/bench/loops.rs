@@ -78,6 +78,19 @@ pub struct HostSplit {
     pub wall_ms: f64,
 }
 
+impl HostSplit {
+    /// The run whose host time (`build_ms + eval_ms`) is the median of `runs` (the lower
+    /// of the middle two for an even count): one run's split, so its parts add up.
+    pub fn median_run(runs: &[HostSplit]) -> HostSplit {
+        let mut sorted = runs.to_vec();
+        sorted.sort_by(|a, b| (a.build_ms + a.eval_ms).total_cmp(&(b.build_ms + b.eval_ms)));
+        sorted
+            .get(sorted.len().saturating_sub(1) / 2)
+            .copied()
+            .unwrap_or_default()
+    }
+}
+
 /// The pipelined loop once more, with the host's time split (see [`HostSplit`]).
 pub fn pipelined_split(model: &Model, prompt: &[u32], n: usize) -> Result<HostSplit> {
     let mut cache = lm::make_prompt_cache(model);
@@ -126,6 +139,26 @@ pub fn measured(start: Instant, first: Instant, tokens: Vec<u32>, token_ms: Vec<
 mod tests {
     use super::*;
     use crate::bench::random;
+
+    #[test]
+    fn the_median_host_split_is_one_runs_whole_split() {
+        let run = |build_ms: f64, eval_ms: f64| HostSplit {
+            build_ms,
+            eval_ms,
+            wall_ms: build_ms + eval_ms + 1.0,
+        };
+        // Host time 3, 10, 5: the median run is the one with 5, taken whole.
+        let runs = [run(1.0, 2.0), run(9.0, 1.0), run(1.0, 4.0)];
+        let median = HostSplit::median_run(&runs);
+        assert_eq!(
+            (median.build_ms, median.eval_ms, median.wall_ms),
+            (1.0, 4.0, 6.0)
+        );
+        // Four runs: the lower middle one; none: zeros.
+        let four = [run(1.0, 2.0), run(9.0, 1.0), run(1.0, 4.0), run(2.0, 5.0)];
+        assert_eq!(HostSplit::median_run(&four).eval_ms, 4.0);
+        assert_eq!(HostSplit::median_run(&[]).wall_ms, 0.0);
+    }
 
     #[test]
     fn the_host_split_is_timed_and_the_loops_agree() {
