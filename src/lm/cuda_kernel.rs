@@ -50,12 +50,13 @@ impl Kernel {
         }
     }
 
-    /// What runs when its environment variable is unset: each kernel that was at least
-    /// even with MLX's ops on all six shapes in one interleaved run on the H200 and kept
-    /// SmolLM2's greedy tokens on its real weights (docs/benchmarks.md, issue #12, sessions
-    /// 5–6). The q/k/v heads: logits MLX's to the bit, ×0.96–1.54. Attention with the
-    /// cache write: logits within 1.2e-2, ×1.04–1.54. The folding matvec (with attention
-    /// on): within 1.7e-2, ×1.04–1.53. The add + norm kernel measured no gain (×0.92–1.10).
+    /// What runs when its environment variable is unset: quest's kernel where it kept
+    /// SmolLM2's greedy tokens on its real weights and was ahead of MLX's ops in interleaved
+    /// runs over six shapes on the H200 (docs/benchmarks.md, issue #12, sessions 5–6). The
+    /// q/k/v heads: logits MLX's to the bit, ×0.96–1.54 (10 of 12 rows at least even).
+    /// Attention with the cache write: logits within 1.2e-2, ×1.04–1.76 (all six, twice).
+    /// The folding matvec (with attention on): within 1.7e-2, ×1.04–1.53 (all six). The
+    /// add + norm kernel measured no gain (×0.92–1.10): MLX's.
     pub fn default_choice(self) -> Impl {
         match self {
             Kernel::Matvec | Kernel::Qkv | Kernel::Attend => Impl::Quest,
