@@ -170,10 +170,7 @@ pub fn sources() -> Result<Vec<KernelSource>> {
                 width,
                 eps: eps.to_bits(),
             };
-            Ok(KernelSource {
-                file: format!("add_norm-{width}.cu"),
-                text: key.spec().text(&[])?,
-            })
+            key.spec().source(format!("add_norm-{width}.cu"), &[])
         })
         .collect()
 }
@@ -198,14 +195,8 @@ mod tests {
 
     #[test]
     fn off_cuda_the_sum_and_norm_are_left_to_mlx() {
-        let h = Array::zeros::<f32>(&[1, 1, 64])
-            .unwrap()
-            .as_dtype(Dtype::Float16)
-            .unwrap();
-        let w = Array::zeros::<f32>(&[64])
-            .unwrap()
-            .as_dtype(Dtype::Float16)
-            .unwrap();
+        let h = crate::lm::zeros_f16(&[1, 1, 64]);
+        let w = crate::lm::zeros_f16(&[64]);
         cuda_kernel::set(Kernel::AddNorm, Impl::Quest);
         let out = add_norm(&h, &h, &w, 1e-6).unwrap();
         cuda_kernel::set(Kernel::AddNorm, Impl::Mlx);

@@ -210,12 +210,7 @@ fn make(key: &Key) -> Result<CustomKernel> {
 pub fn sources() -> Result<Vec<KernelSource>> {
     Key::examples()
         .iter()
-        .map(|key| {
-            Ok(KernelSource {
-                file: format!("attend-{}.cu", key.label()),
-                text: spec(key).text(&[])?,
-            })
-        })
+        .map(|key| spec(key).source(format!("attend-{}.cu", key.label()), &[]))
         .collect()
 }
 
@@ -274,12 +269,7 @@ mod tests {
 
     #[test]
     fn off_cuda_attention_and_the_cache_are_left_to_mlx() {
-        let half = |shape: &[i32]| {
-            Array::zeros::<f32>(shape)
-                .unwrap()
-                .as_dtype(Dtype::Float16)
-                .unwrap()
-        };
+        let half = crate::lm::zeros_f16;
         let mut cache = KvCache::new();
         cache
             .update_and_fetch(&half(&[1, 1, 3, 64]), &half(&[1, 1, 3, 64]))
@@ -297,10 +287,7 @@ mod tests {
     #[test]
     fn the_header_gives_the_scale_and_the_block() {
         let spec = HeadsSpec::without_norms(16, 8, 128, 1_000_000.0);
-        let qkv = Array::zeros::<f32>(&[1, 1, 32 * 128])
-            .unwrap()
-            .as_dtype(Dtype::Float16)
-            .unwrap();
+        let qkv = crate::lm::zeros_f16(&[1, 1, 32 * 128]);
         let key = Key::fitting(&qkv, &spec).unwrap();
         let header = header(&key);
         for name in [

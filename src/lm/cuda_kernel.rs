@@ -268,6 +268,14 @@ impl KernelSpec {
         text += "\n}\n\n} // namespace mlx::core::cu\n";
         Ok(text)
     }
+
+    /// [`KernelSpec::text`] under the file name `file`.
+    pub fn source(&self, file: String, ints: &[(&str, i32)]) -> Result<KernelSource> {
+        Ok(KernelSource {
+            file,
+            text: self.text(ints)?,
+        })
+    }
 }
 
 /// A kernel's full source (as [`KernelSpec::text`] writes it) under a file name that says

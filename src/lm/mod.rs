@@ -47,6 +47,15 @@ pub fn kernel_sources() -> Result<Vec<cuda_kernel::KernelSource>> {
     Ok(all)
 }
 
+/// Zeros in float16, the dtype quest's CUDA kernels take: the kernels' tests' inputs.
+#[cfg(test)]
+pub(crate) fn zeros_f16(shape: &[i32]) -> Array {
+    Array::zeros::<f32>(shape)
+        .unwrap()
+        .as_dtype(Dtype::Float16)
+        .unwrap()
+}
+
 /// Which MLX backend this build runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {

@@ -303,12 +303,7 @@ pub fn heads(qkv: &Array, spec: &HeadsSpec, offset: i32) -> Result<Option<[Array
 pub fn sources() -> Result<Vec<KernelSource>> {
     Key::examples()
         .iter()
-        .map(|key| {
-            Ok(KernelSource {
-                file: format!("qkv-{}.cu", key.label()),
-                text: key.spec().text(&[])?,
-            })
-        })
+        .map(|key| key.spec().source(format!("qkv-{}.cu", key.label()), &[]))
         .collect()
 }
 
@@ -345,10 +340,7 @@ mod tests {
 
     #[test]
     fn off_cuda_the_heads_are_left_to_mlx() {
-        let qkv = Array::zeros::<f32>(&[1, 1, 4 * 64])
-            .unwrap()
-            .as_dtype(Dtype::Float16)
-            .unwrap();
+        let qkv = crate::lm::zeros_f16(&[1, 1, 4 * 64]);
         let spec = HeadsSpec::without_norms(2, 1, 64, 10_000.0);
         cuda_kernel::set(Kernel::Qkv, Impl::Quest);
         let out = heads(&qkv, &spec, 3).unwrap();

@@ -268,10 +268,10 @@ pub fn sources() -> Result<Vec<KernelSource>> {
             swiglu: bits & 2 != 0,
             residual: bits & 4 != 0,
         };
-        sources.push(KernelSource {
-            file: format!("qmv4-4096-fold{bits}.cu"),
-            text: variant.spec().text(&constants(4096, 4096, 64))?,
-        });
+        sources.push(variant.spec().source(
+            format!("qmv4-4096-fold{bits}.cu"),
+            &constants(4096, 4096, 64),
+        )?);
     }
     let plain = Variant {
         k: 576,
@@ -279,10 +279,11 @@ pub fn sources() -> Result<Vec<KernelSource>> {
         swiglu: false,
         residual: false,
     };
-    sources.push(KernelSource {
-        file: "qmv4-576.cu".into(),
-        text: plain.spec().text(&constants(576, 576, 32))?,
-    });
+    sources.push(
+        plain
+            .spec()
+            .source("qmv4-576.cu".into(), &constants(576, 576, 32))?,
+    );
     Ok(sources)
 }
 
@@ -373,15 +374,9 @@ mod tests {
     #[test]
     fn off_cuda_the_product_is_left_to_mlx() {
         // This test build runs MLX on the CPU: quest's kernel never applies.
-        let x = Array::zeros::<f32>(&[1, 1, 256])
-            .unwrap()
-            .as_dtype(Dtype::Float16)
-            .unwrap();
+        let x = crate::lm::zeros_f16(&[1, 1, 256]);
         let w = Array::zeros::<u32>(&[8, 32]).unwrap();
-        let s = Array::zeros::<f32>(&[8, 8])
-            .unwrap()
-            .as_dtype(Dtype::Float16)
-            .unwrap();
+        let s = crate::lm::zeros_f16(&[8, 8]);
         cuda_kernel::set(Kernel::Matvec, Impl::Quest);
         let y = matvec(&x, &w, &s, &s, 32, 4, &Fold::default()).unwrap();
         cuda_kernel::set(Kernel::Matvec, Impl::Mlx);
