@@ -24,6 +24,11 @@ pub fn main() {
         }
     });
     println!("cargo:rustc-env=QUEST_MLX_BLAS={blas}");
+    // The files that make that BLAS in the wheel copy's `mlx_cpu.libs` (the Python peers'
+    // venv gets the same ones).
+    println!("cargo:rerun-if-env-changed=DEP_MLX_BLAS_FILES");
+    let files = std::env::var("DEP_MLX_BLAS_FILES").unwrap_or_default();
+    println!("cargo:rustc-env=QUEST_MLX_BLAS_FILES={files}");
     if std::env::var_os("DEP_MLX_LIBDIR").is_none() {
         println!("cargo:rustc-env=QUEST_MLX_LIBDIR=");
     }

@@ -1,10 +1,11 @@
 //! Which BLAS MLX's CPU backend runs on, and with how many threads.
 //!
-//! On Linux the build links libmlx against OpenBLAS from PyPI (see
+//! On Linux the build links libmlx against OpenBLAS from PyPI (`scipy-openblas32`, the
+//! DYNAMIC_ARCH build NumPy ships, through a forwarding library: see
 //! vendor/mlx-sys/PATCHES.md) unless `QUEST_BLAS=bundled` keeps the reference BLAS the
 //! `mlx-cpu` wheel bundles; an `MLX_DIR` install is used as it is; macOS keeps Accelerate.
 //! What actually serves `cblas_sgemm` in this process is asked of the dynamic loader
-//! (`dladdr`), not assumed.
+//! (`dladdr`), not assumed, and so is the kernel family OpenBLAS chose for this CPU.
 //!
 //! Threads: OpenBLAS starts its pool when it is loaded, before `main`, with one thread per
 //! CPU. [`init`] sets the count quest uses: `QUEST_BLAS_THREADS` when set, else half the
@@ -68,13 +69,30 @@ fn lookup(symbol: &str) -> Option<*mut libc::c_void> {
     (!address.is_null()).then_some(address)
 }
 
-/// OpenBLAS's build description (`openblas_get_config()`, e.g. "OpenBLAS 0.3.31 DYNAMIC_ARCH
-/// …"), when OpenBLAS is loaded.
+/// OpenBLAS's build description (`openblas_get_config()`, e.g. "OpenBLAS 0.3.34.481.3
+/// DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64"), when OpenBLAS is loaded.
 pub fn openblas_config() -> Option<String> {
+    static_string("openblas_get_config")
+}
+
+/// The kernel family OpenBLAS runs on this CPU (`openblas_get_corename()`, e.g. "Haswell",
+/// "SkylakeX", "Zen"): chosen at load by a DYNAMIC_ARCH build, fixed by any other.
+pub fn kernel_family() -> Option<String> {
+    static_string("openblas_get_corename")
+}
+
+/// Whether the loaded OpenBLAS picks its kernels for the CPU it runs on (`DYNAMIC_ARCH` in
+/// its build description). A build for one CPU dies with SIGILL on an older one.
+pub fn dynamic_arch() -> Option<bool> {
+    openblas_config().map(|config| config.split_whitespace().any(|w| w == "DYNAMIC_ARCH"))
+}
+
+/// A `const char* f(void)` of OpenBLAS's that returns a static string.
+fn static_string(symbol: &str) -> Option<String> {
     #[cfg(unix)]
     {
-        let f = lookup("openblas_get_config")?;
-        // SAFETY: OpenBLAS's `char* openblas_get_config(void)`, a static string.
+        let f = lookup(symbol)?;
+        // SAFETY: OpenBLAS's `char* openblas_get_config(void)` / `openblas_get_corename`.
         let f: extern "C" fn() -> *const libc::c_char = unsafe { std::mem::transmute(f) };
         let s = f();
         (!s.is_null()).then(|| {
@@ -145,7 +163,27 @@ pub fn init() -> Result<()> {
     .map_err(anyhow::Error::msg)
 }
 
-/// One line for humans: "OpenBLAS 0.3.31 (2 threads)", "bundled reference BLAS", …
+/// The library and the kernels it chose, without the thread count: "OpenBLAS 0.3.34.481.3
+/// (Haswell kernels)", "the mlx-cpu wheel's reference BLAS", …
+pub fn library() -> String {
+    match openblas_config() {
+        Some(config) => {
+            let version = config
+                .split_whitespace()
+                .take(2)
+                .collect::<Vec<_>>()
+                .join(" ");
+            match kernel_family() {
+                Some(kernels) => format!("{version} ({kernels} kernels)"),
+                None => version,
+            }
+        }
+        None => describe(),
+    }
+}
+
+/// One line for humans: "OpenBLAS 0.3.34.481.3 (Haswell kernels, 1 thread)", "the
+/// mlx-cpu wheel's reference BLAS", …
 pub fn describe() -> String {
     match (openblas_config(), threads()) {
         (Some(config), Some(n)) => {
@@ -154,7 +192,11 @@ pub fn describe() -> String {
                 .take(2)
                 .collect::<Vec<_>>()
                 .join(" ");
-            format!("{version} ({n} thread{})", if n == 1 { "" } else { "s" })
+            let threads = format!("{n} thread{}", if n == 1 { "" } else { "s" });
+            match kernel_family() {
+                Some(kernels) => format!("{version} ({kernels} kernels, {threads})"),
+                None => format!("{version} ({threads})"),
+            }
         }
         _ => match BUILT_WITH {
             "bundled" => "the mlx-cpu wheel's reference BLAS".into(),

@@ -20,6 +20,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::course::Metric;
 
+/// The BLAS line a report carries: MLX's CPU backend's BLAS, empty on a GPU (its matmuls
+/// are MLX's own kernels there).
+fn cpu_blas() -> String {
+    match crate::lm::Backend::detect() {
+        crate::lm::Backend::Cpu => crate::blas::describe(),
+        _ => String::new(),
+    }
+}
+
 /// Bumped whenever a field of [`Report`] changes meaning.
 pub const REPORT_SCHEMA: u32 = 2;
 
@@ -85,6 +94,7 @@ impl Exercise {
             schema: REPORT_SCHEMA,
             model: self.model.clone(),
             backend: crate::lm::Backend::detect().name().into(),
+            blas: cpu_blas(),
             prompt_tokens,
             generated_tokens: tokens.len(),
             load_ms: timer
@@ -107,6 +117,10 @@ impl Exercise {
                 .as_ref()
                 .map_or_else(String::new, |l| l.weights.clone()),
             weight_bytes_per_token: loaded.as_ref().map_or(0, |l| l.weight_bytes),
+            quest_kernels: crate::lm::cuda_kernel::running()?
+                .into_iter()
+                .map(str::to_owned)
+                .collect(),
             inputs: serde_json::Value::Null,
             values: BTreeMap::new(),
         };
@@ -155,6 +169,7 @@ impl Exercise {
             schema: REPORT_SCHEMA,
             model: self.model.clone(),
             backend: crate::lm::Backend::detect().name().into(),
+            blas: cpu_blas(),
             prompt_tokens: 0,
             generated_tokens: 0,
             load_ms: 0.0,
@@ -167,6 +182,7 @@ impl Exercise {
             text: text.to_owned(),
             weights: String::new(),
             weight_bytes_per_token: 0,
+            quest_kernels: Vec::new(),
             inputs: serde_json::to_value(inputs)?,
             values: values.0.clone(),
         };
@@ -284,6 +300,10 @@ pub struct Report {
     pub schema: u32,
     pub model: String,
     pub backend: String,
+    /// On the CPU, the BLAS MLX ran on and the kernels it chose for this CPU
+    /// ([`crate::blas::describe`]); empty on a GPU and in older reports.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub blas: String,
     pub prompt_tokens: usize,
     pub generated_tokens: usize,
     pub load_ms: f64,
@@ -312,6 +332,10 @@ pub struct Report {
     /// Bytes of weights one decode step reads (0 when not recorded).
     #[serde(default)]
     pub weight_bytes_per_token: u64,
+    /// quest's own CUDA kernels that ran (`lm::cuda_kernel`): none off CUDA, and none by
+    /// default in an exercise, a new process each run, where MLX would compile them again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub quest_kernels: Vec<String>,
     /// What quest gave an exercise that computes values (see [`Exercise::report_values`]).
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub inputs: serde_json::Value,
@@ -597,6 +621,9 @@ pub fn run(binary: &Path, request: &RunRequest) -> Result<Report> {
         .spawn()
         .with_context(|| format!("could not start {}", binary.display()))?;
     let (status, stderr) = wait_child(child, request.time_limit)?;
+    if let Some(killed) = Killed::from_status(Process::Exercise, &status, &stderr) {
+        anyhow::bail!(killed);
+    }
     if !status.success() {
         let stderr = stderr.trim();
         anyhow::bail!(RunFailed(if stderr.is_empty() {
@@ -621,6 +648,86 @@ impl std::fmt::Display for RunFailed {
 }
 
 impl std::error::Error for RunFailed {}
+
+/// Which of quest's child processes a signal ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Process {
+    /// An exercise binary (the learner's code, a lesson's starting code, a solution).
+    Exercise,
+    /// The Python peer of `quest bench` and `quest fit --peer` (mlx-lm).
+    PythonPeer,
+}
+
+/// A child process ended by a signal, whatever it printed before: what the learner is told
+/// first, since its last lines (a download's log, say) are not why it stopped.
+#[derive(Debug)]
+pub struct Killed {
+    pub process: Process,
+    pub signal: i32,
+    /// What it wrote to stderr before it died, trimmed.
+    pub said: String,
+}
+
+impl Killed {
+    /// `Some` when `status` says a signal ended the process.
+    pub fn from_status(
+        process: Process,
+        status: &std::process::ExitStatus,
+        said: &str,
+    ) -> Option<Self> {
+        #[cfg(unix)]
+        {
+            use std::os::unix::process::ExitStatusExt;
+            status.signal().map(|signal| Killed {
+                process,
+                signal,
+                said: said.trim().to_owned(),
+            })
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = (process, status, said);
+            None
+        }
+    }
+
+    /// The signal's name (`SIGILL`), or its number where quest does not name it.
+    pub fn signal_name(&self) -> String {
+        match self.signal {
+            libc::SIGILL => "SIGILL".into(),
+            libc::SIGSEGV => "SIGSEGV".into(),
+            libc::SIGBUS => "SIGBUS".into(),
+            libc::SIGFPE => "SIGFPE".into(),
+            libc::SIGABRT => "SIGABRT".into(),
+            libc::SIGKILL => "SIGKILL".into(),
+            libc::SIGTERM => "SIGTERM".into(),
+            n => format!("signal {n}"),
+        }
+    }
+
+    /// An illegal instruction: code built for a newer CPU than this one.
+    pub fn is_illegal_instruction(&self) -> bool {
+        self.signal == libc::SIGILL
+    }
+
+    /// The last `n` lines it printed before it died.
+    pub fn last_lines(&self, n: usize) -> String {
+        let lines: Vec<&str> = self.said.lines().collect();
+        lines[lines.len().saturating_sub(n)..].join("\n")
+    }
+}
+
+impl std::fmt::Display for Killed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let who = match self.process {
+            Process::Exercise => "the exercise",
+            Process::PythonPeer => "the Python peer",
+        };
+        write!(f, "{who} was killed by {}", self.signal_name())
+    }
+}
+
+impl std::error::Error for Killed {}
 
 /// The exercise ran longer than its time limit and was stopped.
 #[derive(Debug)]
@@ -707,6 +814,7 @@ mod tests {
             schema: REPORT_SCHEMA,
             model: "m".into(),
             backend: "cpu".into(),
+            blas: String::new(),
             prompt_tokens: 4,
             generated_tokens: token_ms.len() + 1,
             load_ms: 50.0,
@@ -719,6 +827,7 @@ mod tests {
             text: String::new(),
             weights: "dense-f32".into(),
             weight_bytes_per_token: 540_000_000,
+            quest_kernels: vec![],
             inputs: serde_json::Value::Null,
             values: BTreeMap::new(),
         }

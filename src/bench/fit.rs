@@ -205,10 +205,9 @@ pub fn run(options: &FitOptions, mut progress: impl FnMut(&str)) -> Result<Fit> 
         sync_cost_ms: points.last().map_or(0.0, ShapePoint::sync_ms),
         points,
         per_layout,
-        quest_kernels: crate::lm::cuda_kernel::Kernel::ALL
+        quest_kernels: crate::lm::cuda_kernel::running()?
             .into_iter()
-            .filter(|k| crate::lm::cuda_kernel::in_use(*k).unwrap_or(false))
-            .map(|k| k.name().to_owned())
+            .map(str::to_owned)
             .collect(),
         date: crate::progress::Timestamp::now().to_string(),
     })

@@ -98,6 +98,9 @@ pub struct BenchResult {
     pub lesson: String,
     pub model: String,
     pub backend: String,
+    /// On the CPU, the BLAS the Rust loops ran on and the kernels it chose for this CPU
+    /// (`OpenBLAS 0.3.34.481.3 (Haswell kernels, 1 thread)`); `-` on a GPU.
+    pub blas: String,
     pub prompt_tokens: usize,
     pub max_tokens: usize,
     pub rounds: usize,

@@ -116,15 +116,25 @@ def dequantize(model):
 
 
 def blas_library():
-    """The BLAS this process mapped (what libmlx calls): openblas, or the wheel's libblas."""
+    """The BLAS this process mapped (what libmlx calls): OpenBLAS with the kernel family it
+    chose for this CPU, or the wheel's libblas."""
     try:
         maps = Path("/proc/self/maps").read_text()
     except OSError:
         return "unknown"
-    for name in ("libopenblas", "libblas-"):
+    for name, prefix in (("libscipy_openblas", "scipy_"), ("libopenblas", ""), ("libblas-", None)):
         for line in maps.splitlines():
             if name in line:
-                return line.split()[-1]
+                path = line.split()[-1]
+                if prefix is None:
+                    return path
+                try:
+                    import ctypes
+                    corename = getattr(ctypes.CDLL(path), prefix + "openblas_get_corename")
+                    corename.restype = ctypes.c_char_p
+                    return f"{path} ({corename().decode()} kernels)"
+                except (OSError, AttributeError):
+                    return path
     return "unknown"
 
 

@@ -304,6 +304,12 @@ impl Peer {
             .command(ask)
             .output()
             .context("could not start the Python peer")?;
+        let said = String::from_utf8_lossy(&output.stderr);
+        if let Some(killed) =
+            crate::lab::Killed::from_status(crate::lab::Process::PythonPeer, &output.status, &said)
+        {
+            bail!(killed);
+        }
         if !output.status.success() {
             bail!(
                 "the Python peer failed: {}",
@@ -354,7 +360,17 @@ impl PeerSession {
             .stdout
             .read_line(&mut line)
             .context("reading the Python peer")?;
-        anyhow::ensure!(n > 0, "the Python peer ended early (see its error above)");
+        if n == 0 {
+            // Its stderr went to the terminal; the signal, if one ended it, is said here.
+            if let Ok(status) = self.child.wait() {
+                if let Some(killed) =
+                    crate::lab::Killed::from_status(crate::lab::Process::PythonPeer, &status, "")
+                {
+                    bail!(killed);
+                }
+            }
+            bail!("the Python peer ended early (see its error above)");
+        }
         Ok(line)
     }
 }
@@ -367,25 +383,36 @@ impl Drop for PeerSession {
     }
 }
 
-/// This build's `libopenblas.so.0` (in its patched copy of the wheel), when the Rust side
-/// runs on OpenBLAS.
-fn build_openblas() -> Result<Option<PathBuf>> {
+/// The files that make this build's OpenBLAS in its patched copy of the wheel (the
+/// forwarding library first, then OpenBLAS itself), when the Rust side runs on OpenBLAS.
+fn build_openblas() -> Result<Option<Vec<PathBuf>>> {
     if !crate::blas::BUILT_WITH.starts_with("openblas-") {
         return Ok(None);
     }
-    let lib = Path::new(env!("QUEST_MLX_LIBDIR")).join("../../mlx_cpu.libs/libopenblas.so.0");
+    let libs = Path::new(env!("QUEST_MLX_LIBDIR")).join("../../mlx_cpu.libs");
+    let files: Vec<PathBuf> = env!("QUEST_MLX_BLAS_FILES")
+        .split_whitespace()
+        .map(|name| libs.join(name))
+        .collect();
     anyhow::ensure!(
-        lib.is_file(),
-        "this quest was built on OpenBLAS, but {} is gone; rebuild quest (cargo build)",
-        lib.display()
+        !files.is_empty(),
+        "this quest was built on OpenBLAS, but its build did not say which files make it; rebuild quest (cargo build)"
     );
-    Ok(Some(lib))
+    for file in &files {
+        anyhow::ensure!(
+            file.is_file(),
+            "this quest was built on OpenBLAS, but {} is gone; rebuild quest (cargo build)",
+            file.display()
+        );
+    }
+    Ok(Some(files))
 }
 
 /// Puts OpenBLAS under the venv's mlx-cpu exactly as the build does under its copy of the
-/// wheel (vendor/mlx-sys/PATCHES.md): libopenblas.so.0 in `mlx_cpu.libs`, the wheel's
-/// libblas/liblapack names as symlinks to it, `libgfortran.so.5` naming the wheel's copy.
-fn patch_venv(python: &Path, openblas: &Path) -> Result<()> {
+/// wheel (vendor/mlx-sys/PATCHES.md): the forwarding library and OpenBLAS in
+/// `mlx_cpu.libs`, the wheel's libblas/liblapack names as symlinks to the forwarding
+/// library (the venv's libmlx is the same wheel's, so it imports the same symbols).
+fn patch_venv(python: &Path, openblas: &[PathBuf]) -> Result<()> {
     let out = Command::new(python)
         .args([
             "-c",
@@ -405,17 +432,15 @@ fn patch_venv(python: &Path, openblas: &Path) -> Result<()> {
             .cloned()
             .with_context(|| format!("{} has no {prefix}*.so", libs.display()))
     };
-    let (blas, lapack, gfortran) = (
-        find("libblas-")?,
-        find("liblapack-")?,
-        find("libgfortran-")?,
-    );
-    std::fs::copy(openblas, libs.join("libopenblas.so.0"))?;
+    let (blas, lapack) = (find("libblas-")?, find("liblapack-")?);
+    for file in openblas {
+        std::fs::copy(file, libs.join(file.file_name().unwrap()))?;
+    }
+    let forwarding = openblas[0].file_name().unwrap();
     for name in [&blas, &lapack] {
         std::fs::remove_file(libs.join(name))?;
-        std::os::unix::fs::symlink("libopenblas.so.0", libs.join(name))?;
+        std::os::unix::fs::symlink(forwarding, libs.join(name))?;
     }
-    std::os::unix::fs::symlink(&gfortran, libs.join("libgfortran.so.5"))?;
     Ok(())
 }
 

@@ -14,7 +14,7 @@ use quest::lm::{self, Backend, ModelSource};
 use quest::progress::{CodeRef, Run, Timestamp, LIBRARY_DECODE_TOK_S};
 
 use super::learner::{current_exercise, solution_path, starting_code_file, Learner};
-use super::run::{build, request as run_request};
+use super::run::{build, explain_killed, request as run_request};
 use super::{Ctx, RunArgs};
 
 pub struct BenchOptions {
@@ -164,20 +164,24 @@ pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
         ..request.clone()
     };
     for (_, _, binary) in &binaries {
-        lab::run(binary, &warm)?;
+        lab::run(binary, &warm).map_err(|e| explain_killed(ctx, e))?;
     }
     for round in 0..options.rounds {
         for (i, (_, _, binary)) in binaries.iter().enumerate() {
-            loops[i]
-                .runs
-                .push(Measured::from(lab::run(binary, &request)?));
+            loops[i].runs.push(Measured::from(
+                lab::run(binary, &request).map_err(|e| explain_killed(ctx, e))?,
+            ));
         }
         if let Ok((peer, path)) = &peer {
-            let [hand, generate] = peer.round(path, &prompt_ids, max_tokens, true, peer_weights)?;
+            let [hand, generate] = peer
+                .round(path, &prompt_ids, max_tokens, true, peer_weights)
+                .map_err(|e| explain_killed(ctx, e))?;
             loops[3].runs.push(hand);
             loops[4].runs.push(generate);
             if let Some(stock) = &stock {
-                let generate = stock.round_generate(path, &prompt_ids, max_tokens, true)?;
+                let generate = stock
+                    .round_generate(path, &prompt_ids, max_tokens, true)
+                    .map_err(|e| explain_killed(ctx, e))?;
                 loops[5].runs.push(generate);
             }
         }
@@ -192,6 +196,11 @@ pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
         lesson: id.into(),
         model: model_spec,
         backend: backend.name().into(),
+        blas: if backend == Backend::Cpu {
+            quest::blas::describe()
+        } else {
+            "-".into()
+        },
         prompt_tokens: prompt_ids.len(),
         max_tokens,
         rounds: options.rounds,
@@ -310,6 +319,9 @@ pub struct FitArgs {
 /// `quest fit`: the decode-ceiling formula measured on this machine.
 pub fn fit(root: &std::path::Path, args: &FitArgs) -> Result<()> {
     use quest::bench::fit;
+    // Its rounds follow a warm-up in this one process: quest's CUDA kernels, compiled there,
+    // are on by default (lm::cuda_kernel says why an exercise runs MLX's ops).
+    quest::lm::cuda_kernel::warm_process();
     let backend = Backend::detect();
     // On a CPU the big shapes take minutes a token; default to the small ones there.
     let default = if backend == Backend::Cpu {
@@ -405,6 +417,9 @@ pub struct QmvArgs {
 pub fn qmv(root: &std::path::Path, args: &QmvArgs) -> Result<()> {
     use quest::bench::{qmv, random};
     use quest::lm::WeightLayout;
+    // Its rounds follow a warm-up in this one process: quest's CUDA kernels, compiled there,
+    // are on by default (lm::cuda_kernel says why an exercise runs MLX's ops).
+    quest::lm::cuda_kernel::warm_process();
     // The arguments first, then the machine: a mistake in them is said on any machine.
     // With real models named and no shapes, only the real models.
     let default_shapes = if args.models.is_empty() { "all" } else { "" };
@@ -474,6 +489,9 @@ pub struct SlopeArgs {
 /// `quest slope`: decode speed against context length, full attention beside the hybrid layout.
 pub fn slope(root: &std::path::Path, args: &SlopeArgs) -> Result<()> {
     use quest::bench::slope;
+    // Its rounds follow a warm-up in this one process: quest's CUDA kernels, compiled there,
+    // are on by default (lm::cuda_kernel says why an exercise runs MLX's ops).
+    quest::lm::cuda_kernel::warm_process();
     let backend = Backend::detect();
     // On a CPU a 4-bit model prefills at about its decode rate (a token costs a second, not a
     // millisecond): the small pair there, and the context filled with random keys and values.
@@ -523,6 +541,9 @@ pub struct BatchArgs {
 pub fn batch(args: &BatchArgs) -> Result<()> {
     use quest::bench::batch::{self, BatchOptions, BatchResult, Subject};
     use quest::bench::random;
+    // Its rounds follow a warm-up in this one process: quest's CUDA kernels, compiled there,
+    // are on by default (lm::cuda_kernel says why an exercise runs MLX's ops).
+    quest::lm::cuda_kernel::warm_process();
     let backend = Backend::detect();
     let batches = parse_counts(
         &args.batches,

@@ -41,10 +41,51 @@ pub(crate) fn run_binary(ctx: &Ctx, binary: &Path, request: &RunRequest) -> Resu
     lab::run(binary, request).map_err(|e| {
         if let Some(limit) = e.downcast_ref::<lab::TimedOut>() {
             anyhow::anyhow!(ctx.ui_with("run_timed_out", &[("s", &limit.0.as_secs().to_string())]))
+        } else if e.downcast_ref::<lab::Killed>().is_some() {
+            explain_killed(ctx, e)
         } else {
             anyhow::anyhow!(ctx.ui_with("run_failed", &[("error", &format!("{e:#}"))]))
         }
     })
+}
+
+/// A process a signal ended, said in the learner's language: the signal first (not its
+/// last log line), and for SIGILL the BLAS in use and the way out. Other errors pass.
+pub(crate) fn explain_killed(ctx: &Ctx, error: anyhow::Error) -> anyhow::Error {
+    let Some(killed) = error.downcast_ref::<lab::Killed>() else {
+        return error;
+    };
+    let who = match killed.process {
+        lab::Process::Exercise => ctx.ui("who_exercise"),
+        lab::Process::PythonPeer => ctx.ui("who_python_peer"),
+    };
+    let meaning = ctx.ui(match killed.signal {
+        libc::SIGILL => "signal_ill",
+        libc::SIGSEGV => "signal_segv",
+        libc::SIGBUS => "signal_bus",
+        libc::SIGFPE => "signal_fpe",
+        libc::SIGABRT => "signal_abrt",
+        libc::SIGKILL => "signal_kill",
+        libc::SIGTERM => "signal_term",
+        _ => "signal_other",
+    });
+    let mut text = ctx.ui_with(
+        "run_killed",
+        &[
+            ("who", who),
+            ("signal", &killed.signal_name()),
+            ("meaning", meaning),
+        ],
+    );
+    if killed.is_illegal_instruction() {
+        text += "\n";
+        text += &ctx.ui_with("killed_sigill_hint", &[("blas", &quest::blas::library())]);
+    }
+    let said = killed.last_lines(5);
+    if !said.is_empty() {
+        text += &format!("\n{}\n{said}", ctx.ui("killed_said"));
+    }
+    anyhow::anyhow!(text)
 }
 
 /// Runs the exercise and records the run (its code's hash, backend, numbers).
@@ -107,6 +148,17 @@ fn print_report(ctx: &Ctx, r: &Report) {
             r.weights,
             r.weight_bytes_per_token as f64 / 1e6
         );
+    }
+    if !r.blas.is_empty() {
+        println!("{}: {}", ctx.ui("blas"), r.blas);
+    }
+    if r.backend == quest::lm::Backend::Cuda.name() {
+        let kernels = if r.quest_kernels.is_empty() {
+            ctx.ui("quest_kernels_none").to_owned()
+        } else {
+            r.quest_kernels.join(", ")
+        };
+        println!("{}: {kernels}", ctx.ui("quest_kernels"));
     }
     if !r.values.is_empty() {
         // It timed no decode of its own: its values are checked next.

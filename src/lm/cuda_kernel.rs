@@ -6,12 +6,20 @@
 //! (read once; `mlx` is MLX's own ops; the default is [`Kernel::default_choice`]), so each
 //! is measured against what it replaces (`quest qmv --kernel …`). A new kernel is one
 //! entry in [`Kernel`].
+//!
+//! Where they are on by default: only in a process that warms its graphs up before its
+//! clocks start ([`warm_process`]: `quest fit`, `qmv`, `slope`, `batch`). MLX 0.32.2's CUDA
+//! backend compiles a custom kernel in every new process (it keeps no compiled custom
+//! kernel on disk), and quest's take about 10 s to compile on the H200, at their first use,
+//! inside the decode loop. A learner's run is a new process each time (`quest run`,
+//! `submit`, `bench`): there they cannot pay (on Qwen3-8B's shape they save about 3 ms a
+//! token, 152 → 270 tok/s, so ~3000 tokens to earn back the compile), and MLX's ops run.
 
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::hash::Hash;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 use anyhow::{anyhow, bail, Result};
 use mlx_rs::{Array, Dtype, Stream};
@@ -57,7 +65,18 @@ impl Kernel {
     /// Attention with the cache write: logits within 1.2e-2, ×1.04–1.76 (all six, twice).
     /// The folding matvec (with attention on): within 1.7e-2, ×1.04–1.53 (all six). The
     /// add + norm kernel measured no gain (×0.92–1.10): MLX's.
+    ///
+    /// That is in a warmed process ([`warm_process`]); in any other, MLX's ops (the module
+    /// doc says why).
     pub fn default_choice(self) -> Impl {
+        if !WARMED.load(Ordering::Relaxed) {
+            return Impl::Mlx;
+        }
+        self.warmed_choice()
+    }
+
+    /// What runs by default in a process that warms its graphs up before timing them.
+    pub fn warmed_choice(self) -> Impl {
         match self {
             Kernel::Matvec | Kernel::Qkv | Kernel::Attend => Impl::Quest,
             Kernel::AddNorm => Impl::Mlx,
@@ -121,6 +140,28 @@ impl std::str::FromStr for Impl {
             other => Err(format!("unknown choice `{other}`; use {}", Impl::CHOICES)),
         }
     }
+}
+
+/// Set by [`warm_process`].
+static WARMED: AtomicBool = AtomicBool::new(false);
+
+/// Says this process runs every graph once before its clocks start (the in-process
+/// benchmarks), so quest's kernels, compiled at that first run, are on by default here.
+/// Call it before the first graph is built: a kernel's choice is read once.
+pub fn warm_process() {
+    WARMED.store(true, Ordering::Relaxed);
+}
+
+/// quest's kernels that run in the graphs built now (none off CUDA): what a report says
+/// it measured.
+pub fn running() -> Result<Vec<&'static str>> {
+    let mut names = Vec::new();
+    for kernel in Kernel::ALL {
+        if in_use(kernel)? {
+            names.push(kernel.name());
+        }
+    }
+    Ok(names)
 }
 
 /// What runs for `kernel`: its environment variable, else [`Kernel::default_choice`].

@@ -9,7 +9,7 @@ use quest::bench::random;
 use quest::lm::{self, Model, WeightLayout};
 use serde_json::Value;
 
-use crate::lm_helpers::{fixture, ids, max_abs_diff, mlx_lock, read_json};
+use crate::lm_helpers::{fixture, ids, max_abs_diff, measured, mlx_lock, read_json};
 
 /// Largest allowed |logit difference| (logits span about ±30). A batch changes the
 /// shape of every matrix product (four rows instead of one), and with it the kernel MLX
@@ -89,8 +89,10 @@ fn check_cases(model: &Model, model_prefix: &str) {
             "{name}: a row differs from its prompt decoded alone"
         );
         for (row, expected) in expected_logits.chunks(vocab).enumerate() {
-            let diff = max_abs_diff(&steps[0][row], expected);
-            println!("{name} row {row}: prefill logits within {diff:e} of mlx-lm's");
+            let diff = measured(
+                &format!("batch-{name}-row{row}"),
+                max_abs_diff(&steps[0][row], expected),
+            );
             assert!(
                 diff < TOLERANCE,
                 "{name} row {row}: prefill logits differ by {diff} (tolerance {TOLERANCE})"

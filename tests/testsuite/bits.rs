@@ -193,12 +193,10 @@ fn requantized_to_q4_g32_is_mlx_lm_s_4bit_model() {
             .iter()
             .map(|v| v.as_f64().unwrap() as f32)
             .collect();
-        let diff = last
-            .as_slice::<f32>()
-            .iter()
-            .zip(&expected)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0, f32::max);
+        let diff = crate::lm_helpers::measured(
+            &format!("requantized-{f32_dir}"),
+            crate::lm_helpers::max_abs_diff(last.as_slice::<f32>(), &expected),
+        );
         assert!(
             diff < 1e-4,
             "{f32_dir}: prefill logits differ from mlx-lm's 4-bit by {diff}"

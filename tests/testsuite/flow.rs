@@ -37,6 +37,12 @@ fn assert_snapshot_redacted(name: &str, s: &str) {
         r"(?m)^(Model: .*) \((?:cpu|metal|cuda)(?:, [^)]*)?\)$",
         "$1 ([DEVICE], [WEIGHTS])",
     );
+    // What ran the matmuls: the BLAS and the kernels it chose for this CPU, or on CUDA
+    // which of quest's kernels ran.
+    settings.add_filter(
+        r"(?m)^(?:CPU matmuls on|quest's own CUDA kernels): .*$",
+        "[WHAT RAN THE MATMULS]",
+    );
     settings.add_filter(r"\d+\.\d+ ms", "[TTFT] ms");
     settings.add_filter(r"\d+\.\d+ tok/s", "[RATE] tok/s");
     settings.bind(|| insta::assert_snapshot!(name, s));

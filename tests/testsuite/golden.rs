@@ -11,7 +11,7 @@ use mlx_rs::ops::indexing::IndexOp;
 use mlx_rs::Array;
 use quest::lm::{self, KvCache, Message, WeightLayout};
 
-use crate::lm_helpers::{fixture, greedy, ids, max_abs_diff, mlx_lock, read_json};
+use crate::lm_helpers::{fixture, greedy, ids, max_abs_diff, measured, mlx_lock, read_json};
 
 /// Largest allowed |logit difference| at the last prefill position (logits span ~±30),
 /// the same as tests/qwen3_5.rs. Measured 2026-12-01 on the CPU (float32, MLX 0.32.2,
@@ -109,7 +109,11 @@ fn check_smollm2_loaded(layout: WeightLayout, expected_layout: &str, lazy: bool)
         .chunks_exact(4)
         .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
         .collect();
-    let diff = max_abs_diff(prefill, &expected);
+    let name = format!(
+        "smollm2-{expected_layout}{}",
+        if lazy { "-lazy" } else { "" }
+    );
+    let diff = measured(&name, max_abs_diff(prefill, &expected));
     assert!(
         diff < LOGIT_TOLERANCE,
         "prefill logits differ by {diff} (tolerance {LOGIT_TOLERANCE})"
@@ -134,7 +138,10 @@ fn check_tiny_qwen3(dir: &str, layout: WeightLayout) {
         .iter()
         .map(|v| v.as_f64().unwrap() as f32)
         .collect();
-    let diff = max_abs_diff(prefill, &expected);
+    let diff = measured(
+        &format!("{dir}-{layout:?}"),
+        max_abs_diff(prefill, &expected),
+    );
     assert!(
         diff < LOGIT_TOLERANCE,
         "{dir}: prefill logits differ by {diff}"

@@ -38,6 +38,14 @@ pub fn ids(v: &Value) -> Vec<u32> {
         .collect()
 }
 
+/// Prints a golden comparison's measured difference as one line (`golden-diff: NAME D`),
+/// which docs/cpu/blas_spread.sh collects across OpenBLAS's kernel families to set the
+/// tolerances from.
+pub fn measured(name: &str, diff: f32) -> f32 {
+    println!("golden-diff: {name} {diff:e}");
+    diff
+}
+
 pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len(), "vocab sizes differ");
     a.iter()

@@ -75,3 +75,56 @@ fn prebuilt_binaries_are_used_by_source_hash_and_an_edited_source_is_refused() {
     assert!(stderr.contains("the source changed since"), "{stderr}");
     assert!(stderr.contains("quest dev prebuild"), "{stderr}");
 }
+
+/// An exercise that a signal ends is reported by the signal, whatever it printed before
+/// (here a download's log, as the first run on a CPU its BLAS was not built for showed):
+/// SIGILL's line names the BLAS in use and `QUEST_BLAS=bundled`, in either language.
+#[test]
+fn an_exercise_killed_by_a_signal_is_reported_by_its_signal() {
+    let root = course_copy("prebuilt-sigill");
+    let prebuilt = home("prebuilt-sigill-bins");
+    let exercise = root.join("exercises/mlx-path/decode_loop.rs");
+    let key = quest::lab::prebuilt_key(&std::fs::read(&exercise).unwrap());
+    let binary = prebuilt.join(&key);
+    std::fs::write(
+        &binary,
+        "#!/bin/sh\necho 'quest: fetching smollm2-135m-instruct (98 MB) with pip: done' >&2\nkill -ILL $$\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&binary, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(
+        prebuilt.join("prebuilt.txt"),
+        format!("{key} {}\n", exercise.display()),
+    )
+    .unwrap();
+    let run = [
+        "run",
+        "mlx-path",
+        "--no-lesson",
+        "--model",
+        "random:smollm2-135m",
+    ];
+    let out = quest_prebuilt(&root, &prebuilt, &run);
+    let (stdout, stderr) = text(&out);
+    assert!(!out.status.success(), "{stdout}\n{stderr}");
+    let killed = stderr
+        .find("quest: The exercise was killed by SIGILL (illegal instruction")
+        .unwrap_or_else(|| panic!("the signal is not named:\n{stderr}"));
+    // What it printed comes after the signal, as what it printed, not as the error.
+    let said = stderr
+        .find("What it printed before it was killed:\nquest: fetching")
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(killed < said, "{stderr}");
+    assert!(stderr.contains("QUEST_BLAS=bundled"), "{stderr}");
+    assert!(stderr.contains(&quest::blas::library()), "{stderr}");
+
+    let korean: Vec<&str> = run.iter().copied().chain(["--lang", "ko"]).collect();
+    let out = quest_prebuilt(&root, &prebuilt, &korean);
+    let (stdout, stderr) = text(&out);
+    assert!(!out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("연습 코드가 SIGILL(잘못된 명령어"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("QUEST_BLAS=bundled"), "{stderr}");
+}

@@ -10,7 +10,7 @@ use quest::lm::weights::Weights;
 use quest::lm::{self, LayerCache, Message, Model, WeightLayout};
 use serde_json::Value;
 
-use crate::lm_helpers::{fixture, greedy, ids, max_abs_diff, mlx_lock, read_json};
+use crate::lm_helpers::{fixture, greedy, ids, max_abs_diff, measured, mlx_lock, read_json};
 
 /// Largest allowed |difference| of a logit or log-probability (values span about ±15).
 /// Both sides run float32 on the same MLX; what differs is op fusion (mlx-lm compiles
@@ -63,7 +63,10 @@ fn check_against_mlx_lm(dir: &str, layout: WeightLayout) {
         ids(&g["greedy_ids"]),
         "{dir}: 16 greedy tokens differ from mlx-lm"
     );
-    let diff = max_abs_diff(&steps[0], &floats(&g["prefill_logits"]));
+    let diff = measured(
+        &format!("{dir}-{layout:?}-prefill"),
+        max_abs_diff(&steps[0], &floats(&g["prefill_logits"])),
+    );
     assert!(
         diff < TOLERANCE,
         "{dir}: prefill logits differ by {diff} (tolerance {TOLERANCE})"
@@ -73,7 +76,10 @@ fn check_against_mlx_lm(dir: &str, layout: WeightLayout) {
         .zip(g["greedy_logprobs"].as_array().unwrap())
         .enumerate()
     {
-        let diff = max_abs_diff(&log_softmax(logits), &floats(expected));
+        let diff = measured(
+            &format!("{dir}-{layout:?}-step{i}"),
+            max_abs_diff(&log_softmax(logits), &floats(expected)),
+        );
         assert!(
             diff < TOLERANCE,
             "{dir}: step {i} log-probabilities differ by {diff} (tolerance {TOLERANCE})"
@@ -154,7 +160,10 @@ fn a_hugging_face_checkpoint_is_sanitized_like_mlx_lm() {
     let g = read_json(&fixture("qwen3_5-tiny-f32").join("golden.json"));
     let (steps, tokens) = greedy(&model, &ids(&g["prompt_ids"]), 4);
     assert_eq!(tokens, ids(&g["greedy_ids"])[..4]);
-    let diff = max_abs_diff(&steps[0], &floats(&g["prefill_logits"]));
+    let diff = measured(
+        "qwen3_5-tiny-f32-hf-names-prefill",
+        max_abs_diff(&steps[0], &floats(&g["prefill_logits"])),
+    );
     assert!(diff < TOLERANCE, "prefill logits differ by {diff}");
 }
 

@@ -9,8 +9,10 @@
 //!
 //! The wheel bundles netlib's reference BLAS/LAPACK (unoptimised loops: a 135M model
 //! takes seconds to prefill). Unless `QUEST_BLAS=bundled`, the build also fetches OpenBLAS
-//! from PyPI (`cmeel-openblas`, pinned) and, in its own copy of the unpacked wheel, puts
-//! it under the file names libmlx.so loads (see `patch_openblas`).
+//! from PyPI (`scipy-openblas32`, pinned by version and sha256: the DYNAMIC_ARCH build that
+//! NumPy and SciPy ship, which picks its kernels for the CPU it finds) and, in its own copy
+//! of the unpacked wheel, puts it under the file names libmlx.so loads, through a small
+//! forwarding library made here from libmlx's own imports (see `patch_openblas`).
 
 use std::{
     env, fs,
@@ -33,11 +35,34 @@ enum Mlx {
     Cuda,
 }
 
-/// OpenBLAS from PyPI (BSD-3-Clause): an unprefixed `libopenblas.so.0` exporting the
-/// CBLAS and LAPACK symbols libmlx needs; it links `libgfortran.so.5`, which the mlx-cpu
-/// wheel carries under a hashed name.
-const OPENBLAS_PACKAGE: &str = "cmeel-openblas";
-const OPENBLAS_VERSION: &str = "0.3.31";
+/// OpenBLAS from PyPI (BSD-3-Clause): the build NumPy and SciPy ship. It is built with
+/// DYNAMIC_ARCH, so it chooses its kernels at load for the CPU it runs on (Haswell, Zen,
+/// SkylakeX, …): one library for every x86-64 CPU MLX's wheel runs on. (A library built for
+/// one CPU, e.g. `cmeel-openblas` 0.3.31's SKYLAKEX-only build, dies with SIGILL on a CPU
+/// without AVX-512.) Its symbols carry a `scipy_` prefix: see [`write_forwarding`].
+const OPENBLAS_PACKAGE: &str = "scipy-openblas32";
+const OPENBLAS_VERSION: &str = "0.3.34.481.3";
+/// The pinned wheels' sha256 (x86-64 and aarch64 manylinux_2_28); pip refuses any other
+/// file (`--require-hashes`).
+const OPENBLAS_SHA256: &[&str] = &[
+    "0595f94cd58c1f8a0d90c975621f4587337a003916b1979e834ebdf2cb5d9504",
+    "e085dddbc5b9aa130f83def515d31c440e69f387a90c7e63b154a5575b4466bc",
+];
+/// Where the wheel keeps the library, and the prefix its symbols carry.
+const OPENBLAS_LIB_IN_WHEEL: &str = "scipy_openblas32/lib/libscipy_openblas.so";
+const OPENBLAS_LIB: &str = "libscipy_openblas.so";
+const OPENBLAS_SYMBOL_PREFIX: &str = "scipy_";
+/// The forwarding library the build makes: libmlx's unprefixed BLAS and LAPACK imports,
+/// each a jump to the prefixed symbol.
+const FORWARDING_LIB: &str = "libquest_blas.so";
+/// OpenBLAS's own entry points, forwarded too: quest asks for them by their usual names
+/// (src/blas.rs: the build's description, the kernel family chosen, the thread count).
+const OPENBLAS_CONTROLS: &[&str] = &[
+    "openblas_get_config",
+    "openblas_get_corename",
+    "openblas_get_num_threads",
+    "openblas_set_num_threads",
+];
 
 /// Which BLAS libmlx runs on, chosen with `QUEST_BLAS`.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -141,6 +166,11 @@ pub fn main() {
     // DEP_MLX_BLAS: `openblas-<version>`, `bundled` (the wheel's reference BLAS) or
     // `external` (MLX_DIR, used as installed).
     println!("cargo:blas={blas_name}");
+    // DEP_MLX_BLAS_FILES: the files that make the BLAS in `mlx_cpu.libs` (the forwarding
+    // library first), for the Python peers' venv to get the same (src/bench/peer.rs).
+    if blas_name.starts_with("openblas-") {
+        println!("cargo:blas_files={FORWARDING_LIB} {OPENBLAS_LIB}");
+    }
     // DEP_MLX_BACKEND: `cuda` when libmlx is MLX's CUDA build (quest then refuses to run
     // on a machine where MLX finds no GPU), else `cpu`.
     let cuda = mlx == Mlx::Cuda || is_cuda_build(&libdir);
@@ -230,11 +260,11 @@ fn with_openblas(out_dir: &Path, stock: &Path) -> PathBuf {
     let staging = out_dir.join("openblas-staging");
     let _ = fs::remove_dir_all(&staging);
     copy_tree(stock.parent().unwrap(), &staging);
-    patch_openblas(&staging, &openblas);
+    patch_openblas(out_dir, &staging, &openblas);
     let _ = fs::remove_dir_all(&root);
     fs::rename(&staging, &root).unwrap();
-    // The patched copy holds its own libopenblas.so.0; the wheel and its unpacked tree
-    // (three copies of the library) are no longer needed.
+    // The patched copy holds its own copy of the library; the wheel and its unpacked tree
+    // are no longer needed.
     let _ = fs::remove_dir_all(out_dir.join("openblas-download"));
     let _ = fs::remove_dir_all(out_dir.join(format!("{OPENBLAS_PACKAGE}-{OPENBLAS_VERSION}")));
     mlx_dir
@@ -242,10 +272,12 @@ fn with_openblas(out_dir: &Path, stock: &Path) -> PathBuf {
 
 /// libmlx.so names its BLAS and LAPACK by hashed file names (`libblas-….so.3.10.0`,
 /// `liblapack-….so.3.10.0`) found through its RPATH `$ORIGIN/../../mlx_cpu.libs`. Both
-/// become symlinks to one `libopenblas.so.0` there (one file: the loader maps it once, one
-/// thread pool), and `libgfortran.so.5`, which OpenBLAS needs, a symlink to the wheel's
-/// hashed copy (found through the same RPATH, which applies to libmlx's dependencies).
-fn patch_openblas(wheel_root: &Path, openblas: &Path) {
+/// become symlinks to one forwarding library there ([`FORWARDING_LIB`]: one file, so the
+/// loader maps it once), which defines every symbol libmlx takes from those two files as a
+/// jump to OpenBLAS's prefixed one, and needs `libscipy_openblas.so`, copied beside it
+/// (its RUNPATH is `$ORIGIN`). The symbol list is read from libmlx itself; a symbol OpenBLAS
+/// lacks stops the build, naming it.
+fn patch_openblas(out_dir: &Path, wheel_root: &Path, openblas: &Path) {
     let libs = wheel_root.join("mlx_cpu.libs");
     let names: Vec<String> = fs::read_dir(&libs)
         .unwrap_or_else(|e| panic!("mlx-sys: the wheel has no {}: {e}", libs.display()))
@@ -263,13 +295,114 @@ fn patch_openblas(wheel_root: &Path, openblas: &Path) {
             })
             .clone()
     };
-    let (blas, lapack, gfortran) = (find("libblas-"), find("liblapack-"), find("libgfortran-"));
-    fs::copy(openblas, libs.join("libopenblas.so.0")).unwrap();
+    let (blas, lapack) = (find("libblas-"), find("liblapack-"));
+    let libmlx = wheel_root.join("mlx/lib/libmlx.so");
+    let imported = undefined_symbols(&libmlx);
+    let mut provided = defined_symbols(&libs.join(&blas));
+    provided.extend(defined_symbols(&libs.join(&lapack)));
+    let mut forwarded: Vec<String> = imported.intersection(&provided).cloned().collect();
+    if forwarded.is_empty() {
+        panic!(
+            "mlx-sys: {} imports nothing from {blas} or {lapack}; the wheel is not laid out as \
+             expected. Set QUEST_BLAS=bundled to build without OpenBLAS.",
+            libmlx.display()
+        );
+    }
+    forwarded.extend(OPENBLAS_CONTROLS.iter().map(|s| s.to_string()));
+    forwarded.sort();
+    forwarded.dedup();
+    let offered = defined_symbols(openblas);
+    let missing: Vec<&String> = forwarded
+        .iter()
+        .filter(|s| !offered.contains(&format!("{OPENBLAS_SYMBOL_PREFIX}{s}")))
+        .collect();
+    if !missing.is_empty() {
+        panic!(
+            "\n\nmlx-sys: {OPENBLAS_PACKAGE}=={OPENBLAS_VERSION} does not define {} (with its `{OPENBLAS_SYMBOL_PREFIX}` \
+             prefix), which libmlx.so needs: {}.\nSet QUEST_BLAS=bundled to build on the wheel's own BLAS.\n",
+            if missing.len() == 1 { "a symbol" } else { "symbols" },
+            missing.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+        );
+    }
+    fs::copy(openblas, libs.join(OPENBLAS_LIB)).unwrap();
+    let source = out_dir.join("quest_blas_forward.S");
+    fs::write(&source, write_forwarding(&forwarded)).unwrap();
+    build_forwarding(&source, &libs);
     for name in [&blas, &lapack] {
         fs::remove_file(libs.join(name)).unwrap();
-        symlink("libopenblas.so.0", &libs.join(name));
+        symlink(FORWARDING_LIB, &libs.join(name));
     }
-    symlink(&gfortran, &libs.join("libgfortran.so.5"));
+}
+
+/// The forwarding library's source: for each symbol, a global function that jumps through
+/// the GOT to OpenBLAS's prefixed symbol (a tail call: arguments and the stack untouched).
+fn write_forwarding(symbols: &[String]) -> String {
+    let arch = env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
+    let jump = |target: &str| match arch.as_str() {
+        "x86_64" => format!("    jmp *{target}@GOTPCREL(%rip)\n"),
+        "aarch64" => format!(
+            "    adrp x16, :got:{target}\n    ldr x16, [x16, :got_lo12:{target}]\n    br x16\n"
+        ),
+        other => panic!(
+            "\n\nmlx-sys: no BLAS forwarding for {other}; set QUEST_BLAS=bundled to build on the wheel's own BLAS.\n"
+        ),
+    };
+    let mut text = format!(
+        "// Made by mlx-sys's build (quest patch): libmlx's BLAS and LAPACK imports, forwarded to\n\
+         // {OPENBLAS_PACKAGE}=={OPENBLAS_VERSION}, whose symbols carry the prefix `{OPENBLAS_SYMBOL_PREFIX}`.\n    .text\n"
+    );
+    for symbol in symbols {
+        text += &format!(
+            "    .globl {symbol}\n    .type {symbol}, %function\n    .p2align 4\n{symbol}:\n{}    .size {symbol}, .-{symbol}\n",
+            jump(&format!("{OPENBLAS_SYMBOL_PREFIX}{symbol}"))
+        );
+    }
+    text + "    .section .note.GNU-stack,\"\",%progbits\n"
+}
+
+/// Assembles and links the forwarding library into `libs`, against the OpenBLAS copy
+/// there; `--no-undefined` makes a symbol that does not resolve stop the build.
+fn build_forwarding(source: &Path, libs: &Path) {
+    let compiler = cc::Build::new().get_compiler();
+    let mut command = compiler.to_command();
+    command
+        .arg("-shared")
+        .arg("-o")
+        .arg(libs.join(FORWARDING_LIB))
+        .arg(source)
+        .arg(format!("-L{}", libs.display()))
+        .arg(format!("-l:{OPENBLAS_LIB}"))
+        .arg(format!("-Wl,-soname,{FORWARDING_LIB}"))
+        .arg("-Wl,--enable-new-dtags,-rpath,$ORIGIN")
+        .arg("-Wl,--no-undefined");
+    let status = command.status();
+    if !matches!(status, Ok(s) if s.success()) {
+        panic!(
+            "\n\nmlx-sys: could not build the BLAS forwarding library ({command:?}).\n\
+             Set QUEST_BLAS=bundled to build on the wheel's own BLAS.\n"
+        );
+    }
+}
+
+/// The dynamic symbols an ELF shared library imports.
+fn undefined_symbols(lib: &Path) -> std::collections::BTreeSet<String> {
+    dynamic_symbols(lib, true)
+}
+
+/// The dynamic symbols an ELF shared library defines.
+fn defined_symbols(lib: &Path) -> std::collections::BTreeSet<String> {
+    dynamic_symbols(lib, false)
+}
+
+fn dynamic_symbols(lib: &Path, undefined: bool) -> std::collections::BTreeSet<String> {
+    use object::{Object, ObjectSymbol};
+    let data = fs::read(lib).unwrap_or_else(|e| panic!("mlx-sys: cannot read {}: {e}", lib.display()));
+    let file = object::File::parse(&*data)
+        .unwrap_or_else(|e| panic!("mlx-sys: {} is not a shared library: {e}", lib.display()));
+    file.dynamic_symbols()
+        .filter(|s| s.is_undefined() == undefined && (undefined || s.is_global()))
+        .filter_map(|s| s.name().ok().filter(|n| !n.is_empty()).map(str::to_owned))
+        .collect()
 }
 
 fn symlink(target: &str, link: &Path) {
@@ -294,31 +427,37 @@ fn copy_tree(from: &Path, to: &Path) {
     }
 }
 
-/// Downloads the pinned OpenBLAS wheel with pip and returns its `libopenblas.so.0`.
+/// Downloads the pinned OpenBLAS wheel with pip (its sha256 checked) and returns its
+/// library.
 fn fetch_openblas(out_dir: &Path) -> PathBuf {
     let root = out_dir.join(format!("{OPENBLAS_PACKAGE}-{OPENBLAS_VERSION}"));
-    let lib = root.join("cmeel.prefix/lib/libopenblas.so.0");
+    let lib = root.join(OPENBLAS_LIB_IN_WHEEL);
     if lib.is_file() {
         return lib;
     }
     let download = out_dir.join("openblas-download");
-    let wheel = pip_download(
-        &download,
-        &format!("{OPENBLAS_PACKAGE}=={OPENBLAS_VERSION}"),
-        "cmeel_openblas-",
+    fs::create_dir_all(&download).unwrap();
+    let requirements = download.join("requirements.txt");
+    let hashes: Vec<String> = OPENBLAS_SHA256.iter().map(|h| format!("--hash=sha256:{h}")).collect();
+    fs::write(
+        &requirements,
+        format!("{OPENBLAS_PACKAGE}=={OPENBLAS_VERSION} {}\n", hashes.join(" ")),
     )
-    .unwrap_or_else(|python| {
-        panic!(
-            "\n\nmlx-sys: could not download {OPENBLAS_PACKAGE}=={OPENBLAS_VERSION} (OpenBLAS) with `{python} -m pip download`.\n\
-             quest runs MLX's CPU backend on OpenBLAS; the reference BLAS the {MLX_WHEEL} wheel bundles is\n\
-             about 30x slower to the first token. Either make pip reach PyPI, or build on the bundled BLAS:\n  \
-             QUEST_BLAS=bundled cargo build\n"
-        )
-    });
+    .unwrap();
+    let wheel = pip_download(&download, &["-r", requirements.to_str().unwrap()], "scipy_openblas32-")
+        .unwrap_or_else(|python| {
+            panic!(
+                "\n\nmlx-sys: could not download {OPENBLAS_PACKAGE}=={OPENBLAS_VERSION} (OpenBLAS) with `{python} -m pip download`\n\
+                 (or its sha256 is not one of the pinned ones). quest runs MLX's CPU backend on OpenBLAS; the\n\
+                 reference BLAS the {MLX_WHEEL} wheel bundles is about 30x slower to the first token. Either make\n\
+                 pip reach PyPI, or build on the bundled BLAS:\n  \
+                 QUEST_BLAS=bundled cargo build\n"
+            )
+        });
     unzip(&wheel, &root);
     if !lib.is_file() {
         panic!(
-            "mlx-sys: {} has no cmeel.prefix/lib/libopenblas.so.0; set QUEST_BLAS=bundled to build without OpenBLAS",
+            "mlx-sys: {} has no {OPENBLAS_LIB_IN_WHEEL}; set QUEST_BLAS=bundled to build without OpenBLAS",
             wheel.display()
         );
     }
@@ -364,7 +503,7 @@ fn fetch_wheel(out_dir: &Path) -> PathBuf {
         return mlx_dir;
     }
     let download = out_dir.join("wheel-download");
-    let wheel = pip_download(&download, &format!("{MLX_WHEEL}=={MLX_VERSION}"), "mlx_cpu-")
+    let wheel = pip_download(&download, &[&format!("{MLX_WHEEL}=={MLX_VERSION}")], "mlx_cpu-")
         .unwrap_or_else(|python| {
             panic!(
                 "\n\nmlx-sys: could not download {MLX_WHEEL}=={MLX_VERSION} with `{python} -m pip download`.\n\
@@ -376,15 +515,16 @@ fn fetch_wheel(out_dir: &Path) -> PathBuf {
     mlx_dir
 }
 
-/// `pip download` of one pinned wheel (no dependencies) into `download`; the wheel's path,
+/// `pip download` of one pinned wheel (no dependencies) into `download`: `requirement` is
+/// pip's arguments for it (a `name==version`, or `-r file` with hashes); the wheel's path,
 /// or, when pip fails, the Python command that was tried.
-fn pip_download(download: &Path, requirement: &str, file_prefix: &str) -> Result<PathBuf, String> {
+fn pip_download(download: &Path, requirement: &[&str], file_prefix: &str) -> Result<PathBuf, String> {
     fs::create_dir_all(download).unwrap();
     let python = find_python();
     let status = Command::new(&python)
         .args(["-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-d"])
         .arg(download)
-        .arg(requirement)
+        .args(requirement)
         .status();
     if !matches!(status, Ok(s) if s.success()) {
         return Err(python);
