@@ -858,6 +858,26 @@ mod tests {
     }
 
     #[test]
+    fn a_process_a_signal_ended_is_told_from_one_that_exited() {
+        let status = |script: &str| {
+            std::process::Command::new("sh")
+                .args(["-c", script])
+                .status()
+                .unwrap()
+        };
+        let killed = Killed::from_status(Process::Exercise, &status("kill -ILL $$"), "fetching…\n")
+            .expect("SIGILL is a signal");
+        assert_eq!(killed.signal_name(), "SIGILL");
+        assert!(killed.is_illegal_instruction());
+        assert_eq!(killed.last_lines(5), "fetching…");
+        assert_eq!(killed.to_string(), "the exercise was killed by SIGILL");
+        let segv = Killed::from_status(Process::PythonPeer, &status("kill -SEGV $$"), "").unwrap();
+        assert_eq!(segv.to_string(), "the Python peer was killed by SIGSEGV");
+        assert!(!segv.is_illegal_instruction());
+        assert!(Killed::from_status(Process::Exercise, &status("exit 3"), "error").is_none());
+    }
+
+    #[test]
     fn token_times_are_gaps_after_the_first_token() {
         let mut timer = Timer::start();
         assert!(timer.token_ms().is_empty());

@@ -202,7 +202,11 @@ pub fn run(options: &FitOptions, mut progress: impl FnMut(&str)) -> Result<Fit> 
         backend: crate::lm::Backend::detect().name().into(),
         fixed_ms,
         effective_gb_s,
-        sync_cost_ms: points.last().map_or(0.0, ShapePoint::sync_ms),
+        // The shape that reads the most bytes (the list's order is the user's).
+        sync_cost_ms: points
+            .iter()
+            .max_by_key(|p| p.bytes_per_token)
+            .map_or(0.0, ShapePoint::sync_ms),
         points,
         per_layout,
         quest_kernels: crate::lm::cuda_kernel::running()?
@@ -268,7 +272,8 @@ impl Fit {
         out += &format!(
             "\nfit (pipelined loop): time per token = {:.2} ms + bytes / {:.1} GB/s\n\
              on the largest shape the hand loop's per-token sync adds {:.2} ms per token — to the fixed term\n\
-             (random weights: decode speed depends on shapes and bytes, not on the values)\n",
+             (random weights: decode speed depends on shapes and bytes, not on the values)\n\
+             measured in one process, every round after a warm-up (an exercise is a fresh process each run)\n",
             self.fixed_ms, self.effective_gb_s, self.sync_cost_ms
         );
         if !self.quest_kernels.is_empty() {

@@ -156,7 +156,8 @@ pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
 
     // Warm-up (not counted), then interleaved rounds: A B C D E, A B C D E, …
     eprintln!(
-        "quest: warm-up, then {} interleaved rounds of {} tokens",
+        "quest: warm-up, then {} interleaved rounds of {} tokens (each Rust run a fresh \
+         process, as you run it; each Python round a fresh process that warms up first)",
         options.rounds, max_tokens
     );
     let warm = RunRequest {

@@ -597,6 +597,21 @@ mod tests {
     }
 
     #[test]
+    fn an_exercise_runs_mlx_ops_unless_the_process_warms_up() {
+        // No unit test calls warm_process: this process stands for an exercise's, where
+        // MLX would compile quest's kernels again (the module doc).
+        for kernel in Kernel::ALL {
+            assert_eq!(kernel.default_choice(), Impl::Mlx, "{}", kernel.name());
+        }
+        let warmed: Vec<&str> = Kernel::ALL
+            .into_iter()
+            .filter(|k| k.warmed_choice() == Impl::Quest)
+            .map(Kernel::name)
+            .collect();
+        assert_eq!(warmed, ["matvec", "qkv", "attend"]);
+    }
+
+    #[test]
     fn each_kernel_has_its_own_switch() {
         set(Kernel::Matvec, Impl::Quest);
         set(Kernel::Qkv, Impl::Mlx);

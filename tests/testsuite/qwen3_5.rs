@@ -14,8 +14,13 @@ use crate::lm_helpers::{fixture, greedy, ids, max_abs_diff, measured, mlx_lock, 
 
 /// Largest allowed |difference| of a logit or log-probability (values span about ±15).
 /// Both sides run float32 on the same MLX; what differs is op fusion (mlx-lm compiles
-/// the recurrence step) and summation order, a few 1e-6.
-const TOLERANCE: f32 = 1e-4;
+/// the recurrence step) and summation order, which OpenBLAS's kernel family sets on each
+/// CPU. Measured 2026-12-01 across six families forced on one CPU
+/// (docs/cpu/2026-12-01-blas-spread/spread.txt): prefill logits at most 1.3e-5, greedy
+/// log-probabilities at most 5.4e-5 except one step, step 13 of the float32 model, at
+/// 3.1e-4 with the Haswell kernels (an AVX2 CPU's; the fixture's own machine reads 9.3e-5
+/// there). 1e-3 is three times the largest; a wrong weight moves values by whole units.
+const TOLERANCE: f32 = 1e-3;
 
 fn floats(v: &Value) -> Vec<f32> {
     v.as_array()
@@ -71,15 +76,20 @@ fn check_against_mlx_lm(dir: &str, layout: WeightLayout) {
         diff < TOLERANCE,
         "{dir}: prefill logits differ by {diff} (tolerance {TOLERANCE})"
     );
-    for (i, (logits, expected)) in steps
+    // Every step measured (and printed for docs/cpu/blas_spread.sh) before the largest is
+    // judged, so a spread run sees them all.
+    let diffs: Vec<f32> = steps
         .iter()
         .zip(g["greedy_logprobs"].as_array().unwrap())
         .enumerate()
-    {
-        let diff = measured(
-            &format!("{dir}-{layout:?}-step{i}"),
-            max_abs_diff(&log_softmax(logits), &floats(expected)),
-        );
+        .map(|(i, (logits, expected))| {
+            measured(
+                &format!("{dir}-{layout:?}-step{i}"),
+                max_abs_diff(&log_softmax(logits), &floats(expected)),
+            )
+        })
+        .collect();
+    for (i, diff) in diffs.into_iter().enumerate() {
         assert!(
             diff < TOLERANCE,
             "{dir}: step {i} log-probabilities differ by {diff} (tolerance {TOLERANCE})"
