@@ -168,11 +168,7 @@ pub fn init() -> Result<()> {
 pub fn library() -> String {
     match openblas_config() {
         Some(config) => {
-            let version = config
-                .split_whitespace()
-                .take(2)
-                .collect::<Vec<_>>()
-                .join(" ");
+            let version = name_and_version(&config);
             match kernel_family() {
                 Some(kernels) => format!("{version} ({kernels} kernels)"),
                 None => version,
@@ -187,11 +183,7 @@ pub fn library() -> String {
 pub fn describe() -> String {
     match (openblas_config(), threads()) {
         (Some(config), Some(n)) => {
-            let version = config
-                .split_whitespace()
-                .take(2)
-                .collect::<Vec<_>>()
-                .join(" ");
+            let version = name_and_version(&config);
             let threads = format!("{n} thread{}", if n == 1 { "" } else { "s" });
             match kernel_family() {
                 Some(kernels) => format!("{version} ({kernels} kernels, {threads})"),
@@ -204,4 +196,13 @@ pub fn describe() -> String {
             other => format!("BLAS: {other}"),
         },
     }
+}
+
+/// "OpenBLAS 0.3.34.481.3" from OpenBLAS's build description.
+fn name_and_version(config: &str) -> String {
+    config
+        .split_whitespace()
+        .take(2)
+        .collect::<Vec<_>>()
+        .join(" ")
 }

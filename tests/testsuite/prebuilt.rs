@@ -9,21 +9,46 @@ use std::process::Command;
 
 use crate::common::{course_copy, home, text};
 
-/// A stand-in exercise binary: writes a report with `tok_s` to `$QUEST_REPORT`.
-fn fake_binary(path: &Path, tok_s: f64) {
+/// A stand-in exercise binary: a script that writes a report with `tok_s` to `$QUEST_REPORT`.
+fn fake_binary(tok_s: f64) -> String {
     let report = format!(
         r#"{{"schema": {}, "model": "random:smollm2-135m", "backend": "cpu", "prompt_tokens": 12,
         "generated_tokens": 4, "load_ms": 1.0, "ttft_ms": 2.0, "decode_tok_s": {tok_s},
         "tokens": [1, 2, 3, 4], "text": "<t1><t2><t3><t4>"}}"#,
         quest::lab::REPORT_SCHEMA
     );
+    format!("#!/bin/sh\ncat > \"$QUEST_REPORT\" <<'JSON'\n{report}\nJSON\n")
+}
+
+/// A course copy named `name` and a prebuilt folder whose binary for mlx-path's exercise,
+/// as the lesson gives it, is the shell script `script`.
+fn course_with_prebuilt_exercise(
+    name: &str,
+    script: &str,
+) -> (std::path::PathBuf, std::path::PathBuf) {
+    let root = course_copy(name);
+    let prebuilt = home(&format!("{name}-bins"));
+    let exercise = root.join("exercises/mlx-path/decode_loop.rs");
+    let key = quest::lab::prebuilt_key(&std::fs::read(&exercise).unwrap());
+    let binary = prebuilt.join(&key);
+    std::fs::write(&binary, script).unwrap();
+    std::fs::set_permissions(&binary, std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::write(
-        path,
-        format!("#!/bin/sh\ncat > \"$QUEST_REPORT\" <<'JSON'\n{report}\nJSON\n"),
+        prebuilt.join("prebuilt.txt"),
+        format!("{key} {}\n", exercise.display()),
     )
     .unwrap();
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (root, prebuilt)
 }
+
+/// `quest run mlx-path` on the stand-in model, without the lesson.
+const RUN: [&str; 5] = [
+    "run",
+    "mlx-path",
+    "--no-lesson",
+    "--model",
+    "random:smollm2-135m",
+];
 
 fn quest_prebuilt(root: &Path, prebuilt: &Path, args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_quest"))
@@ -40,24 +65,9 @@ fn quest_prebuilt(root: &Path, prebuilt: &Path, args: &[&str]) -> std::process::
 
 #[test]
 fn prebuilt_binaries_are_used_by_source_hash_and_an_edited_source_is_refused() {
-    let root = course_copy("prebuilt");
-    let prebuilt = home("prebuilt-bins");
+    let (root, prebuilt) = course_with_prebuilt_exercise("prebuilt", &fake_binary(42.5));
     let exercise = root.join("exercises/mlx-path/decode_loop.rs");
-    let key = quest::lab::prebuilt_key(&std::fs::read(&exercise).unwrap());
-    fake_binary(&prebuilt.join(&key), 42.5);
-    std::fs::write(
-        prebuilt.join("prebuilt.txt"),
-        format!("{key} {}\n", exercise.display()),
-    )
-    .unwrap();
-
-    let args = [
-        "run",
-        "mlx-path",
-        "--no-lesson",
-        "--model",
-        "random:smollm2-135m",
-    ];
+    let args = RUN;
     let out = quest_prebuilt(&root, &prebuilt, &args);
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
@@ -81,30 +91,11 @@ fn prebuilt_binaries_are_used_by_source_hash_and_an_edited_source_is_refused() {
 /// SIGILL's line names the BLAS in use and `QUEST_BLAS=bundled`, in either language.
 #[test]
 fn an_exercise_killed_by_a_signal_is_reported_by_its_signal() {
-    let root = course_copy("prebuilt-sigill");
-    let prebuilt = home("prebuilt-sigill-bins");
-    let exercise = root.join("exercises/mlx-path/decode_loop.rs");
-    let key = quest::lab::prebuilt_key(&std::fs::read(&exercise).unwrap());
-    let binary = prebuilt.join(&key);
-    std::fs::write(
-        &binary,
+    let (root, prebuilt) = course_with_prebuilt_exercise(
+        "prebuilt-sigill",
         "#!/bin/sh\necho 'quest: fetching smollm2-135m-instruct (98 MB) with pip: done' >&2\nkill -ILL $$\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(&binary, std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::write(
-        prebuilt.join("prebuilt.txt"),
-        format!("{key} {}\n", exercise.display()),
-    )
-    .unwrap();
-    let run = [
-        "run",
-        "mlx-path",
-        "--no-lesson",
-        "--model",
-        "random:smollm2-135m",
-    ];
-    let out = quest_prebuilt(&root, &prebuilt, &run);
+    );
+    let out = quest_prebuilt(&root, &prebuilt, &RUN);
     let (stdout, stderr) = text(&out);
     assert!(!out.status.success(), "{stdout}\n{stderr}");
     let killed = stderr
@@ -118,7 +109,7 @@ fn an_exercise_killed_by_a_signal_is_reported_by_its_signal() {
     assert!(stderr.contains("QUEST_BLAS=bundled"), "{stderr}");
     assert!(stderr.contains(&quest::blas::library()), "{stderr}");
 
-    let korean: Vec<&str> = run.iter().copied().chain(["--lang", "ko"]).collect();
+    let korean: Vec<&str> = RUN.iter().copied().chain(["--lang", "ko"]).collect();
     let out = quest_prebuilt(&root, &prebuilt, &korean);
     let (stdout, stderr) = text(&out);
     assert!(!out.status.success(), "{stdout}\n{stderr}");
