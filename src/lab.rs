@@ -121,6 +121,7 @@ impl Exercise {
                 .into_iter()
                 .map(str::to_owned)
                 .collect(),
+            quest_kernels_kept: crate::lm::cuda_kernel::kept_compiled(),
             inputs: serde_json::Value::Null,
             values: BTreeMap::new(),
         };
@@ -183,6 +184,7 @@ impl Exercise {
             weights: String::new(),
             weight_bytes_per_token: 0,
             quest_kernels: Vec::new(),
+            quest_kernels_kept: false,
             inputs: serde_json::to_value(inputs)?,
             values: values.0.clone(),
         };
@@ -336,6 +338,11 @@ pub struct Report {
     /// default in an exercise, a new process each run, where MLX would compile them again.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub quest_kernels: Vec<String>,
+    /// Whether quest kept its kernels compiled for this process (`lm::precompiled`): then
+    /// those that ran were read from disk (only a first run on a machine compiles them);
+    /// else MLX compiled them in this process.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub quest_kernels_kept: bool,
     /// What quest gave an exercise that computes values (see [`Exercise::report_values`]).
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub inputs: serde_json::Value,
@@ -828,6 +835,7 @@ mod tests {
             weights: "dense-f32".into(),
             weight_bytes_per_token: 540_000_000,
             quest_kernels: vec![],
+            quest_kernels_kept: false,
             inputs: serde_json::Value::Null,
             values: BTreeMap::new(),
         }

@@ -37,11 +37,20 @@ pub enum DevCommand {
     },
     /// Write every CUDA kernel of quest's, as MLX's CUDA backend would compile it, into a
     /// folder (one `.cu` per variant and example shape), for docs/gpu/nvrtc_check.py to
-    /// compile with NVRTC on a machine without a GPU.
+    /// compile with NVRTC on a machine without a GPU; and each as quest compiles it itself
+    /// (`.precompiled.cu`), which `--nvrtc` compiles here, through quest's own code.
     Kernels {
         /// The folder to write them to.
         #[arg(long)]
         out: std::path::PathBuf,
+        /// NVRTC (`libnvrtc.so.13`, e.g. from the CUDA build's wheels: nvidia/cu13/lib) to
+        /// compile the `.precompiled.cu` sources with; the CUDA headers are taken from
+        /// `../include` beside it.
+        #[arg(long)]
+        nvrtc: Option<std::path::PathBuf>,
+        /// The architecture to compile for with `--nvrtc`.
+        #[arg(long, default_value = "sm_90a")]
+        arch: String,
     },
 }
 
@@ -69,19 +78,44 @@ pub fn run(root: &Path, command: &DevCommand) -> Result<()> {
             }
             Ok(())
         }
-        DevCommand::Kernels { out } => {
+        DevCommand::Kernels { out, nvrtc, arch } => {
             std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
             let sources = quest::lm::kernel_sources()?;
             for source in &sources {
                 let path = out.join(&source.file);
                 std::fs::write(&path, &source.text)
                     .with_context(|| format!("writing {}", path.display()))?;
+                let path = path.with_extension("precompiled.cu");
+                std::fs::write(&path, &source.precompiled)
+                    .with_context(|| format!("writing {}", path.display()))?;
             }
             println!(
-                "wrote {} kernel sources to {}",
+                "wrote {} kernel sources to {} (each also as quest compiles it: .precompiled.cu)",
                 sources.len(),
                 out.display()
             );
+            if let Some(nvrtc) = nvrtc {
+                let include = nvrtc
+                    .parent()
+                    .map(|lib| lib.join("../include"))
+                    .unwrap_or_default();
+                let compiler = quest::lm::precompiled::Compiler::new(
+                    nvrtc,
+                    include,
+                    arch.clone(),
+                    out.join("cache"),
+                )?;
+                for source in &sources {
+                    let cubin = compiler
+                        .compile(&source.precompiled)
+                        .with_context(|| format!("{} (precompiled)", source.file))?;
+                    println!(
+                        "{}: compiles for {arch} ({} bytes)",
+                        source.file,
+                        cubin.len()
+                    );
+                }
+            }
             Ok(())
         }
         DevCommand::Update => {

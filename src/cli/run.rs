@@ -153,10 +153,22 @@ fn print_report(ctx: &Ctx, r: &Report) {
         println!("{}: {}", ctx.ui("blas"), r.blas);
     }
     if r.backend == quest::lm::Backend::Cuda.name() {
-        let kernels = if r.quest_kernels.is_empty() {
+        let kernels = if r.quest_kernels.is_empty() && r.quest_kernels_kept {
+            ctx.ui("quest_kernels_off").to_owned()
+        } else if r.quest_kernels.is_empty() {
             ctx.ui("quest_kernels_none").to_owned()
+        } else if r.quest_kernels_kept {
+            format!(
+                "{} ({})",
+                r.quest_kernels.join(", "),
+                ctx.ui("quest_kernels_kept")
+            )
         } else {
-            r.quest_kernels.join(", ")
+            format!(
+                "{} ({})",
+                r.quest_kernels.join(", "),
+                ctx.ui("quest_kernels_compiled_here")
+            )
         };
         println!("{}: {kernels}", ctx.ui("quest_kernels"));
     }

@@ -7,13 +7,19 @@
 //! is measured against what it replaces (`quest qmv --kernel …`). A new kernel is one
 //! entry in [`Kernel`].
 //!
-//! Where they are on by default: only in a process that warms its graphs up before its
-//! clocks start ([`warm_process`]: `quest fit`, `qmv`, `slope`, `batch`). MLX 0.32.2's CUDA
-//! backend compiles a custom kernel in every new process (it keeps no compiled custom
-//! kernel on disk), and quest's take about 10 s to compile on the H200, at their first use,
-//! inside the decode loop. A learner's run is a new process each time (`quest run`,
-//! `submit`, `bench`): there they cannot pay (on Qwen3-8B's shape they save about 3 ms a
-//! token, 152 → 270 tok/s, so ~3000 tokens to earn back the compile), and MLX's ops run.
+//! Compiled once per GPU: MLX 0.32.2's CUDA backend compiles a source-text custom kernel
+//! in every new process (it keeps none on disk), and quest's take about 10 s to compile on
+//! the H200, at their first use, inside the decode loop; a learner's run is a new process
+//! each time (`quest run`, `submit`, `bench`). So quest compiles each variant itself and
+//! keeps it on disk ([`crate::lm::precompiled`]), and hands MLX the compiled kernel; where
+//! that cannot be done (no NVRTC found, say), MLX compiles the source as before.
+//!
+//! Where they are on by default: where they are kept compiled ([`kept_compiled`]), and in a
+//! process that warms its graphs up before its clocks start ([`warm_process`]: `quest fit`,
+//! `qmv`, `slope`, `batch`; there MLX compiles them from source once, which costs the host
+//! less per call: [`hand_compiled`]). Elsewhere every new process would pay the compile
+//! again, which cannot pay (on Qwen3-8B's shape they save about 3 ms a token, 150 → 278
+//! tok/s, so ~3000 tokens to earn back 10 s), and MLX's ops run.
 
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
@@ -66,10 +72,12 @@ impl Kernel {
     /// The folding matvec (with attention on): within 1.7e-2, ×1.04–1.53 (all six). The
     /// add + norm kernel measured no gain (×0.92–1.10): MLX's.
     ///
-    /// That is in a warmed process ([`warm_process`]); in any other, MLX's ops (the module
-    /// doc says why).
+    ///
+    /// That is where the kernels are kept compiled across processes ([`kept_compiled`]) or
+    /// in a warmed process ([`warm_process`]); in any other, MLX's ops (the module doc says
+    /// why).
     pub fn default_choice(self) -> Impl {
-        if !WARMED.load(Ordering::Relaxed) {
+        if !WARMED.load(Ordering::Relaxed) && !kept_compiled() {
             return Impl::Mlx;
         }
         self.warmed_choice()
@@ -152,6 +160,23 @@ pub fn warm_process() {
     WARMED.store(true, Ordering::Relaxed);
 }
 
+/// Whether quest's kernels are kept compiled across processes (by quest, on disk), so a new
+/// process need not compile them again: on CUDA, where NVRTC and the GPU's architecture
+/// were found ([`crate::lm::precompiled::compiler`]).
+pub fn kept_compiled() -> bool {
+    CUDA.with(|c| *c) && crate::lm::precompiled::compiler().is_some()
+}
+
+/// Whether this process hands MLX the kernels quest compiled, rather than their source:
+/// where they are kept compiled, except in a warmed process. There MLX compiles each from
+/// source once, before the clocks start, and a call costs the host less: MLX copies and
+/// hashes a precompiled kernel's whole binary (13–28 KB) at every call, a source-built one's
+/// name and text (measured on the H200, `quest fit`: host 84 against 106 µs a layer on
+/// Qwen3-8B, 279 against 258 tok/s; docs/gpu/2026-12-01-kept-kernels).
+fn hand_compiled() -> bool {
+    !WARMED.load(Ordering::Relaxed) && kept_compiled()
+}
+
 /// quest's kernels that run in the graphs built now (none off CUDA): what a report says
 /// it measured.
 pub fn running() -> Result<Vec<&'static str>> {
@@ -221,14 +246,20 @@ pub fn position(position: i32) -> Array {
     })
 }
 
-/// One MLX custom-kernel object: its name, argument names, source and shared memory are
-/// fixed when it is made. MLX objects belong to the thread that made them, as the model's
-/// arrays do, so callers keep these in thread-locals.
-pub struct CustomKernel(mlx_sys::mlx_fast_cuda_kernel);
+/// One of quest's kernels for MLX: MLX's custom-kernel object (its name, argument names,
+/// source and shared memory fixed when it is made) and the variants quest compiled of it
+/// ([`crate::lm::precompiled`]), which run instead where there are. MLX objects belong to
+/// the thread that made them, as the model's arrays do, so callers keep these in
+/// thread-locals.
+pub struct CustomKernel {
+    raw: mlx_sys::mlx_fast_cuda_kernel,
+    spec: KernelSpec,
+    compiled: std::cell::RefCell<crate::lm::precompiled::Variants>,
+}
 
 impl Drop for CustomKernel {
     fn drop(&mut self) {
-        unsafe { mlx_sys::mlx_fast_cuda_kernel_free(self.0) };
+        unsafe { mlx_sys::mlx_fast_cuda_kernel_free(self.raw) };
     }
 }
 
@@ -251,6 +282,7 @@ fn strings(items: &[&str]) -> Result<mlx_sys::mlx_vector_string> {
 ///
 /// [`make`]: KernelSpec::make
 /// [`text`]: KernelSpec::text
+#[derive(Clone)]
 pub struct KernelSpec {
     pub name: &'static str,
     pub inputs: Vec<(&'static str, Dtype)>,
@@ -262,16 +294,83 @@ pub struct KernelSpec {
 
 impl KernelSpec {
     pub fn make(&self) -> Result<CustomKernel> {
-        let names =
-            |args: &[(&'static str, Dtype)]| args.iter().map(|(n, _)| *n).collect::<Vec<_>>();
-        CustomKernel::new(
+        CustomKernel::new(self)
+    }
+
+    /// The inputs whose shape the source reads (`{name}_shape`).
+    fn reads_shape(&self, input: &str) -> bool {
+        self.source.contains(&format!("{input}_shape"))
+    }
+
+    /// The kernel for `ints` as quest compiles it itself ([`crate::lm::precompiled`]): its
+    /// `extern "C"` symbol and a self-contained source with the same body as
+    /// [`KernelSpec::text`]'s, taking the inputs, the outputs, then for each input whose
+    /// shape it reads that shape as [`crate::lm::precompiled::SHAPE_INTS`] ints (MLX passes
+    /// a precompiled kernel no shapes; it passes int scalars after the outputs).
+    /// Only the CUDA headers are included (no cooperative groups, which none of quest's
+    /// kernels use: their header needs libcu++ from MLX's wheel).
+    pub fn precompiled_text(&self, ints: &[(&str, i32)]) -> Result<(String, String)> {
+        use crate::lm::precompiled::SHAPE_INTS;
+        anyhow::ensure!(
+            !self.source.contains("cg::"),
+            "`{}` uses cooperative groups, which quest's own compile does not include",
+            self.name
+        );
+        let mut symbol = format!("quest_{}", self.name);
+        for (name, value) in ints {
+            symbol += &format!("_{name}{}", *value as u32);
+        }
+        let mut params = Vec::new();
+        let mut shaped = Vec::new();
+        for (name, dtype) in &self.inputs {
+            params.push(format!("    const {}* {name}", cuda_type(*dtype)?));
+            for suffix in ["strides", "ndim"] {
+                if self.source.contains(&format!("{name}_{suffix}")) {
+                    bail!(
+                        "`{}` reads {name}_{suffix}, which a precompiled kernel is not given",
+                        self.name
+                    );
+                }
+            }
+            if self.reads_shape(name) {
+                shaped.push(*name);
+            }
+        }
+        for (name, dtype) in &self.outputs {
+            params.push(format!("    {}* {name}", cuda_type(*dtype)?));
+        }
+        for name in &shaped {
+            params.extend((0..SHAPE_INTS).map(|i| format!("    int {name}_shape_{i}")));
+        }
+        let mut text = format!(
+            "// quest's `{}` kernel, compiled by quest for MLX's precompiled custom kernels.\n\
+             #include <cuda_fp16.h>\n#include <cuda_bf16.h>\n\n\
+             // NVRTC has no <cstdint>; MLX's device headers give these.\n\
+             typedef signed char int8_t;\ntypedef unsigned char uint8_t;\ntypedef short int16_t;\n\
+             typedef unsigned short uint16_t;\ntypedef int int32_t;\ntypedef unsigned int uint32_t;\n\
+             typedef long long int64_t;\ntypedef unsigned long long uint64_t;\n\
+             #ifndef INFINITY\n#define INFINITY __int_as_float(0x7f800000)\n#endif\n\n{}\
+             extern \"C\" __global__ void {symbol}(\n{}) {{\n",
             self.name,
-            &names(&self.inputs),
-            &names(&self.outputs),
-            self.source,
-            &self.header,
-            self.shared_memory,
-        )
+            self.header,
+            params.join(",\n")
+        );
+        for name in &shaped {
+            let dims: Vec<String> = (0..SHAPE_INTS)
+                .map(|i| format!("{name}_shape_{i}"))
+                .collect();
+            text += &format!(
+                "  const int {name}_shape[{SHAPE_INTS}] = {{{}}};\n",
+                dims.join(", ")
+            );
+        }
+        for (name, value) in ints {
+            text += &format!("  constexpr int {name} = {value};\n");
+        }
+        text += "\n";
+        text += self.source;
+        text += "\n}\n";
+        Ok((symbol, text))
     }
 
     /// The source MLX 0.32's CUDA backend builds for a call with the compile-time
@@ -310,11 +409,12 @@ impl KernelSpec {
         Ok(text)
     }
 
-    /// [`KernelSpec::text`] under the file name `file`.
+    /// [`KernelSpec::text`] under the file name `file`, and the text quest compiles.
     pub fn source(&self, file: String, ints: &[(&str, i32)]) -> Result<KernelSource> {
         Ok(KernelSource {
             file,
             text: self.text(ints)?,
+            precompiled: self.precompiled_text(ints)?.1,
         })
     }
 }
@@ -324,6 +424,8 @@ impl KernelSpec {
 pub struct KernelSource {
     pub file: String,
     pub text: String,
+    /// The same kernel as quest compiles it itself ([`KernelSpec::precompiled_text`]).
+    pub precompiled: String,
 }
 
 fn cuda_type(dtype: Dtype) -> Result<&'static str> {
@@ -345,23 +447,18 @@ pub struct Output<'a> {
 }
 
 impl CustomKernel {
-    /// MLX wraps `source` in a `__global__` function taking the inputs (as `const T*`) then
-    /// the outputs (`T*`), by these names; `header` goes before it. Inputs are made row
-    /// contiguous first.
-    pub fn new(
-        name: &str,
-        inputs: &[&str],
-        outputs: &[&str],
-        source: &str,
-        header: &str,
-        shared_memory: i32,
-    ) -> Result<Self> {
-        let input_names = strings(inputs)?;
-        let output_names = strings(outputs)?;
+    /// MLX wraps the spec's source in a `__global__` function taking the inputs (as
+    /// `const T*`) then the outputs (`T*`), by their names; the header goes before it.
+    /// Inputs are made row contiguous first.
+    pub fn new(spec: &KernelSpec) -> Result<Self> {
+        let names =
+            |args: &[(&'static str, Dtype)]| args.iter().map(|(n, _)| *n).collect::<Vec<_>>();
+        let input_names = strings(&names(&spec.inputs))?;
+        let output_names = strings(&names(&spec.outputs))?;
         let (c_name, c_source, c_header) = (
-            CString::new(name)?,
-            CString::new(source)?,
-            CString::new(header)?,
+            CString::new(spec.name)?,
+            CString::new(spec.source)?,
+            CString::new(spec.header.as_str())?,
         );
         let kernel = unsafe {
             let k = mlx_sys::mlx_fast_cuda_kernel_new(
@@ -371,16 +468,20 @@ impl CustomKernel {
                 c_source.as_ptr(),
                 c_header.as_ptr(),
                 true,
-                shared_memory,
+                spec.shared_memory,
             );
             mlx_sys::mlx_vector_string_free(input_names);
             mlx_sys::mlx_vector_string_free(output_names);
             k
         };
         if kernel.ctx.is_null() {
-            bail!("mlx: could not make quest's `{name}` kernel");
+            bail!("mlx: could not make quest's `{}` kernel", spec.name);
         }
-        Ok(CustomKernel(kernel))
+        Ok(CustomKernel {
+            raw: kernel,
+            spec: spec.clone(),
+            compiled: Default::default(),
+        })
     }
 
     /// Adds the kernel to the graph (lazily, on the default stream), with `config`'s
@@ -394,10 +495,36 @@ impl CustomKernel {
             }
             let mut outs = mlx_sys::mlx_vector_array_new();
             let stream = Stream::new();
-            if ok {
+            let mut variants = self.compiled.borrow_mut();
+            let compiled = if hand_compiled() {
+                variants.get(&self.spec, &config.ints)
+            } else {
+                None
+            };
+            if let (true, Some(compiled)) = (ok, compiled) {
+                // An input's shape, where the kernel reads it, as ints after the outputs.
+                let mut scalars = Vec::new();
+                for ((name, _), a) in self.spec.inputs.iter().zip(inputs) {
+                    if self.spec.reads_shape(name) {
+                        let mut dims = a.shape().to_vec();
+                        dims.resize(crate::lm::precompiled::SHAPE_INTS, 0);
+                        scalars.extend(dims);
+                    }
+                }
+                let call = crate::lm::precompiled::Call {
+                    output_shapes: &config.output_shapes,
+                    output_dtypes: &config.output_dtypes,
+                    scalars: &scalars,
+                    grid: config.grid,
+                    block: config.block,
+                    shared_memory: self.spec.shared_memory,
+                };
+                ok =
+                    crate::lm::precompiled::apply(compiled, ins, &call, &mut outs, stream.as_ptr());
+            } else if ok {
                 ok = mlx_sys::mlx_fast_cuda_kernel_apply(
                     &mut outs,
-                    self.0,
+                    self.raw,
                     ins,
                     config.raw,
                     stream.as_ptr(),
@@ -432,6 +559,12 @@ impl CustomKernel {
 pub struct Config {
     raw: mlx_sys::mlx_fast_cuda_kernel_config,
     outputs: usize,
+    // The same description for a kernel quest compiled (crate::lm::precompiled).
+    ints: Vec<(String, i32)>,
+    output_shapes: Vec<Vec<i32>>,
+    output_dtypes: Vec<mlx_sys::mlx_dtype>,
+    grid: (i32, i32, i32),
+    block: (i32, i32, i32),
 }
 
 impl Drop for Config {
@@ -452,6 +585,14 @@ impl Config {
         let config = Config {
             raw: unsafe { mlx_sys::mlx_fast_cuda_kernel_config_new() },
             outputs: outputs.len(),
+            ints: ints.iter().map(|(n, v)| (n.to_string(), *v)).collect(),
+            output_shapes: outputs.iter().map(|o| o.shape.to_vec()).collect(),
+            output_dtypes: outputs
+                .iter()
+                .map(|o| dtype_code(o.dtype))
+                .collect::<Result<_>>()?,
+            grid,
+            block,
         };
         let raw = config.raw;
         let mut ok = true;
@@ -572,6 +713,41 @@ mod tests {
     }
 
     #[test]
+    fn a_kernel_quest_compiles_takes_a_shape_as_ints_after_its_outputs() {
+        let spec = KernelSpec {
+            name: "demo",
+            inputs: vec![("x", Dtype::Float16), ("cache", Dtype::Float16)],
+            outputs: vec![("y", Dtype::Float32)],
+            source: "  y[0] = cache_shape[2];",
+            header: "constexpr int D = 64;\n".into(),
+            shared_memory: 0,
+        };
+        let (symbol, text) = spec.precompiled_text(&[("N", 8), ("M", -1)]).unwrap();
+        // A C symbol (MLX looks it up by name), one per variant.
+        assert_eq!(symbol, "quest_demo_N8_M4294967295");
+        assert!(
+            text.contains(
+                "constexpr int D = 64;\nextern \"C\" __global__ void quest_demo_N8_M4294967295(\n    \
+                 const __half* x,\n    const __half* cache,\n    float* y,\n    int cache_shape_0,\n"
+            ),
+            "{text}"
+        );
+        assert!(text
+            .contains("    int cache_shape_7) {\n  const int cache_shape[8] = {cache_shape_0, "));
+        assert!(text.contains(
+            "  constexpr int N = 8;\n  constexpr int M = -1;\n\n  y[0] = cache_shape[2];\n}\n"
+        ));
+        // Self-contained: none of MLX's device headers, which its wheel does not ship.
+        assert!(!text.contains("mlx/"), "{text}");
+        // What a precompiled kernel is not given is refused, not miscompiled.
+        let strided = KernelSpec {
+            source: "  y[0] = x_strides[0];",
+            ..spec.clone()
+        };
+        assert!(strided.precompiled_text(&[]).is_err());
+    }
+
+    #[test]
     fn every_kernel_can_be_written_for_a_compiler() {
         let sources = crate::lm::kernel_sources().unwrap();
         let mut names: Vec<&str> = sources
@@ -597,9 +773,9 @@ mod tests {
     }
 
     #[test]
-    fn an_exercise_runs_mlx_ops_unless_the_process_warms_up() {
-        // No unit test calls warm_process: this process stands for an exercise's, where
-        // MLX would compile quest's kernels again (the module doc).
+    fn off_cuda_and_unwarmed_mlx_ops_run() {
+        // No unit test calls warm_process, and the tests run on the CPU, where nothing is
+        // kept compiled: MLX's ops by default (the module doc).
         for kernel in Kernel::ALL {
             assert_eq!(kernel.default_choice(), Impl::Mlx, "{}", kernel.name());
         }

@@ -18,6 +18,7 @@ pub mod gguf;
 mod gguf_check;
 pub mod hub;
 pub mod models;
+pub mod precompiled;
 pub mod qkv;
 pub mod qmv;
 pub mod random;

@@ -148,6 +148,10 @@ pub fn main() {
         println!("cargo:rerun-if-changed={}", file.display());
         build.file(file);
     }
+    // quest's wrapper of MLX's precompiled CUDA kernels (mlx-c 0.7 has none).
+    let precompiled = manifest.join("src/shims/precompiled_kernel.cpp");
+    println!("cargo:rerun-if-changed={}", precompiled.display());
+    build.file(precompiled);
     build.compile("mlxc");
 
     // mlx-rs seeds its RNG with mach_approximate_time(); give it a monotonic clock here.

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The committed defaults on the H200, after docs/gpu/kept.sh: an exercise hands MLX the
+# kernels quest compiled and kept; a warmed benchmark (`quest fit`) lets MLX compile them
+# from source once. Fresh processes of `quest run` (first, then cached), MLX's ops for
+# contrast, the learner's flow (run, edit, submit, card), and `quest fit --peer`.
+#   bash .gpu/<N>/device.sh run 'bash docs/gpu/kept2.sh'
+set -uo pipefail
+MODEL=${MODEL:-random:qwen3-8b}
+TOKENS=${TOKENS:-64}
+ROUNDS=${ROUNDS:-5}
+o=/tmp/kept2
+rm -rf "$o"
+mkdir -p "$o"
+finish() {
+  cp -r "$QUEST_HOME" "$o/progress" 2>/dev/null
+  tar czf "$OUT/kept2.tar.gz" -C /tmp kept2
+}
+trap finish EXIT
+trap 'exit 143' TERM
+step() { echo; echo "== $*"; }
+timed_run() {
+  local name=$1
+  shift
+  local start end
+  start=$(date +%s.%N)
+  env "$@" quest run mlx-path --no-lesson --model "$MODEL" --max-tokens "$TOKENS" > "$o/$name.txt" 2>&1
+  end=$(date +%s.%N)
+  echo "wall_s $(python3 -c "print(round($end - $start, 2))")" >> "$o/$name.txt"
+  grep -E 'Decode|Time to first|quest.s own|wall_s|quest:' "$o/$name.txt"
+}
+step "1. fresh processes, $MODEL, $TOKENS tokens"
+timed_run run1-first-on-machine TERM=dumb
+timed_run run2-kept TERM=dumb
+timed_run run3-mlx-ops QUEST_QMV=mlx QUEST_QKV=mlx QUEST_ATTEND=mlx
+timed_run run4-kept TERM=dumb
+step "2. the learner's flow"
+cp solutions/mlx-path/decode_loop.rs exercises/mlx-path/decode_loop.rs
+quest submit mlx-path --model "$MODEL" --max-tokens "$TOKENS" --rounds "$ROUNDS" 2>&1 | tee "$o/flow-submit.txt" | grep -E 'round|median|✓|✗'
+card=$(grep -o 'quest card mlx-path --before [0-9.]* --after [0-9.]*' "$o/flow-submit.txt" | head -1)
+$card --answer term=fixed --answer shows-here=yes 2>&1 | tee "$o/flow-card.txt"
+step "3. one warmed process: quest fit --peer (MLX compiles quest's kernels from source once)"
+QUEST_PEER_PYTHON=python3 timeout 150 quest fit --shapes Qwen3-8B,Qwen3-0.6B --peer \
+  --max-tokens "$TOKENS" --rounds 3 2>&1 | tee "$o/fit-peer.txt" | tail -22

@@ -1,0 +1,403 @@
+//! quest's CUDA kernels compiled once per GPU and kept on disk, so a new process does not
+//! compile them again.
+//!
+//! MLX 0.32.2 compiles a source-text custom kernel with NVRTC in every process (it keeps no
+//! compiled custom kernel on disk): about 10 s for quest's on an H200, inside the first
+//! decode steps of every exercise run. MLX also takes a kernel already compiled
+//! (`fast::precompiled_cuda_kernel`, wrapped for quest in vendor/mlx-sys's
+//! `src/shims/precompiled_kernel.cpp`). So quest compiles each variant itself, with the
+//! NVRTC that MLX's CUDA build loads (the `nvidia-cuda-nvrtc` wheel) and MLX's own options,
+//! into a CUBIN for this GPU's architecture, and keeps it under the cache folder
+//! (`QUEST_CACHE`, `cuda-kernels/`), keyed by the source, the architecture, the NVRTC
+//! version and MLX's version. A later process reads the file and hands it to MLX.
+//!
+//! The text compiled here is [`KernelSpec::precompiled_text`]: the same kernel body as
+//! MLX's, in a self-contained `extern "C"` function (MLX's device headers are not in its
+//! wheel), with an input's shape, where a kernel reads one, passed as eight ints after the
+//! outputs (MLX passes a precompiled kernel inputs, outputs, then scalars).
+
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use anyhow::{anyhow, bail, Context, Result};
+use sha2::{Digest, Sha256};
+
+use super::cuda_kernel::KernelSpec;
+
+/// How many of an input's dimensions a precompiled kernel receives (MLX's arrays here have
+/// at most four).
+pub const SHAPE_INTS: usize = 8;
+
+/// NVRTC's entry points quest uses (`nvrtc.h`), looked up in the loaded library.
+struct Nvrtc {
+    version: (c_int, c_int),
+    create: unsafe extern "C" fn(
+        *mut *mut c_void,
+        *const c_char,
+        *const c_char,
+        c_int,
+        *const *const c_char,
+        *const *const c_char,
+    ) -> c_int,
+    compile: unsafe extern "C" fn(*mut c_void, c_int, *const *const c_char) -> c_int,
+    log_size: unsafe extern "C" fn(*mut c_void, *mut usize) -> c_int,
+    log: unsafe extern "C" fn(*mut c_void, *mut c_char) -> c_int,
+    cubin_size: unsafe extern "C" fn(*mut c_void, *mut usize) -> c_int,
+    cubin: unsafe extern "C" fn(*mut c_void, *mut c_char) -> c_int,
+    destroy: unsafe extern "C" fn(*mut *mut c_void) -> c_int,
+}
+
+/// What compiling here needs: NVRTC, the CUDA headers beside it, the GPU's architecture.
+pub struct Compiler {
+    nvrtc: Nvrtc,
+    include: PathBuf,
+    /// `sm_90a` on an H200: what MLX compiles for (a plain `sm_XY` below 9.0).
+    pub arch: String,
+    cache: PathBuf,
+}
+
+fn symbol<T>(lib: *mut c_void, name: &str) -> Result<T> {
+    let c = CString::new(name)?;
+    // SAFETY: a symbol lookup in a library dlopen returned.
+    let f = unsafe { libc::dlsym(lib, c.as_ptr()) };
+    anyhow::ensure!(!f.is_null(), "NVRTC has no {name}");
+    // SAFETY: T is the function pointer type of the C declaration of `name`.
+    Ok(unsafe { std::mem::transmute_copy(&f) })
+}
+
+fn dlopen(path: &str, flags: c_int) -> Option<*mut c_void> {
+    let c = CString::new(path).ok()?;
+    // SAFETY: dlopen of a library path.
+    let lib = unsafe { libc::dlopen(c.as_ptr(), flags) };
+    (!lib.is_null()).then_some(lib)
+}
+
+/// The folder of the loaded libmlx.so (the wheel's `mlx/lib`), from this process's maps.
+fn libmlx_dir() -> Option<PathBuf> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    maps.lines()
+        .filter_map(|line| line.split_whitespace().nth(5))
+        .find(|path| path.ends_with("/libmlx.so"))
+        .and_then(|path| Path::new(path).parent().map(Path::to_path_buf))
+}
+
+impl Nvrtc {
+    fn load(lib: *mut c_void) -> Result<Nvrtc> {
+        let version_fn: unsafe extern "C" fn(*mut c_int, *mut c_int) -> c_int =
+            symbol(lib, "nvrtcVersion")?;
+        let mut version = (0, 0);
+        // SAFETY: nvrtcVersion(int*, int*).
+        unsafe { version_fn(&mut version.0, &mut version.1) };
+        Ok(Nvrtc {
+            version,
+            create: symbol(lib, "nvrtcCreateProgram")?,
+            compile: symbol(lib, "nvrtcCompileProgram")?,
+            log_size: symbol(lib, "nvrtcGetProgramLogSize")?,
+            log: symbol(lib, "nvrtcGetProgramLog")?,
+            cubin_size: symbol(lib, "nvrtcGetCUBINSize")?,
+            cubin: symbol(lib, "nvrtcGetCUBIN")?,
+            destroy: symbol(lib, "nvrtcDestroyProgram")?,
+        })
+    }
+}
+
+impl Compiler {
+    /// NVRTC at `nvrtc` (the library file), the CUDA headers in `include`, compiling for
+    /// `arch`, keeping CUBINs in `cache`.
+    pub fn new(nvrtc: &Path, include: PathBuf, arch: String, cache: PathBuf) -> Result<Self> {
+        let lib = dlopen(&nvrtc.to_string_lossy(), libc::RTLD_NOW | libc::RTLD_LOCAL)
+            .with_context(|| format!("could not load NVRTC from {}", nvrtc.display()))?;
+        anyhow::ensure!(
+            include.join("cuda_fp16.h").is_file(),
+            "no CUDA headers in {}",
+            include.display()
+        );
+        Ok(Compiler {
+            nvrtc: Nvrtc::load(lib)?,
+            include,
+            arch,
+            cache,
+        })
+    }
+
+    /// For this process's GPU: the NVRTC and headers of the CUDA wheels MLX's build
+    /// loads (beside libmlx: `../../nvidia/cu13`), the architecture of device 0 as the
+    /// driver reports it, the cache under `QUEST_CACHE`.
+    fn for_this_gpu() -> Result<Self> {
+        let cu13 = libmlx_dir()
+            .context("could not find the loaded libmlx.so")?
+            .join("../../nvidia/cu13");
+        let arch = gpu_arch()?;
+        let cache = crate::lm::fetch::cache_dir()?.join("cuda-kernels");
+        Compiler::new(
+            &cu13.join("lib/libnvrtc.so.13"),
+            cu13.join("include"),
+            arch,
+            cache,
+        )
+    }
+
+    /// The CUBIN of `text` (its kernel `symbol`), from the cache when an earlier process
+    /// made it, else compiled now and kept.
+    pub fn cubin(&self, text: &str) -> Result<Vec<u8>> {
+        let mut key = Sha256::new();
+        key.update(text.as_bytes());
+        key.update(
+            format!(
+                "\n{}\nnvrtc {}.{}\nmlx {}\n",
+                self.arch,
+                self.nvrtc.version.0,
+                self.nvrtc.version.1,
+                mlx_version()
+            )
+            .as_bytes(),
+        );
+        let key: String = key.finalize().iter().map(|b| format!("{b:02x}")).collect();
+        let path = self.cache.join(format!("{key}.cubin"));
+        if let Ok(bytes) = std::fs::read(&path) {
+            if !bytes.is_empty() {
+                return Ok(bytes);
+            }
+        }
+        let cubin = self.compile(text)?;
+        std::fs::create_dir_all(&self.cache)
+            .with_context(|| format!("creating {}", self.cache.display()))?;
+        // Written whole, then renamed: a reader never sees half a file.
+        let partial = path.with_extension(format!("cubin.{}", std::process::id()));
+        std::fs::write(&partial, &cubin)?;
+        std::fs::rename(&partial, &path)?;
+        Ok(cubin)
+    }
+
+    /// Compiles `text` to a CUBIN with MLX's NVRTC options (mlx/backend/cuda/jit_module.cpp).
+    pub fn compile(&self, text: &str) -> Result<Vec<u8>> {
+        let n = &self.nvrtc;
+        let source = CString::new(text)?;
+        let file = CString::new("quest_kernel.cu")?;
+        let options: Vec<CString> = [
+            "--device-as-default-execution-space".to_owned(),
+            format!("--gpu-architecture={}", self.arch),
+            format!("--include-path={}", self.include.display()),
+        ]
+        .into_iter()
+        .map(CString::new)
+        .collect::<Result<_, _>>()?;
+        let pointers: Vec<*const c_char> = options.iter().map(|o| o.as_ptr()).collect();
+        let mut program: *mut c_void = std::ptr::null_mut();
+        // SAFETY: NVRTC's C API, used as nvrtc.h documents; the program is destroyed below.
+        unsafe {
+            if (n.create)(
+                &mut program,
+                source.as_ptr(),
+                file.as_ptr(),
+                0,
+                std::ptr::null(),
+                std::ptr::null(),
+            ) != 0
+            {
+                bail!("NVRTC could not take the kernel's source");
+            }
+            let compiled = (n.compile)(program, pointers.len() as c_int, pointers.as_ptr());
+            let result = if compiled == 0 {
+                let mut size = 0usize;
+                (n.cubin_size)(program, &mut size);
+                let mut cubin = vec![0u8; size];
+                (n.cubin)(program, cubin.as_mut_ptr().cast());
+                Ok(cubin)
+            } else {
+                let mut size = 0usize;
+                (n.log_size)(program, &mut size);
+                let mut log = vec![0u8; size.max(1)];
+                (n.log)(program, log.as_mut_ptr().cast());
+                let log = CStr::from_bytes_until_nul(&log)
+                    .map(|c| c.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                Err(anyhow!(
+                    "NVRTC could not compile a kernel of quest's:\n{log}"
+                ))
+            };
+            (n.destroy)(&mut program);
+            result
+        }
+    }
+}
+
+/// MLX's version, which a cached kernel is keyed by.
+fn mlx_version() -> String {
+    let mut s = unsafe { mlx_sys::mlx_string_new() };
+    let version = unsafe {
+        if mlx_sys::mlx_version(&mut s) == 0 {
+            CStr::from_ptr(mlx_sys::mlx_string_data(s))
+                .to_string_lossy()
+                .into_owned()
+        } else {
+            "?".into()
+        }
+    };
+    unsafe { mlx_sys::mlx_string_free(s) };
+    version
+}
+
+/// Device 0's architecture as MLX compiles for it: `sm_90a` for compute capability 9.0
+/// (the `a` from 9.0 on, as MLX's jit_module.cpp does), `sm_86` for 8.6.
+fn gpu_arch() -> Result<String> {
+    let lib = dlopen("libcuda.so.1", libc::RTLD_NOW | libc::RTLD_LOCAL)
+        .context("could not load the NVIDIA driver (libcuda.so.1)")?;
+    let init: unsafe extern "C" fn(u32) -> c_int = symbol(lib, "cuInit")?;
+    let get: unsafe extern "C" fn(*mut c_int, c_int) -> c_int = symbol(lib, "cuDeviceGet")?;
+    let attribute: unsafe extern "C" fn(*mut c_int, c_int, c_int) -> c_int =
+        symbol(lib, "cuDeviceGetAttribute")?;
+    let (mut device, mut major, mut minor) = (0, 0, 0);
+    // SAFETY: the driver API as cuda.h declares it; 75 and 76 are
+    // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR / _MINOR.
+    unsafe {
+        anyhow::ensure!(init(0) == 0, "the NVIDIA driver did not start");
+        anyhow::ensure!(get(&mut device, 0) == 0, "the NVIDIA driver found no GPU 0");
+        anyhow::ensure!(
+            attribute(&mut major, 75, device) == 0 && attribute(&mut minor, 76, device) == 0,
+            "the NVIDIA driver gave no compute capability"
+        );
+    }
+    Ok(format!(
+        "sm_{major}{minor}{}",
+        if major >= 9 { "a" } else { "" }
+    ))
+}
+
+/// This process's compiler, made once: `None` (said once on stderr) where it cannot be
+/// made, and then MLX compiles quest's kernels from their source, as before.
+pub fn compiler() -> Option<&'static Compiler> {
+    static COMPILER: OnceLock<Option<Compiler>> = OnceLock::new();
+    COMPILER
+        .get_or_init(|| match std::env::var(KEEP_ENV).as_deref() {
+            // MLX compiles quest's kernels from their source, in every process, as before.
+            Ok("off") => None,
+            _ => match Compiler::for_this_gpu() {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    eprintln!(
+                        "quest: its CUDA kernels cannot be kept compiled here ({e:#}); MLX compiles them in each process"
+                    );
+                    None
+                }
+            },
+        })
+        .as_ref()
+}
+
+/// `QUEST_KERNEL_CACHE=off`: MLX compiles quest's kernels from source in every process (the
+/// way they ran before quest kept them compiled; for measuring one against the other).
+pub const KEEP_ENV: &str = "QUEST_KERNEL_CACHE";
+
+/// A kernel variant compiled for this GPU: its `extern "C"` symbol and CUBIN.
+pub struct Compiled {
+    pub symbol: CString,
+    pub cubin: Vec<u8>,
+}
+
+/// Compiled variants by their constants, per kernel object.
+#[derive(Default)]
+pub struct Variants(HashMap<Vec<(String, i32)>, Option<Compiled>>);
+
+impl Variants {
+    /// The variant of `spec` for `ints`, compiled (or read from the cache) on first use;
+    /// `None` where it cannot be, and MLX's source path runs it.
+    pub fn get(&mut self, spec: &KernelSpec, ints: &[(String, i32)]) -> Option<&Compiled> {
+        self.0
+            .entry(ints.to_vec())
+            .or_insert_with(|| {
+                let compiler = compiler()?;
+                let borrowed: Vec<(&str, i32)> =
+                    ints.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+                let made = spec.precompiled_text(&borrowed).and_then(|(symbol, text)| {
+                    Ok(Compiled {
+                        symbol: CString::new(symbol)?,
+                        cubin: compiler.cubin(&text)?,
+                    })
+                });
+                match made {
+                    Ok(compiled) => Some(compiled),
+                    Err(e) => {
+                        eprintln!("quest: {e:#}; MLX compiles `{}` from its source", spec.name);
+                        None
+                    }
+                }
+            })
+            .as_ref()
+    }
+}
+
+extern "C" {
+    /// vendor/mlx-sys/src/shims/precompiled_kernel.cpp.
+    fn quest_precompiled_cuda_kernel(
+        outputs: *mut mlx_sys::mlx_vector_array,
+        name: *const c_char,
+        binary: *const c_char,
+        binary_len: usize,
+        inputs: mlx_sys::mlx_vector_array,
+        output_shapes: *const c_int,
+        output_ndims: *const usize,
+        output_dtypes: *const mlx_sys::mlx_dtype,
+        num_outputs: usize,
+        int_scalars: *const c_int,
+        num_scalars: usize,
+        grid_x: c_int,
+        grid_y: c_int,
+        grid_z: c_int,
+        block_x: c_int,
+        block_y: c_int,
+        block_z: c_int,
+        shared_memory: c_int,
+        ensure_row_contiguous: bool,
+        stream: mlx_sys::mlx_stream,
+    ) -> c_int;
+}
+
+/// One call of a compiled kernel: what MLX's precompiled path takes.
+pub struct Call<'a> {
+    pub output_shapes: &'a [Vec<i32>],
+    pub output_dtypes: &'a [mlx_sys::mlx_dtype],
+    pub scalars: &'a [c_int],
+    pub grid: (i32, i32, i32),
+    pub block: (i32, i32, i32),
+    pub shared_memory: i32,
+}
+
+/// Adds `compiled` to the graph on the default stream: MLX's `precompiled_cuda_kernel`.
+pub fn apply(
+    compiled: &Compiled,
+    inputs: mlx_sys::mlx_vector_array,
+    call: &Call,
+    outputs: &mut mlx_sys::mlx_vector_array,
+    stream: mlx_sys::mlx_stream,
+) -> bool {
+    let shapes: Vec<c_int> = call.output_shapes.iter().flatten().copied().collect();
+    let ndims: Vec<usize> = call.output_shapes.iter().map(Vec::len).collect();
+    // SAFETY: every pointer is valid for the lengths passed; MLX copies what it keeps.
+    unsafe {
+        quest_precompiled_cuda_kernel(
+            outputs,
+            compiled.symbol.as_ptr(),
+            compiled.cubin.as_ptr().cast(),
+            compiled.cubin.len(),
+            inputs,
+            shapes.as_ptr(),
+            ndims.as_ptr(),
+            call.output_dtypes.as_ptr(),
+            call.output_shapes.len(),
+            call.scalars.as_ptr(),
+            call.scalars.len(),
+            call.grid.0,
+            call.grid.1,
+            call.grid.2,
+            call.block.0,
+            call.block.1,
+            call.block.2,
+            call.shared_memory,
+            true,
+            stream,
+        ) == 0
+    }
+}
