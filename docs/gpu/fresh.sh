@@ -16,27 +16,9 @@ set -uo pipefail
 MODEL=${MODEL:-random:qwen3-8b}
 TOKENS=${TOKENS:-64}
 ROUNDS=${ROUNDS:-5}
-o=/tmp/fresh
-rm -rf "$o"
-mkdir -p "$o"
-finish() {
-  cp -r "$QUEST_HOME" "$o/progress" 2>/dev/null
-  tar czf "$OUT/fresh.tar.gz" -C /tmp fresh
-}
-trap finish EXIT
-trap 'exit 143' TERM
-step() { echo; echo "== $*"; }
-# One fresh process of quest run, its wall time appended to its output.
-timed_run() {
-  local name=$1
-  shift
-  local start end
-  start=$(date +%s.%N)
-  env "$@" quest run mlx-path --no-lesson --model "$MODEL" --max-tokens "${N:-$TOKENS}" > "$o/$name.txt" 2>&1
-  end=$(date +%s.%N)
-  echo "wall_s $(python3 -c "print(round($end - $start, 2))")" >> "$o/$name.txt"
-  cat "$o/$name.txt"
-}
+NAME=fresh
+# shellcheck source=fresh_lib.sh
+source "$(dirname "$0")/fresh_lib.sh"
 kernels_on=(QUEST_QMV=quest QUEST_QKV=quest QUEST_ATTEND=quest)
 
 step "1. fresh processes, $MODEL, $TOKENS tokens"

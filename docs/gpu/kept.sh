@@ -17,27 +17,9 @@ set -uo pipefail
 MODEL=${MODEL:-random:qwen3-8b}
 TOKENS=${TOKENS:-64}
 ROUNDS=${ROUNDS:-5}
-o=/tmp/kept
-rm -rf "$o"
-mkdir -p "$o"
-finish() {
-  cp -r "$QUEST_HOME" "$o/progress" 2>/dev/null
-  ls -la "$QUEST_CACHE/cuda-kernels" > "$o/cache-listing.txt" 2>&1
-  tar czf "$OUT/kept.tar.gz" -C /tmp kept
-}
-trap finish EXIT
-trap 'exit 143' TERM
-step() { echo; echo "== $*"; }
-timed_run() {
-  local name=$1
-  shift
-  local start end
-  start=$(date +%s.%N)
-  env "$@" quest run mlx-path --no-lesson --model "$MODEL" --max-tokens "${N:-$TOKENS}" > "$o/$name.txt" 2>&1
-  end=$(date +%s.%N)
-  echo "wall_s $(python3 -c "print(round($end - $start, 2))")" >> "$o/$name.txt"
-  grep -E 'Decode|Time to first|quest.s own|wall_s|quest:' "$o/$name.txt"
-}
+NAME=kept
+# shellcheck source=fresh_lib.sh
+source "$(dirname "$0")/fresh_lib.sh"
 mlx_ops=(QUEST_QMV=mlx QUEST_QKV=mlx QUEST_ATTEND=mlx)
 
 step "1. fresh processes, $MODEL, $TOKENS tokens"
