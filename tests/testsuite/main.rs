@@ -12,6 +12,7 @@ mod data_lessons;
 mod flow;
 mod golden;
 mod journey;
+mod kernels;
 mod lessons;
 mod lm_helpers;
 mod parser_robustness;
