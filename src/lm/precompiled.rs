@@ -49,6 +49,10 @@ struct Nvrtc {
     destroy: unsafe extern "C" fn(*mut *mut c_void) -> c_int,
 }
 
+/// Part of every cached kernel's key: bump it when [`Compiler::compile`]'s options change,
+/// so no process reads a kernel compiled the old way.
+const OPTIONS_VERSION: &str = "quest-nvrtc-options-1";
+
 /// What compiling here needs: NVRTC, the CUDA headers beside it, the GPU's architecture.
 pub struct Compiler {
     nvrtc: Nvrtc,
@@ -146,7 +150,7 @@ impl Compiler {
         key.update(text.as_bytes());
         key.update(
             format!(
-                "\n{}\nnvrtc {}.{}\nmlx {}\n",
+                "\n{OPTIONS_VERSION}\n{}\nnvrtc {}.{}\nmlx {}\n",
                 self.arch,
                 self.nvrtc.version.0,
                 self.nvrtc.version.1,
