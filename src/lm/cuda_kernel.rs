@@ -513,6 +513,7 @@ impl CustomKernel {
                 }
                 let call = crate::lm::precompiled::Call {
                     output_shapes: &config.output_shapes,
+                    output_ndims: &config.output_ndims,
                     output_dtypes: &config.output_dtypes,
                     scalars: &scalars,
                     grid: config.grid,
@@ -561,7 +562,8 @@ pub struct Config {
     outputs: usize,
     // The same description for a kernel quest compiled (crate::lm::precompiled).
     ints: Vec<(String, i32)>,
-    output_shapes: Vec<Vec<i32>>,
+    output_shapes: Vec<i32>,
+    output_ndims: Vec<usize>,
     output_dtypes: Vec<mlx_sys::mlx_dtype>,
     grid: (i32, i32, i32),
     block: (i32, i32, i32),
@@ -586,7 +588,11 @@ impl Config {
             raw: unsafe { mlx_sys::mlx_fast_cuda_kernel_config_new() },
             outputs: outputs.len(),
             ints: ints.iter().map(|(n, v)| (n.to_string(), *v)).collect(),
-            output_shapes: outputs.iter().map(|o| o.shape.to_vec()).collect(),
+            output_shapes: outputs
+                .iter()
+                .flat_map(|o| o.shape.iter().copied())
+                .collect(),
+            output_ndims: outputs.iter().map(|o| o.shape.len()).collect(),
             output_dtypes: outputs
                 .iter()
                 .map(|o| dtype_code(o.dtype))

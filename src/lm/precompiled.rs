@@ -309,6 +309,10 @@ impl Variants {
     /// The variant of `spec` for `ints`, compiled (or read from the cache) on first use;
     /// `None` where it cannot be, and MLX's source path runs it.
     pub fn get(&mut self, spec: &KernelSpec, ints: &[(String, i32)]) -> Option<&Compiled> {
+        // Every call of a step comes here: found without building a key.
+        if self.0.contains_key(ints) {
+            return self.0.get(ints).and_then(Option::as_ref);
+        }
         self.0
             .entry(ints.to_vec())
             .or_insert_with(|| {
@@ -361,7 +365,9 @@ extern "C" {
 
 /// One call of a compiled kernel: what MLX's precompiled path takes.
 pub struct Call<'a> {
-    pub output_shapes: &'a [Vec<i32>],
+    /// Every output's dimensions, one after another, and how many each has.
+    pub output_shapes: &'a [c_int],
+    pub output_ndims: &'a [usize],
     pub output_dtypes: &'a [mlx_sys::mlx_dtype],
     pub scalars: &'a [c_int],
     pub grid: (i32, i32, i32),
@@ -377,8 +383,6 @@ pub fn apply(
     outputs: &mut mlx_sys::mlx_vector_array,
     stream: mlx_sys::mlx_stream,
 ) -> bool {
-    let shapes: Vec<c_int> = call.output_shapes.iter().flatten().copied().collect();
-    let ndims: Vec<usize> = call.output_shapes.iter().map(Vec::len).collect();
     // SAFETY: every pointer is valid for the lengths passed; MLX copies what it keeps.
     unsafe {
         quest_precompiled_cuda_kernel(
@@ -387,10 +391,10 @@ pub fn apply(
             compiled.cubin.as_ptr().cast(),
             compiled.cubin.len(),
             inputs,
-            shapes.as_ptr(),
-            ndims.as_ptr(),
+            call.output_shapes.as_ptr(),
+            call.output_ndims.as_ptr(),
             call.output_dtypes.as_ptr(),
-            call.output_shapes.len(),
+            call.output_ndims.len(),
             call.scalars.as_ptr(),
             call.scalars.len(),
             call.grid.0,
