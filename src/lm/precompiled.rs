@@ -278,6 +278,7 @@ pub fn compiler() -> Option<&'static Compiler> {
         .get_or_init(|| match std::env::var(KEEP_ENV).as_deref() {
             // MLX compiles quest's kernels from their source, in every process, as before.
             Ok("off") => None,
+            _ if cfg!(target_os = "macos") => None,
             _ => match Compiler::for_this_gpu() {
                 Ok(c) => Some(c),
                 Err(e) => {
@@ -337,6 +338,9 @@ impl Variants {
     }
 }
 
+// Only the Linux build of mlx-sys compiles the shim (macOS keeps upstream's build, and MLX
+// has no CUDA there).
+#[cfg(not(target_os = "macos"))]
 extern "C" {
     /// vendor/mlx-sys/src/shims/precompiled_kernel.cpp.
     fn quest_precompiled_cuda_kernel(
@@ -383,7 +387,13 @@ pub fn apply(
     outputs: &mut mlx_sys::mlx_vector_array,
     stream: mlx_sys::mlx_stream,
 ) -> bool {
+    #[cfg(target_os = "macos")]
+    {
+        let _ = (compiled, inputs, call, outputs, stream);
+        false
+    }
     // SAFETY: every pointer is valid for the lengths passed; MLX copies what it keeps.
+    #[cfg(not(target_os = "macos"))]
     unsafe {
         quest_precompiled_cuda_kernel(
             outputs,
