@@ -66,7 +66,7 @@ fn symbol<T>(lib: *mut c_void, name: &str) -> Result<T> {
     let c = CString::new(name)?;
     // SAFETY: a symbol lookup in a library dlopen returned.
     let f = unsafe { libc::dlsym(lib, c.as_ptr()) };
-    anyhow::ensure!(!f.is_null(), "NVRTC has no {name}");
+    anyhow::ensure!(!f.is_null(), "the library has no {name}");
     // SAFETY: T is the function pointer type of the C declaration of `name`.
     Ok(unsafe { std::mem::transmute_copy(&f) })
 }
