@@ -254,6 +254,9 @@ pub fn position(position: i32) -> Array {
 pub struct CustomKernel {
     raw: mlx_sys::mlx_fast_cuda_kernel,
     spec: KernelSpec,
+    /// The inputs whose shape the source reads, by position: a compiled variant gets them
+    /// as ints (found once here, not at every call).
+    shaped: Vec<usize>,
     compiled: std::cell::RefCell<crate::lm::precompiled::Variants>,
 }
 
@@ -480,6 +483,10 @@ impl CustomKernel {
         Ok(CustomKernel {
             raw: kernel,
             spec: spec.clone(),
+            shaped: (spec.inputs.iter().enumerate())
+                .filter(|(_, (name, _))| spec.reads_shape(name))
+                .map(|(i, _)| i)
+                .collect(),
             compiled: Default::default(),
         })
     }
@@ -495,21 +502,22 @@ impl CustomKernel {
             }
             let mut outs = mlx_sys::mlx_vector_array_new();
             let stream = Stream::new();
-            let mut variants = self.compiled.borrow_mut();
             let compiled = if hand_compiled() {
-                variants.get(&self.spec, &config.ints)
+                // Looked up once per call description, then kept in it.
+                let found = config
+                    .compiled
+                    .get_or_init(|| self.compiled.borrow_mut().get(&self.spec, &config.ints));
+                found.as_deref()
             } else {
                 None
             };
             if let (true, Some(compiled)) = (ok, compiled) {
                 // An input's shape, where the kernel reads it, as ints after the outputs.
                 let mut scalars = Vec::new();
-                for ((name, _), a) in self.spec.inputs.iter().zip(inputs) {
-                    if self.spec.reads_shape(name) {
-                        let mut dims = a.shape().to_vec();
-                        dims.resize(crate::lm::precompiled::SHAPE_INTS, 0);
-                        scalars.extend(dims);
-                    }
+                for &i in &self.shaped {
+                    let mut dims = inputs[i].shape().to_vec();
+                    dims.resize(crate::lm::precompiled::SHAPE_INTS, 0);
+                    scalars.extend(dims);
                 }
                 let call = crate::lm::precompiled::Call {
                     output_shapes: &config.output_shapes,
@@ -567,6 +575,9 @@ pub struct Config {
     output_dtypes: Vec<mlx_sys::mlx_dtype>,
     grid: (i32, i32, i32),
     block: (i32, i32, i32),
+    /// The kernel's compiled variant for `ints`, once looked up (a config belongs to one
+    /// kernel object).
+    compiled: std::cell::OnceCell<Option<std::rc::Rc<crate::lm::precompiled::Compiled>>>,
 }
 
 impl Drop for Config {
@@ -599,6 +610,7 @@ impl Config {
                 .collect::<Result<_>>()?,
             grid,
             block,
+            compiled: std::cell::OnceCell::new(),
         };
         let raw = config.raw;
         let mut ok = true;

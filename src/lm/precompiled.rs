@@ -19,6 +19,7 @@
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::sync::OnceLock;
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -302,18 +303,16 @@ pub struct Compiled {
     pub cubin: Vec<u8>,
 }
 
-/// Compiled variants by their constants, per kernel object.
+/// Compiled variants by their constants, per kernel object: call descriptions of other
+/// shapes with the same constants share one.
 #[derive(Default)]
-pub struct Variants(HashMap<Vec<(String, i32)>, Option<Compiled>>);
+pub struct Variants(HashMap<Vec<(String, i32)>, Option<Rc<Compiled>>>);
 
 impl Variants {
     /// The variant of `spec` for `ints`, compiled (or read from the cache) on first use;
-    /// `None` where it cannot be, and MLX's source path runs it.
-    pub fn get(&mut self, spec: &KernelSpec, ints: &[(String, i32)]) -> Option<&Compiled> {
-        // Every call of a step comes here: found without building a key.
-        if self.0.contains_key(ints) {
-            return self.0.get(ints).and_then(Option::as_ref);
-        }
+    /// `None` where it cannot be, and MLX's source path runs it. Asked once per call
+    /// description, which keeps the answer.
+    pub fn get(&mut self, spec: &KernelSpec, ints: &[(String, i32)]) -> Option<Rc<Compiled>> {
         self.0
             .entry(ints.to_vec())
             .or_insert_with(|| {
@@ -327,14 +326,14 @@ impl Variants {
                     })
                 });
                 match made {
-                    Ok(compiled) => Some(compiled),
+                    Ok(compiled) => Some(Rc::new(compiled)),
                     Err(e) => {
                         eprintln!("quest: {e:#}; MLX compiles `{}` from its source", spec.name);
                         None
                     }
                 }
             })
-            .as_ref()
+            .clone()
     }
 }
 
