@@ -197,11 +197,7 @@ pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
         lesson: id.into(),
         model: model_spec,
         backend: backend.name().into(),
-        blas: if backend == Backend::Cpu {
-            quest::blas::describe()
-        } else {
-            "-".into()
-        },
+        blas: blas_column(backend),
         prompt_tokens: prompt_ids.len(),
         max_tokens,
         rounds: options.rounds,
@@ -219,6 +215,16 @@ pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
     std::fs::write(&svg, plot::svg(&result))?;
     println!("\nJSON: {}\nplot: {}", json.display(), svg.display());
     record_against_library(ctx, lesson, code, &result)
+}
+
+/// What a result's `blas` says: the BLAS and its kernels on the CPU, `-` on a GPU (its
+/// matmuls are MLX's own kernels there).
+fn blas_column(backend: Backend) -> String {
+    if backend == Backend::Cpu {
+        quest::blas::describe()
+    } else {
+        "-".into()
+    }
 }
 
 /// The learner's median goes on their record with the library's median beside it, so
@@ -597,11 +603,7 @@ pub fn batch(args: &BatchArgs) -> Result<()> {
     let models = batch::run(&subjects, &options, |line| eprintln!("quest: {line}"))?;
     let result = BatchResult {
         backend: backend.name().into(),
-        blas: if backend == Backend::Cpu {
-            quest::blas::describe()
-        } else {
-            "-".into()
-        },
+        blas: blas_column(backend),
         max_tokens: args.max_tokens,
         rounds: args.rounds,
         date: Timestamp::now().to_string(),
