@@ -12,10 +12,6 @@
 # 3. For contrast, quest's loop in one warmed process (`quest fit`, its kernels on) beside
 #    mlx-lm's generate_step (--peer, the device's python3).
 # Everything comes back as $OUT/fresh.tar.gz.
-set -uo pipefail
-MODEL=${MODEL:-random:qwen3-8b}
-TOKENS=${TOKENS:-64}
-ROUNDS=${ROUNDS:-5}
 NAME=fresh
 # shellcheck source=fresh_lib.sh
 source "$(dirname "$0")/fresh_lib.sh"
@@ -34,12 +30,7 @@ step "2. the learner's flow"
 quest run mlx-path --no-lesson --model "$MODEL" --max-tokens "$TOKENS" 2>&1 | tee "$o/flow-run-before.txt"
 cp solutions/mlx-path/decode_loop.rs exercises/mlx-path/decode_loop.rs
 quest run mlx-path --no-lesson --model "$MODEL" --max-tokens "$TOKENS" 2>&1 | tee "$o/flow-run-after.txt"
-quest submit mlx-path --model "$MODEL" --max-tokens "$TOKENS" --rounds "$ROUNDS" 2>&1 | tee "$o/flow-submit.txt"
-card=$(grep -o 'quest card mlx-path --before [0-9.]* --after [0-9.]*' "$o/flow-submit.txt" | head -1)
-ratio=$(grep -o '(×[0-9.]*)' "$o/flow-submit.txt" | head -1 | tr -d '(×)')
-shows=$(python3 -c "import sys; print('yes' if float(sys.argv[1] or 0) >= 1.10 else 'no')" "${ratio:-0}")
-echo "$card --answer term=fixed --answer shows-here=$shows"
-$card --answer term=fixed --answer shows-here="$shows" 2>&1 | tee "$o/flow-card.txt"
+submit_and_card
 quest status 2>&1 | tee -a "$o/flow-card.txt"
 
 step "3. one warmed process: quest fit (its kernels on) beside mlx-lm"

@@ -1,7 +1,13 @@
 # What docs/gpu/fresh.sh, kept.sh and kept2.sh share (sourced, after NAME is set): the
-# results folder /tmp/$NAME, packed into $OUT/$NAME.tar.gz on exit with the progress file,
-# and `timed_run NAME ENV…`: one fresh `quest run mlx-path` on $MODEL, its wall time from
-# the shell appended to its output ($N tokens when set, else $TOKENS).
+# defaults (MODEL, TOKENS, ROUNDS), the results folder /tmp/$NAME, packed into
+# $OUT/$NAME.tar.gz on exit with the progress file; `timed_run NAME ENV…`: one fresh
+# `quest run mlx-path` on $MODEL, its wall time from the shell appended to its output ($N
+# tokens when set, else $TOKENS); `submit_and_card`: `quest submit` of the exercise as it is,
+# then the card with submit's medians and the shows-here answer its ratio gives.
+set -uo pipefail
+MODEL=${MODEL:-random:qwen3-8b}
+TOKENS=${TOKENS:-64}
+ROUNDS=${ROUNDS:-5}
 o=/tmp/$NAME
 rm -rf "$o"
 mkdir -p "$o"
@@ -24,4 +30,14 @@ timed_run() {
   end=$(date +%s.%N)
   echo "wall_s $(python3 -c "print(round($end - $start, 2))")" >> "$o/$name.txt"
   grep -E 'Decode|Time to first|quest.s own|wall_s|quest:' "$o/$name.txt"
+}
+submit_and_card() {
+  quest submit mlx-path --model "$MODEL" --max-tokens "$TOKENS" --rounds "$ROUNDS" 2>&1 |
+    tee "$o/flow-submit.txt" | grep -E 'round|median|✓|✗'
+  local card ratio shows
+  card=$(grep -o 'quest card mlx-path --before [0-9.]* --after [0-9.]*' "$o/flow-submit.txt" | head -1)
+  ratio=$(grep -o '(×[0-9.]*)' "$o/flow-submit.txt" | head -1 | tr -d '(×)')
+  shows=$(python3 -c "import sys; print('yes' if float(sys.argv[1] or 0) >= 1.10 else 'no')" "${ratio:-0}")
+  echo "$card --answer term=fixed --answer shows-here=$shows"
+  $card --answer term=fixed --answer shows-here="$shows" 2>&1 | tee "$o/flow-card.txt"
 }

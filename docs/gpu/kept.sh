@@ -13,10 +13,6 @@
 # 3. The learner's flow: run, the edit, run, submit (interleaved fresh processes), card.
 # 4. One warmed process (`quest fit --peer`): kept kernels, and QUEST_KERNEL_CACHE=off.
 # Everything comes back as $OUT/kept.tar.gz.
-set -uo pipefail
-MODEL=${MODEL:-random:qwen3-8b}
-TOKENS=${TOKENS:-64}
-ROUNDS=${ROUNDS:-5}
 NAME=kept
 # shellcheck source=fresh_lib.sh
 source "$(dirname "$0")/fresh_lib.sh"
@@ -43,12 +39,7 @@ step "3. the learner's flow"
 quest run mlx-path --no-lesson --model "$MODEL" --max-tokens "$TOKENS" 2>&1 | tee "$o/flow-run-before.txt" | tail -6
 cp solutions/mlx-path/decode_loop.rs exercises/mlx-path/decode_loop.rs
 quest run mlx-path --no-lesson --model "$MODEL" --max-tokens "$TOKENS" 2>&1 | tee "$o/flow-run-after.txt" | tail -6
-quest submit mlx-path --model "$MODEL" --max-tokens "$TOKENS" --rounds "$ROUNDS" 2>&1 | tee "$o/flow-submit.txt" | grep -E 'round|median|✓|✗'
-card=$(grep -o 'quest card mlx-path --before [0-9.]* --after [0-9.]*' "$o/flow-submit.txt" | head -1)
-ratio=$(grep -o '(×[0-9.]*)' "$o/flow-submit.txt" | head -1 | tr -d '(×)')
-shows=$(python3 -c "import sys; print('yes' if float(sys.argv[1] or 0) >= 1.10 else 'no')" "${ratio:-0}")
-echo "$card --answer term=fixed --answer shows-here=$shows"
-$card --answer term=fixed --answer shows-here="$shows" 2>&1 | tee "$o/flow-card.txt"
+submit_and_card
 
 step "4. one warmed process: quest fit --peer, kept kernels, then compiled from source"
 QUEST_PEER_PYTHON=python3 timeout 150 quest fit --shapes Qwen3-8B,Qwen3-0.6B --peer \

@@ -4,10 +4,6 @@
 # from source once. Fresh processes of `quest run` (first, then cached), MLX's ops for
 # contrast, the learner's flow (run, edit, submit, card), and `quest fit --peer`.
 #   bash .gpu/<N>/device.sh run 'bash docs/gpu/kept2.sh'
-set -uo pipefail
-MODEL=${MODEL:-random:qwen3-8b}
-TOKENS=${TOKENS:-64}
-ROUNDS=${ROUNDS:-5}
 NAME=kept2
 # shellcheck source=fresh_lib.sh
 source "$(dirname "$0")/fresh_lib.sh"
@@ -18,9 +14,7 @@ timed_run run3-mlx-ops QUEST_QMV=mlx QUEST_QKV=mlx QUEST_ATTEND=mlx
 timed_run run4-kept TERM=dumb
 step "2. the learner's flow"
 cp solutions/mlx-path/decode_loop.rs exercises/mlx-path/decode_loop.rs
-quest submit mlx-path --model "$MODEL" --max-tokens "$TOKENS" --rounds "$ROUNDS" 2>&1 | tee "$o/flow-submit.txt" | grep -E 'round|median|✓|✗'
-card=$(grep -o 'quest card mlx-path --before [0-9.]* --after [0-9.]*' "$o/flow-submit.txt" | head -1)
-$card --answer term=fixed --answer shows-here=yes 2>&1 | tee "$o/flow-card.txt"
+submit_and_card
 step "3. one warmed process: quest fit --peer (MLX compiles quest's kernels from source once)"
 QUEST_PEER_PYTHON=python3 timeout 150 quest fit --shapes Qwen3-8B,Qwen3-0.6B --peer \
   --max-tokens "$TOKENS" --rounds 3 2>&1 | tee "$o/fit-peer.txt" | tail -22
