@@ -5,8 +5,8 @@
 #
 #   bash docs/gpu/carry.sh DEST [LESSON...]
 #
-# DEST     a folder inside the checkout the device tool sends (the session's checkout,
-#          e.g. /work/main/.gpu), ignored by git there: this script adds it to that
+# DEST     a folder inside the checkout the device tool sends (e.g. .gpu, from the
+#          checkout's root), ignored by git there: this script adds it to that
 #          repository's .git/info/exclude. It is emptied first.
 # LESSON   lessons whose exercise binaries to prebuild (default: mlx-path): the exercise as
 #          it is in COURSE, the lesson's starting code and the solution, release profile.
@@ -22,10 +22,10 @@
 # calls back to back (the machine stays warm only 30 s between calls), each naming its
 # folder in `carry`:
 #   calls 1 … N-1:  bash .gpu/<k>/device.sh stash
-#   call N:         bash .gpu/<N>/device.sh run 'quest list; bash docs/gpu/issue11.sh'
+#   call N:         bash .gpu/<N>/device.sh run 'bash docs/gpu/measure.sh flow'
 # (`.gpu` being DEST relative to the checkout). device.sh says what the command finds there.
 set -euo pipefail
-DEST=${1:?usage: carry.sh DEST [LESSON...]}
+DEST=$(realpath -m -- "${1:?usage: carry.sh DEST [LESSON...]}")
 shift
 LESSONS=${*:-mlx-path}
 HERE=$(cd "$(dirname "$0")" && pwd)

@@ -1,0 +1,524 @@
+#!/usr/bin/env bash
+# quest's GPU measurements, on the device machine. Runs inside docs/gpu/device.sh (quest's
+# CUDA build on PATH, the prebuilt exercises, a course copy as QUEST_ROOT and the working
+# folder, a fresh progress file, the device's python3 with mlx / mlx-lm 0.32.2), as the
+# last of docs/gpu/carry.sh's calls:
+#
+#   bash .gpu/<N>/device.sh run 'bash docs/gpu/measure.sh SUBCOMMAND [SUBCOMMAND…]'
+#
+# The subcommands run in the order given, each a measurement; everything they write lies
+# in /tmp/measure (emptied first) and comes back as $OUT/measure-<subcommands>.tar.gz, with
+# the progress file and a listing of quest's kept CUDA kernels, whatever happens (a
+# command stopped by `timeout` too).
+#
+# The learner's path, every step a fresh process as the learner runs it (MODEL, TOKENS,
+# ROUNDS default random:qwen3-8b, 64, 5):
+#   flow           quest list; `quest run mlx-path` (the starting hand loop), the edit (the
+#                  solution copied over the exercise), run again, `quest submit` (before and
+#                  after interleaved), `quest card` with submit's medians; then run and
+#                  submit on the real SmolLM2-135M when carried (MODELS=smollm2-135m-instruct
+#                  in carry.sh). BENCH=1 (default) adds `quest bench mlx-path` on both models
+#                  beside the Python peers (BENCH_ROUNDS, default 3); BENCH=0 leaves it out.
+#   fresh          `quest run` timed from the shell: MLX's ops, the first on the machine and
+#                  twice again; quest's kernels compiled by MLX in the process
+#                  (QUEST_KERNEL_CACHE=off, QUEST_QMV/QKV/ATTEND=quest) twice; 256 tokens
+#                  each way. Then the flow (run, edit, run, submit, card) and one warmed
+#                  process beside mlx-lm (`quest fit --peer`, Qwen3-8B and Qwen3-0.6B).
+#   kept           `quest run` timed from the shell with quest's kernels kept on disk: the
+#                  first on the machine, then read from the cache, against MLX's ops
+#                  (QUEST_QMV/QKV/ATTEND=mlx) and against QUEST_KERNEL_CACHE=off, 64 and 256
+#                  tokens; `quest qmv` for matvec, qkv and attend; the flow; `quest fit
+#                  --peer`, then `quest fit` with QUEST_KERNEL_CACHE=off.
+#   kept-defaults  the defaults as they are: `quest run` (first, kept, MLX's ops, kept), the
+#                  edit, submit and card, `quest fit --peer`.
+# In one process after a warm-up (TOKENS 64; ROUNDS 3 unless said):
+#   fit            `quest fit --shapes all` (ROUNDS 5), the Python peers on the same shapes
+#                  (as `peers`), and `quest slope`.
+#   qmv            `quest qmv` (SHAPES, default all; MODELS, real models, default the
+#                  carried SmolLM2; ROUNDS 5), then `quest fit` on FIT (default Qwen3-4B,Qwen3-8B; "" skips
+#                  it) with QUEST_QMV=mlx and =quest, and the Python peers on FIT.
+#   fits           `quest fit --shapes SHAPES` (default all), one process per binary of BINS
+#                  (default quest; paths or names on PATH) and per QUEST_QMV value of QMVS
+#                  (default "mlx quest"; "" runs each binary once as it is).
+#   alt-qmv        QUEST_QMV=mlx and =quest alternated, one `quest fit` process each, per
+#                  shape of SHAPES (default "Qwen3-0.6B Qwen3-4B Qwen3-8B"), PASSES times
+#                  (default 1).
+#   alt            per shape of SHAPES (default all six) and round (ROUNDS): one `quest fit`
+#                  process with MLX's ops (OFF), one with quest's kernels (ON, default
+#                  "QUEST_QMV=quest QUEST_QKV=quest QUEST_ATTEND=quest"), one of mlx-lm's
+#                  generate_step, alternated so that the three share the machine's state;
+#                  medians at the end (alt-medians.txt).
+#   peer           `quest fit --peer --shapes SHAPES` (default all: quest's loop and mlx-lm's
+#                  generate_step, rounds interleaved in one run) for each setting of SETTINGS
+#                  (`;`-separated; default " ": quest's defaults), each under LIMIT s (300).
+#   peers          mlx-lm's generate_step and the original lesson's Python hand loop on
+#                  PEER_SHAPES (default: every shape of `quest fit --configs`), the same
+#                  prompt as quest fit's (python.txt, py-<shape>.json, py-all.json).
+#   kernels        `quest qmv --kernel K --shapes QMV_SHAPES` (default all) for K in KERNELS
+#                  (default "matvec qkv addnorm attend"): speed interleaved in one process,
+#                  logits compared step by step.
+#   check          docs/gpu/qmv_check.sh on SmolLM2's real weights for each kernel of CHECKS
+#                  (default "matvec qkv addnorm attend"), then `quest run mlx-path` on it with
+#                  RUN_ENV (default: quest's defaults): the text must name Paris.
+#   journey        the journey lessons' exercises (prebuilt) on the real SmolLM2, 16 tokens.
+#   bench          `quest bench mlx-path` on the real SmolLM2, with the Python peers.
+#   batch          `quest batch --shapes BATCH_SHAPES --batch BATCH` (defaults
+#                  SmolLM2-135M,Qwen3-4B,Qwen3-8B and 1,4), the order reversed every other
+#                  round, under LIMIT s (150).
+#   bits           `quest fit --bits 4,8,16 --shapes BITS_SHAPES --group-size GROUP`
+#                  (defaults Qwen3-1.7B,Qwen3-8B and 64): each shape made 4-bit (group 32),
+#                  then requantized to each width, 16 being dense float16; LIMIT s (170).
+#   slope          `quest slope --contexts 256,2048,8192` (CONTEXTS; ROUNDS 5).
+#   slope-attend   `quest slope` per shape of SLOPE_SHAPES (default "Qwen3-0.6B Qwen3-8B")
+#                  with QUEST_ATTEND=mlx then =quest, REPS times (default 2), CONTEXTS
+#                  (default 64,512,1024,2000), 32 tokens × 3 rounds.
+#   sweep          MLX's CUDA buffer settings with the last binary of BINS: `quest fit` on
+#                  SWEEP_SHAPES (default Qwen3-0.6B,Qwen3-4B,Qwen3-8B; SWEEP_ROUNDS 3) for
+#                  each MLX_MAX_OPS_PER_BUFFER of SWEEP, MLX_MAX_MB_PER_BUFFER of SWEEP_MB and
+#                  assignment of SWEEP_EXTRA.
+#   profile        GPU time per kernel kind with ncu (NCU_SHAPES, default
+#                  "Qwen3-8B Qwen3-0.6B", NCU_TIMEOUT s each, default 200) over `quest fit
+#                  --max-tokens 3 --rounds 1` with the last binary of BINS; ncu_per_token.py
+#                  averages the decode steps (ncu serializes kernels: no launch gaps in it).
+set -uo pipefail
+[ $# -gt 0 ] || { sed -n '2,/^set -uo/p' "$0" | sed '$d'; exit 2; }
+subcommands=" flow fresh kept kept-defaults fit qmv fits alt-qmv alt peer peers kernels check journey bench batch
+  bits slope slope-attend sweep profile "
+for sub in "$@"; do
+  case $subcommands in
+    *[[:space:]]"$sub"[[:space:]]*) ;;
+    *) echo "measure.sh: no subcommand $sub (the list: bash docs/gpu/measure.sh)" >&2; exit 2 ;;
+  esac
+done
+HERE=$(cd "$(dirname "$0")" && pwd)
+MODEL=${MODEL:-random:qwen3-8b}
+T=${TOKENS:-64}
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+o=/tmp/measure
+rm -rf "$o"
+mkdir -p "$o"
+tag=$(echo "$@" | tr ' ' '-')
+finish() {
+  cp -r "${QUEST_HOME:-/nonexistent}" "$o/progress" 2>/dev/null
+  if [ -d "${QUEST_CACHE:-}/cuda-kernels" ]; then
+    ls -la "$QUEST_CACHE/cuda-kernels" > "$o/cache-listing.txt" 2>&1
+  fi
+  tar czf "$OUT/measure-$tag.tar.gz" -C /tmp measure
+}
+trap finish EXIT
+trap 'exit 143' TERM
+step() { echo; echo "== $* ($(date -u +%T))"; }
+rounds() { echo "${ROUNDS:-$1}"; } # ROUNDS, else this subcommand's default
+last_bin() { echo "${BINS:-quest}" | awk '{print $NF}'; }
+mlx_ops=(QUEST_QMV=mlx QUEST_QKV=mlx QUEST_ATTEND=mlx QUEST_ADDNORM=mlx)
+smollm2() { [ -d "${QUEST_CACHE:-}/models/smollm2-135m-instruct" ]; }
+
+# One fresh `quest run mlx-path` on $MODEL into $o/NAME.txt, its wall time from the shell
+# appended ($N tokens when set, else TOKENS); ENV… set for that process only.
+timed_run() {
+  local name=$1
+  shift
+  local start end
+  start=$(date +%s.%N)
+  env "$@" quest run mlx-path --no-lesson --model "$MODEL" --max-tokens "${N:-$T}" > "$o/$name.txt" 2>&1
+  end=$(date +%s.%N)
+  echo "wall_s $(python3 -c "print(round($end - $start, 2))")" >> "$o/$name.txt"
+  grep -E 'Decode|Time to first|quest.s own|wall_s|quest:' "$o/$name.txt"
+}
+
+# `quest submit mlx-path` of the exercise as it is (into $o/SUBMIT), then the card with
+# submit's medians and the shows-here answer its ratio gives (into $o/CARD).
+submit_and_card() {
+  local submit=$o/$1 cardfile=$o/$2 r=$3 card ratio shows
+  quest submit mlx-path --model "$MODEL" --max-tokens "$T" --rounds "$r" 2>&1 |
+    tee "$submit" | grep -E 'round|median|✓|✗'
+  card=$(grep -o 'quest card mlx-path --before [0-9.]* --after [0-9.]*' "$submit" | head -1)
+  ratio=$(grep -o '(×[0-9.]*)' "$submit" | head -1 | tr -d '(×)')
+  shows=$(python3 -c "import sys; print('yes' if float(sys.argv[1] or 0) >= 1.10 else 'no')" "${ratio:-0}")
+  echo "$card --answer term=fixed --answer shows-here=$shows"
+  $card --answer term=fixed --answer shows-here="$shows" 2>&1 | tee "$cardfile"
+}
+
+# The learner's flow: run (the starting loop), the edit, run, submit, card.
+learner_flow() {
+  local r=$1
+  quest run mlx-path --no-lesson --model "$MODEL" --max-tokens "$T" 2>&1 | tee "$o/flow-run-before.txt" | tail -6
+  cp solutions/mlx-path/decode_loop.rs exercises/mlx-path/decode_loop.rs
+  quest run mlx-path --no-lesson --model "$MODEL" --max-tokens "$T" 2>&1 | tee "$o/flow-run-after.txt" | tail -6
+  submit_and_card flow-submit.txt flow-card.txt "$r"
+}
+
+# One warmed process: quest's loop beside mlx-lm's generate_step on the 8B and 0.6B shapes.
+fit_peer() {
+  local file=$1 r=$2
+  shift 2
+  env "$@" QUEST_PEER_PYTHON=python3 timeout 240 quest fit --shapes Qwen3-8B,Qwen3-0.6B --peer \
+    --max-tokens "$T" --rounds "$r" 2>&1 | tee "$o/$file" | tail -22
+}
+
+# The Python peers (mlx-lm's generate_step, the original lesson's hand loop) on SHAPES…
+# (default: every shape quest fit knows), the prompt quest fit uses.
+python_peers() {
+  local r=$1
+  shift
+  local prompt shapes config
+  "$(last_bin)" fit --configs > "$o/configs.json"
+  prompt=$(python3 -c 'print(",".join(str(1 + (i * 7919) % 1000) for i in range(16)))')
+  shapes=${*:-$(python3 -c 'import json, sys; print(" ".join(json.load(open(sys.argv[1]))))' "$o/configs.json")}
+  for shape in $shapes; do
+    config=$(python3 -c 'import json, sys; print(json.dumps(json.load(open(sys.argv[1]))[sys.argv[2]]))' "$o/configs.json" "$shape")
+    timeout "${PEER_TIMEOUT:-120}" python3 src/bench/peer.py --config "$config" --prompt-ids "$prompt" --max-tokens "$T" \
+      --rounds "$r" > "$o/py-$shape.json"
+    python3 - "$o/py-$shape.json" "$shape" <<'PY'
+import json, statistics, sys
+d = json.load(open(sys.argv[1]))["results"]
+print(sys.argv[2], {k: round(statistics.median(r["decode_tok_s"] for r in v), 1) for k, v in d.items()})
+PY
+  done 2>&1 | tee "$o/python.txt"
+  python3 - "$o" > "$o/py-all.tmp" <<'PY' && mv "$o/py-all.tmp" "$o/py-all.json"
+import glob, json, os, sys
+print(json.dumps({os.path.basename(f)[3:-5]: json.load(open(f)) for f in sorted(glob.glob(sys.argv[1] + "/py-*.json"))
+                  if not f.endswith("/py-all.json")}))
+PY
+}
+
+# `quest fit` on SHAPES with BIN, once per QUEST_QMV value of QMVS ("": once as it is), into
+# fit-<label>.txt/json: label the QUEST_QMV value, led by the binary's name when BINS is set.
+fits_by_qmv() {
+  local shapes=$1 r=$2 qmvs=$3 bin=$4 label
+  for k in ${qmvs:-as-is}; do
+    label=${BINS:+${bin##*/}}
+    if [ "$k" = as-is ]; then set --; else set -- "QUEST_QMV=$k"; label=${label:+$label-}$k; fi
+    label=${label:-as-is}
+    echo "-- $bin fit $*"
+    env "$@" timeout 300 "$bin" fit --shapes "$shapes" --max-tokens "$T" --rounds "$r" 2>&1 | grep -v '^quest:' |
+      tee "$o/fit-$label.txt"
+    cp target/quest-bench/fit-cuda.json "$o/fit-$label.json" 2>/dev/null
+  done
+}
+
+flow() {
+  local r
+  r=$(rounds 5)
+  step quest list
+  quest list 2>&1 | tee "$o/list.txt"
+  step "quest run mlx-path --model $MODEL (the starting hand loop)"
+  quest run mlx-path --no-lesson --model "$MODEL" --max-tokens "$T" 2>&1 | tee "$o/run-before.txt"
+  step "the learner's edit"
+  cp solutions/mlx-path/decode_loop.rs exercises/mlx-path/decode_loop.rs
+  quest run mlx-path --no-lesson --model "$MODEL" --max-tokens "$T" 2>&1 | tee "$o/run-after.txt"
+  step "quest submit mlx-path --model $MODEL, then quest card"
+  submit_and_card submit-8b.txt card.txt "$r"
+  quest status 2>&1 | tee -a "$o/card.txt"
+  if smollm2; then
+    step "quest run mlx-path (the real SmolLM2-135M, the edited loop)"
+    quest run mlx-path --no-lesson --max-tokens "$T" 2>&1 | tee "$o/run-smollm2.txt"
+    step "quest submit mlx-path (the real SmolLM2-135M)"
+    quest submit mlx-path --max-tokens "$T" --rounds "$r" 2>&1 | tee "$o/submit-smollm2.txt"
+  fi
+  [ "${BENCH:-1}" = 1 ] || return 0
+  step "quest bench mlx-path --model $MODEL"
+  QUEST_PEER_PYTHON=python3 quest bench mlx-path --model "$MODEL" --max-tokens "$T" \
+    --rounds "${BENCH_ROUNDS:-3}" --out "$o/bench-8b" 2>&1 | tee "$o/bench-8b.txt"
+  if smollm2; then
+    step "quest bench mlx-path (the real SmolLM2-135M)"
+    QUEST_PEER_PYTHON=python3 quest bench mlx-path --max-tokens "$T" --rounds "${BENCH_ROUNDS:-3}" \
+      --out "$o/bench-smollm2" 2>&1 | tee "$o/bench-smollm2.txt"
+  fi
+}
+
+fresh() {
+  local r on=(QUEST_KERNEL_CACHE=off QUEST_QMV=quest QUEST_QKV=quest QUEST_ATTEND=quest)
+  r=$(rounds 5)
+  step "fresh processes, $MODEL, $T tokens: MLX's ops, then quest's kernels compiled in the process"
+  timed_run run1-mlx-ops-first-on-machine "${mlx_ops[@]}"
+  timed_run run2-mlx-ops "${mlx_ops[@]}"
+  timed_run run3-mlx-ops "${mlx_ops[@]}"
+  timed_run run4-quest-kernels "${on[@]}"
+  timed_run run5-quest-kernels "${on[@]}"
+  N=256 timed_run run6-quest-kernels-256 "${on[@]}"
+  N=256 timed_run run7-mlx-ops-256 "${mlx_ops[@]}"
+  step "the learner's flow"
+  learner_flow "$r"
+  quest status 2>&1 | tee -a "$o/flow-card.txt"
+  step "one warmed process: quest fit (its kernels on) beside mlx-lm"
+  fit_peer fit-peer.txt 3
+  cp target/quest-bench/fit-cuda.json "$o/" 2>/dev/null
+}
+
+kept() {
+  local r
+  r=$(rounds 5)
+  step "fresh processes, $MODEL, $T tokens: quest's kernels kept, MLX's ops"
+  timed_run run1-first-on-machine TERM=dumb
+  timed_run run2-kept TERM=dumb
+  timed_run run3-kept TERM=dumb
+  timed_run run4-mlx-ops "${mlx_ops[@]}"
+  timed_run run5-source-compiled QUEST_KERNEL_CACHE=off
+  timed_run run6-kept TERM=dumb
+  timed_run run7-mlx-ops "${mlx_ops[@]}"
+  N=256 timed_run run8-kept-256 TERM=dumb
+  N=256 timed_run run9-mlx-ops-256 "${mlx_ops[@]}"
+  N=256 timed_run run10-kept-256 TERM=dumb
+  step "quest qmv: the kept kernels against MLX's ops"
+  for k in matvec qkv attend; do
+    timeout 100 quest qmv --kernel "$k" --shapes Qwen3-0.6B,Qwen3-8B --max-tokens 32 --rounds 2 2>&1 |
+      tee "$o/qmv-$k.txt" | tail -8
+  done
+  step "the learner's flow"
+  learner_flow "$r"
+  step "one warmed process: quest fit --peer, then quest fit with the kernels compiled from source"
+  fit_peer fit-peer-kept.txt 3
+  QUEST_KERNEL_CACHE=off timeout 90 quest fit --shapes Qwen3-8B,Qwen3-0.6B \
+    --max-tokens "$T" --rounds 3 2>&1 | tee "$o/fit-source.txt" | tail -14
+}
+
+kept-defaults() {
+  local r
+  r=$(rounds 5)
+  step "fresh processes, $MODEL, $T tokens"
+  timed_run run1-first-on-machine TERM=dumb
+  timed_run run2-kept TERM=dumb
+  timed_run run3-mlx-ops "${mlx_ops[@]}"
+  timed_run run4-kept TERM=dumb
+  step "the learner's flow"
+  cp solutions/mlx-path/decode_loop.rs exercises/mlx-path/decode_loop.rs
+  submit_and_card flow-submit.txt flow-card.txt "$r"
+  step "one warmed process: quest fit --peer (MLX compiles quest's kernels from source once)"
+  fit_peer fit-peer.txt 3
+}
+
+fit() {
+  local r
+  r=$(rounds 5)
+  step "quest fit --shapes all"
+  quest fit --shapes all --max-tokens "$T" --rounds "$r" 2>&1 | tee "$o/rust-fit.txt"
+  cp target/quest-bench/fit-cuda.json "$o/" 2>/dev/null
+  step "the Python peers, the same shapes"
+  python_peers "$r"
+  step "quest slope"
+  quest slope 2>&1 | tee "$o/rust-slope.txt"
+  cp target/quest-bench/slope-cuda.json "$o/" 2>/dev/null
+}
+
+qmv() {
+  local r models=() fit_shapes=${FIT-Qwen3-4B,Qwen3-8B} real=
+  r=$(rounds 5)
+  if smollm2; then real=smollm2-135m-instruct; fi
+  for m in ${MODELS-$real}; do models+=(--model "$m"); done
+  step "quest qmv: quest's matvec against MLX's"
+  timeout 300 quest qmv --shapes "${SHAPES:-all}" "${models[@]}" --max-tokens "$T" --rounds "$r" 2>&1 |
+    tee "$o/qmv.txt"
+  cp target/quest-bench/qmv-cuda.json "$o/" 2>/dev/null
+  [ -n "$fit_shapes" ] || return 0
+  step "quest fit with each matvec, then the Python peers"
+  fits_by_qmv "$fit_shapes" "$r" "mlx quest" quest
+  # shellcheck disable=SC2086 # the shapes, one word each
+  python_peers "$r" ${fit_shapes//,/ }
+}
+
+fits() {
+  local r
+  r=$(rounds 3)
+  step "quest fit --shapes ${SHAPES:-all}, per binary and QUEST_QMV"
+  for bin in ${BINS:-quest}; do
+    fits_by_qmv "${SHAPES:-all}" "$r" "${QMVS-mlx quest}" "$bin"
+  done 2>&1 | tee "$o/fits.txt"
+}
+
+alt-qmv() {
+  local r
+  r=$(rounds 3)
+  step "QUEST_QMV=mlx and =quest, one process each, alternated"
+  for pass in $(seq "${PASSES:-1}"); do
+    for shape in ${SHAPES:-Qwen3-0.6B Qwen3-4B Qwen3-8B}; do
+      for k in mlx quest; do
+        echo "-- $shape, QUEST_QMV=$k, pass $pass"
+        QUEST_QMV=$k timeout 75 quest fit --shapes "$shape" --max-tokens "$T" --rounds "$r" 2>&1 | grep -v '^quest:'
+      done
+    done
+  done 2>&1 | tee "$o/alt-qmv.txt"
+}
+
+alt() {
+  local r prompt config line
+  r=$(rounds 3)
+  step "MLX's ops, quest's kernels and mlx-lm, one process each, alternated"
+  quest fit --configs > "$o/configs.json"
+  prompt=$(python3 -c 'print(",".join(str(1 + (i * 7919) % 1000) for i in range(16)))')
+  local with=${ON:-QUEST_QMV=quest QUEST_QKV=quest QUEST_ATTEND=quest} without=${OFF:-${mlx_ops[*]}}
+  for shape in ${SHAPES:-SmolLM2-135M SmolLM2-360M Qwen3-0.6B Qwen3-1.7B Qwen3-4B Qwen3-8B}; do
+    config=$(python3 -c 'import json, sys; print(json.dumps(json.load(open(sys.argv[1]))[sys.argv[2]]))' "$o/configs.json" "$shape")
+    for i in $(seq "$r"); do
+      for way in mlx quest; do
+        if [ $way = quest ]; then setting=$with; else setting=$without; fi
+        # shellcheck disable=SC2086 # a setting is several assignments
+        line=$(env $setting timeout 60 quest fit --shapes "$shape" --max-tokens "$T" --rounds 1 2>&1 |
+          awk -v s="$shape" '$1 == s { print }' | tr '\n' ' ')
+        echo "$shape round $i $way: $line"
+      done
+      timeout 60 python3 src/bench/peer.py --config "$config" --prompt-ids "$prompt" --max-tokens "$T" \
+        --rounds 1 > "$o/py.json" 2>/dev/null
+      python3 - "$o/py.json" "$shape" "$i" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))["results"]
+print(f"{sys.argv[2]} round {sys.argv[3]} mlx-lm: generate {d['generate'][0]['decode_tok_s']:.1f} hand {d['hand'][0]['decode_tok_s']:.1f}")
+PY
+    done
+  done 2>&1 | tee "$o/alt.txt"
+  python3 - "$o/alt.txt" <<'PY' | tee "$o/alt-medians.txt"
+# Each quest line holds the fit row (… pipelined …) then the host row (… µs/layer): the
+# pipelined tok/s is the 5th field of the first, host µs/layer the last of the second.
+import re, statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    m = re.match(r"(\S+) round \d+ (mlx|quest|mlx-lm): (.*)", line)
+    if not m:
+        continue
+    shape, way, rest = m.groups()
+    f = rest.split()
+    r = rows.setdefault(shape, {})
+    if way == "mlx-lm":
+        r.setdefault("mlx-lm", []).append(float(f[1]))
+    elif len(f) >= 12:
+        r.setdefault(way, []).append(float(f[4]))
+        r.setdefault(way + " µs", []).append(float(f[-1]))
+if not rows:
+    sys.exit("alt: no rows")
+print(f"{'shape':<14} {'MLX ops':>9} {'quest kernels':>14} {'mlx-lm':>8} {'kernels/ops':>12} {'kernels/mlx-lm':>15} {'µs/layer ops → kernels':>24}")
+for shape, r in rows.items():
+    med = {k: statistics.median(v) for k, v in r.items() if v}
+    if not all(k in med for k in ("mlx", "quest", "mlx-lm")):
+        print(shape, "incomplete", {k: len(v) for k, v in r.items()})
+        continue
+    print(f"{shape:<14} {med['mlx']:>9.1f} {med['quest']:>14.1f} {med['mlx-lm']:>8.1f} "
+          f"{'×%.2f' % (med['quest'] / med['mlx']):>12} {'×%.2f' % (med['quest'] / med['mlx-lm']):>15} "
+          f"{med.get('mlx µs', 0):>11.1f} → {med.get('quest µs', 0):.1f}")
+print(f"medians of {len(next(iter(rows.values())).get('mlx', []))} alternated rounds per shape; tok/s of the pipelined loop / generate_step")
+PY
+}
+
+peer() {
+  local r n=0 settings
+  r=$(rounds 3)
+  step "quest fit --peer, per setting"
+  IFS=';' read -ra settings <<< "${SETTINGS:- }"
+  for setting in "${settings[@]}"; do
+    n=$((n + 1))
+    echo "-- $setting"
+    # shellcheck disable=SC2086 # a setting is several assignments
+    env $setting QUEST_PEER_PYTHON=python3 timeout "${LIMIT:-300}" quest fit --peer --shapes "${SHAPES:-all}" \
+      --max-tokens "$T" --rounds "$r" 2>&1 | grep -v '^quest:'
+    cp target/quest-bench/fit-cuda.json "$o/fit-peer-$n.json" 2>/dev/null
+  done 2>&1 | tee -a "$o/peer.txt"
+}
+
+peers() {
+  step "the Python peers"
+  # shellcheck disable=SC2086 # a list of shapes
+  python_peers "$(rounds 3)" ${PEER_SHAPES:-}
+}
+
+kernels() {
+  local r
+  r=$(rounds 3)
+  step "quest qmv per kernel"
+  for k in ${KERNELS:-matvec qkv addnorm attend}; do
+    echo "-- quest qmv --kernel $k"
+    timeout 300 quest qmv --kernel "$k" --shapes "${QMV_SHAPES:-all}" --max-tokens "$T" --rounds "$r" 2>&1 |
+      grep -v '^quest:' | tee "$o/qmv-$k.txt"
+    cp "target/quest-bench/qmv-$k-cuda.json" "$o/" 2>/dev/null
+  done 2>&1 | tee -a "$o/kernels.txt"
+}
+
+check() {
+  step check
+  for k in ${CHECKS:-matvec qkv addnorm attend}; do
+    KERNEL=$k OUT=$o timeout 240 bash "$HERE/qmv_check.sh" 2>&1 | tail -12
+    echo "qmv_check.sh KERNEL=$k: rc=${PIPESTATUS[0]}"
+  done 2>&1 | tee -a "$o/check.txt"
+  # shellcheck disable=SC2086 # RUN_ENV is several assignments
+  env ${RUN_ENV:-} timeout 60 quest run mlx-path --no-lesson --max-tokens 16 2>&1 |
+    grep -E "^(Output|Model|Decode)" | tee -a "$o/check.txt"
+}
+
+journey() {
+  step journey
+  for lesson in mapped-lazy kv-cache mlx-path lazy-prefill; do
+    echo "-- $lesson"
+    timeout 120 quest run "$lesson" --no-lesson --max-tokens 16 2>&1 | grep -E "^(Output|TTFT|Decode|Model)|rror"
+  done 2>&1 | tee -a "$o/journey.txt"
+}
+
+bench() {
+  step "quest bench mlx-path (the real SmolLM2-135M)"
+  QUEST_PEER_PYTHON=python3 timeout 200 quest bench mlx-path --max-tokens "$T" --rounds "$(rounds 3)" 2>&1 |
+    tee "$o/bench.txt"
+  cp target/quest-bench/mlx-path.json "$o/bench-mlx-path.json" 2>/dev/null
+}
+
+batch() {
+  step batch
+  timeout "${LIMIT:-150}" quest batch --shapes "${BATCH_SHAPES:-SmolLM2-135M,Qwen3-4B,Qwen3-8B}" \
+    --batch "${BATCH:-1,4}" --max-tokens "$T" --rounds "$(rounds 3)" --out "$o/batch" 2>&1 | tee "$o/batch.txt"
+}
+
+bits() {
+  step bits
+  timeout "${LIMIT:-170}" quest fit --shapes "${BITS_SHAPES:-Qwen3-1.7B,Qwen3-8B}" --bits 4,8,16 \
+    --group-size "${GROUP:-64}" --max-tokens "$T" --rounds "$(rounds 3)" 2>&1 | tee "$o/bits.txt"
+  cp target/quest-bench/fit-cuda.json "$o/fit-bits.json" 2>/dev/null
+}
+
+slope() {
+  step slope
+  timeout 170 quest slope --max-tokens "$T" --rounds "$(rounds 5)" --contexts "${CONTEXTS:-256,2048,8192}" 2>&1 |
+    tee "$o/slope.txt"
+  cp target/quest-bench/slope-cuda.json "$o/" 2>/dev/null
+}
+
+slope-attend() {
+  step "quest slope, MLX's attention and quest's, alternated"
+  for shape in ${SLOPE_SHAPES:-Qwen3-0.6B Qwen3-8B}; do
+    for rep in $(seq "${REPS:-2}"); do
+      for way in mlx quest; do
+        echo "-- $shape rep $rep QUEST_ATTEND=$way"
+        QUEST_ATTEND=$way timeout 150 quest slope --shapes "$shape" \
+          --contexts "${CONTEXTS:-64,512,1024,2000}" --max-tokens 32 --rounds 3 2>&1 | grep -v '^quest:'
+      done
+    done
+  done 2>&1 | tee -a "$o/slope-attend.txt"
+}
+
+sweep() {
+  local bin
+  bin=$(last_bin)
+  step "MLX's CUDA buffer settings, $bin"
+  one() { # label, then env assignments
+    local label=$1
+    shift
+    echo "== sweep $label"
+    env "$@" "$bin" fit --shapes "${SWEEP_SHAPES:-Qwen3-0.6B,Qwen3-4B,Qwen3-8B}" \
+      --max-tokens "$T" --rounds "${SWEEP_ROUNDS:-3}" 2>&1 | grep -v '^quest:' | head -5
+  }
+  {
+    for ops in ${SWEEP:-}; do one "ops=$ops" "MLX_MAX_OPS_PER_BUFFER=$ops"; done
+    for mb in ${SWEEP_MB:-}; do one "mb=$mb" "MLX_MAX_MB_PER_BUFFER=$mb"; done
+    for kv in ${SWEEP_EXTRA:-}; do one "$kv" "$kv"; done
+  } 2>&1 | tee "$o/sweep.txt"
+}
+
+profile() {
+  local bin
+  bin=$(last_bin)
+  step "ncu, $bin"
+  for shape in ${NCU_SHAPES:-Qwen3-8B Qwen3-0.6B}; do
+    timeout "${NCU_TIMEOUT:-200}" ncu --clock-control none --metrics gpu__time_duration.sum --csv --print-units base \
+      "$bin" fit --shapes "$shape" --max-tokens 3 --rounds 1 > "$o/ncu-$shape.csv" 2> "$o/ncu-$shape.err"
+    echo "ncu $shape: rc=$? $(wc -l < "$o/ncu-$shape.csv") lines"
+    python3 "$HERE/ncu_per_token.py" "$o/ncu-$shape.csv" | tee "$o/ncu-$shape.txt"
+  done 2>&1 | tee -a "$o/ncu.txt"
+}
+
+for sub in "$@"; do "$sub"; done
