@@ -26,7 +26,7 @@ fn main() -> Result<()> {
 
     // The default stream, not one of its own: on MLX's CUDA backend a second stream ran
     // this loop at 63-67 tok/s on an 8B shape, the default one at 151-158 (the hand loop:
-    // 117-125; docs/gpu/2026-12-01-issue11/streams.txt).
+    // 117-125; docs/gpu/2026-12-01-flow-streams/streams.txt).
     let tokens = {
         // PREFILL: the whole prompt in one forward pass fills the cache.
         let logits = model.forward(&lm::tokens_array(&prompt_ids), &mut cache)?;

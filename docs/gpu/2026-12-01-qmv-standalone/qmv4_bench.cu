@@ -1,5 +1,5 @@
 // A 4-bit affine matrix-vector product in MLX's layout, measured against the copy
-// bandwidth on the Qwen3-8B decode shape (issue #12, item 3).
+// bandwidth on the Qwen3-8B decode shape: the kernel of quest's 4-bit matvec, outside MLX.
 //
 // MLX's layout: w as uint32 [n, k/8] (element j of a word in bits 4j..4j+3), scales and
 // biases as float16 [n, k/group]; w_dq = scale * q + bias. One decode step reads every
@@ -12,7 +12,7 @@
 // rows and reads them with 16-byte loads.
 //
 // Build and run (on the device: nvcc, no MLX needed):
-//   nvcc -O3 -arch=sm_90 -o /tmp/qmv4 docs/gpu/qmv4/qmv4_bench.cu && /tmp/qmv4
+//   nvcc -O3 -arch=sm_90 -o /tmp/qmv4 docs/gpu/2026-12-01-qmv-standalone/qmv4_bench.cu && /tmp/qmv4
 #include <cuda_fp16.h>
 #include <cstdint>
 #include <cstring>
