@@ -23,8 +23,8 @@ use crate::course::Metric;
 /// The BLAS line a report carries: MLX's CPU backend's BLAS, empty on a GPU (its matmuls
 /// are MLX's own kernels there).
 fn cpu_blas() -> String {
-    match crate::lm::Backend::detect() {
-        crate::lm::Backend::Cpu => crate::blas::describe(),
+    match crate::device::Backend::detect() {
+        crate::device::Backend::Cpu => crate::device::blas::describe(),
         _ => String::new(),
     }
 }
@@ -93,7 +93,7 @@ impl Exercise {
         let report = Report {
             schema: REPORT_SCHEMA,
             model: self.model.clone(),
-            backend: crate::lm::Backend::detect().name().into(),
+            backend: crate::device::Backend::detect().name().into(),
             blas: cpu_blas(),
             prompt_tokens,
             generated_tokens: tokens.len(),
@@ -169,7 +169,7 @@ impl Exercise {
         let report = Report {
             schema: REPORT_SCHEMA,
             model: self.model.clone(),
-            backend: crate::lm::Backend::detect().name().into(),
+            backend: crate::device::Backend::detect().name().into(),
             blas: cpu_blas(),
             prompt_tokens: 0,
             generated_tokens: 0,
@@ -303,7 +303,7 @@ pub struct Report {
     pub model: String,
     pub backend: String,
     /// On the CPU, the BLAS MLX ran on and the kernels it chose for this CPU
-    /// ([`crate::blas::describe`]); empty on a GPU and in older reports.
+    /// ([`crate::device::blas::describe`]); empty on a GPU and in older reports.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub blas: String,
     pub prompt_tokens: usize,

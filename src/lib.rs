@@ -1,8 +1,8 @@
 //! quest: a Rust workbook for LLM inference on MLX.
 pub mod bench;
-pub mod blas;
 pub mod check;
 pub mod course;
+pub mod device;
 pub mod lab;
 pub mod lm;
 pub mod physics;

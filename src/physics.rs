@@ -18,7 +18,8 @@ use crate::bench::{bandwidth, loops, random, slope};
 use crate::course::spec::Computation;
 use crate::lab::Exercise;
 pub use crate::lab::{base_name, key, Values};
-use crate::lm::{Backend, WeightLayout};
+use crate::device::Backend;
+use crate::lm::WeightLayout;
 use crate::stats::{least_squares, median};
 
 /// A model's shape: the numbers its `config.json` gives, as a learner counts bytes with them.

@@ -10,7 +10,7 @@ use mlx_rs::Array;
 /// The best of several timed copies, in GB/s (read + write counted). The buffer is 256 MiB
 /// on a CPU and 2 GiB on a GPU, where a smaller copy is too short to time well.
 pub fn measure() -> Result<f64> {
-    let buffer_bytes: usize = if crate::lm::Backend::detect() == crate::lm::Backend::Cpu {
+    let buffer_bytes: usize = if crate::device::Backend::detect() == crate::device::Backend::Cpu {
         256 << 20
     } else {
         2 << 30

@@ -199,7 +199,7 @@ pub fn run(options: &FitOptions, mut progress: impl FnMut(&str)) -> Result<Fit> 
         }
     }
     Ok(Fit {
-        backend: crate::lm::Backend::detect().name().into(),
+        backend: crate::device::Backend::detect().name().into(),
         fixed_ms,
         effective_gb_s,
         // The shape that reads the most bytes (the list's order is the user's).

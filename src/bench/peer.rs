@@ -16,7 +16,7 @@ const SCRIPT: &str = include_str!("peer.py");
 fn packages() -> &'static [&'static str] {
     if cfg!(target_os = "macos") {
         &["mlx==0.32.2", "mlx-lm==0.32.2"]
-    } else if crate::lm::BUILT_FOR == "cuda" {
+    } else if crate::device::BUILT_FOR == "cuda" {
         &["mlx==0.32.2", "mlx-cuda-13==0.32.2", "mlx-lm==0.32.2"]
     } else {
         &["mlx==0.32.2", "mlx-cpu==0.32.2", "mlx-lm==0.32.2"]
@@ -73,7 +73,7 @@ impl Peer {
     }
 
     pub fn ensure_build(build: PeerBuild) -> Result<Self> {
-        crate::blas::init()?;
+        crate::device::blas::init()?;
         if let Some(python) = std::env::var_os(PEER_PYTHON_ENV).filter(|p| !p.is_empty()) {
             return Self::given(PathBuf::from(python));
         }
@@ -82,7 +82,7 @@ impl Peer {
             PeerBuild::Stock => None,
         };
         let name = match &openblas {
-            Some(_) => format!("peer-venv-{}", crate::blas::BUILT_WITH),
+            Some(_) => format!("peer-venv-{}", crate::device::blas::BUILT_WITH),
             None => "peer-venv".to_owned(),
         };
         let dir = crate::lm::fetch::cache_dir()?.join(name);
@@ -143,7 +143,7 @@ impl Peer {
         }
         let script = dir.join("quest_peer.py");
         std::fs::write(&script, SCRIPT)?;
-        let threads = openblas.and_then(|_| crate::blas::threads());
+        let threads = openblas.and_then(|_| crate::device::blas::threads());
         Ok(Self {
             python,
             script,
@@ -175,7 +175,7 @@ impl Peer {
         Ok(Self {
             python,
             script,
-            threads: crate::blas::threads(),
+            threads: crate::device::blas::threads(),
         })
     }
 
@@ -386,7 +386,7 @@ impl Drop for PeerSession {
 /// The files that make this build's OpenBLAS in its patched copy of the wheel (the
 /// forwarding library first, then OpenBLAS itself), when the Rust side runs on OpenBLAS.
 fn build_openblas() -> Result<Option<Vec<PathBuf>>> {
-    if !crate::blas::BUILT_WITH.starts_with("openblas-") {
+    if !crate::device::blas::BUILT_WITH.starts_with("openblas-") {
         return Ok(None);
     }
     let libs = Path::new(env!("QUEST_MLX_LIBDIR")).join("../../mlx_cpu.libs");

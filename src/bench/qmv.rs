@@ -13,7 +13,8 @@ use serde::Serialize;
 
 use super::{loops, Measured};
 use crate::lm::cuda_kernel::{self, Impl, Kernel};
-use crate::lm::{self, Backend, Model};
+use crate::device::Backend;
+use crate::lm::{self, Model};
 use crate::stats::median;
 
 /// One model, with MLX's ops and with quest's kernel.

@@ -154,7 +154,7 @@ pub fn run(
         });
     }
     Ok(Slope {
-        backend: lm::Backend::detect().name().into(),
+        backend: crate::device::Backend::detect().name().into(),
         fill: options.fill,
         max_tokens: options.max_tokens,
         rounds: options.rounds,

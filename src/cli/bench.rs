@@ -9,7 +9,8 @@ use quest::bench::peer::{Peer, PeerBuild, PeerModel};
 use quest::bench::{bandwidth, plot, BenchResult, Ceiling, LoopRuns, Measured};
 use quest::course::{Lesson, Metric};
 use quest::lab::{self, RunRequest};
-use quest::lm::{self, Backend, ModelSource};
+use quest::device::Backend;
+use quest::lm::{self, ModelSource};
 
 use quest::progress::{CodeRef, Run, Timestamp, LIBRARY_DECODE_TOK_S};
 
@@ -63,7 +64,7 @@ pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
     };
     // The BLAS matters on the CPU only: on a GPU the matmuls are MLX's own kernels.
     let runs_on = match Backend::detect() {
-        Backend::Cpu => quest::blas::describe(),
+        Backend::Cpu => quest::device::blas::describe(),
         gpu => format!("the GPU ({})", gpu.name()),
     };
     eprintln!(
@@ -110,7 +111,7 @@ pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
     // mlx-lm as a pip user gets it (the stock wheel's BLAS, quantized weights), when the
     // matched peer runs on another build.
     let stock = match &peer {
-        Ok(_) if quest::blas::BUILT_WITH.starts_with("openblas-") => {
+        Ok(_) if quest::device::blas::BUILT_WITH.starts_with("openblas-") => {
             match Peer::ensure_build(PeerBuild::Stock) {
                 Ok(stock) => Some(stock),
                 Err(e) => {
@@ -221,7 +222,7 @@ pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
 /// matmuls are MLX's own kernels there).
 fn blas_column(backend: Backend) -> String {
     if backend == Backend::Cpu {
-        quest::blas::describe()
+        quest::device::blas::describe()
     } else {
         "-".into()
     }

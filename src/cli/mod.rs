@@ -312,7 +312,7 @@ fn dispatch(cli: Cli) -> Result<()> {
         return dev::run(&root, command);
     }
     // A CUDA build says so where there is no GPU, before anything runs on the CPU instead.
-    quest::lm::require_built_backend()?;
+    quest::device::require_built_backend()?;
     if let Command::Fit { configs: true, .. } = cli.command {
         println!(
             "{}",

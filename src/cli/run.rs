@@ -79,7 +79,7 @@ pub(crate) fn explain_killed(ctx: &Ctx, error: anyhow::Error) -> anyhow::Error {
     );
     if killed.is_illegal_instruction() {
         text += "\n";
-        text += &ctx.ui_with("killed_sigill_hint", &[("blas", &quest::blas::library())]);
+        text += &ctx.ui_with("killed_sigill_hint", &[("blas", &quest::device::blas::library())]);
     }
     let said = killed.last_lines(5);
     if !said.is_empty() {
@@ -116,8 +116,8 @@ pub(crate) fn run_and_record(ctx: &Ctx, lesson: &Lesson, args: &RunArgs) -> Resu
 fn run_exercise(ctx: &Ctx, source: &Path, request: &RunRequest) -> Result<Report> {
     eprintln!("\n{}", ctx.ui("building"));
     let binary = build(ctx, source, false)?;
-    let backend = quest::lm::Backend::detect();
-    let device = if backend == quest::lm::Backend::Cpu {
+    let backend = quest::device::Backend::detect();
+    let device = if backend == quest::device::Backend::Cpu {
         ctx.ui("device_cpu")
     } else {
         ctx.ui("device_gpu")
@@ -152,7 +152,7 @@ fn print_report(ctx: &Ctx, r: &Report) {
     if !r.blas.is_empty() {
         println!("{}: {}", ctx.ui("blas"), r.blas);
     }
-    if r.backend == quest::lm::Backend::Cuda.name() {
+    if r.backend == quest::device::Backend::Cuda.name() {
         let kernels = if r.quest_kernels.is_empty() && r.quest_kernels_kept {
             ctx.ui("quest_kernels_off").to_owned()
         } else if r.quest_kernels.is_empty() {

@@ -131,32 +131,7 @@ fn default_max_tokens() -> usize {
     DEFAULT_MAX_TOKENS
 }
 
-/// Where an effect can show: any CPU, or any GPU (Metal or CUDA).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum BackendKind {
-    Cpu,
-    Gpu,
-}
-
-impl BackendKind {
-    /// `cpu` for MLX's CPU backend, `gpu` for every other (`metal`, `cuda`).
-    pub fn of(backend: &str) -> Self {
-        if backend == "cpu" {
-            BackendKind::Cpu
-        } else {
-            BackendKind::Gpu
-        }
-    }
-
-    /// Its name in lesson.yaml: `cpu` or `gpu`.
-    pub fn key(self) -> &'static str {
-        match self {
-            BackendKind::Cpu => "cpu",
-            BackendKind::Gpu => "gpu",
-        }
-    }
-}
+pub use crate::device::BackendKind;
 
 /// A code rule: calls of some kinds are forbidden, or required, in one region.
 #[derive(Debug, Clone, Deserialize)]

@@ -265,7 +265,7 @@ pub fn attend(qkv: &Array, spec: &HeadsSpec, cache: &mut KvCache) -> Result<Opti
 mod tests {
     use super::*;
     use crate::lm::cuda_kernel::Impl;
-    use crate::lm::Backend;
+    use crate::device::Backend;
 
     #[test]
     fn off_cuda_attention_and_the_cache_are_left_to_mlx() {

@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use anyhow::{anyhow, bail, Result};
 use mlx_rs::{Array, Dtype, Stream};
 
-use crate::lm::Backend;
+use crate::device::Backend;
 
 /// quest's kernels, each replacing some of MLX's ops in a decode step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

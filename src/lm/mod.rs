@@ -29,7 +29,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use anyhow::{anyhow, Context, Result};
-use mlx_rs::{Array, Dtype};
+use mlx_rs::Array;
 
 pub use cache::{KvCache, LayerCache, RecurrentCache};
 pub use fetch::DEFAULT_MODEL;
@@ -37,6 +37,8 @@ pub use hub::ModelSource;
 pub use models::Model;
 pub use tokenizer::{Message, Tokenizer};
 use weights::Weights;
+
+use crate::device::{require_built_backend, Backend};
 
 /// Every CUDA kernel of quest's as MLX would compile it, for a few example shapes and
 /// every compiled variant: to compile them off the GPU (`quest dev kernels`).
@@ -53,67 +55,8 @@ pub fn kernel_sources() -> Result<Vec<cuda_kernel::KernelSource>> {
 pub(crate) fn zeros_f16(shape: &[i32]) -> Array {
     Array::zeros::<f32>(shape)
         .unwrap()
-        .as_dtype(Dtype::Float16)
+        .as_dtype(mlx_rs::Dtype::Float16)
         .unwrap()
-}
-
-/// Which MLX backend this build runs on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Backend {
-    Cpu,
-    Metal,
-    Cuda,
-}
-
-/// The MLX build quest was linked against: `cuda` (`QUEST_MLX=cuda`) or `cpu`.
-pub const BUILT_FOR: &str = env!("QUEST_MLX_BACKEND");
-
-/// A CUDA build runs models on the GPU or not at all: where MLX finds no usable NVIDIA
-/// GPU it would fall back to its CPU backend unseen, and every number would be a CPU's.
-pub fn require_built_backend() -> Result<()> {
-    if BUILT_FOR == "cuda" && Backend::detect() != Backend::Cuda {
-        anyhow::bail!(
-            "this quest was built for NVIDIA GPUs (QUEST_MLX=cuda), but MLX finds no usable \
-             CUDA GPU on this machine (check `nvidia-smi` and the NVIDIA driver). Build quest \
-             without QUEST_MLX=cuda to run on the CPU"
-        );
-    }
-    Ok(())
-}
-
-impl Backend {
-    /// Asks MLX which GPU backend it was built with. (Never call `Stream::gpu()` to find
-    /// out: on a CPU-only build that exits the process.)
-    pub fn detect() -> Self {
-        let mut available = false;
-        unsafe { mlx_sys::mlx_cuda_is_available(&mut available) };
-        if available {
-            return Backend::Cuda;
-        }
-        unsafe { mlx_sys::mlx_metal_is_available(&mut available) };
-        if available {
-            Backend::Metal
-        } else {
-            Backend::Cpu
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Backend::Cpu => "cpu",
-            Backend::Metal => "metal",
-            Backend::Cuda => "cuda",
-        }
-    }
-
-    /// Activations and float weights: float32 on CPU (MLX's CPU bf16 is ~10x slower and
-    /// accumulates in bf16), float16 on a GPU.
-    pub fn float_dtype(self) -> Dtype {
-        match self {
-            Backend::Cpu => Dtype::Float32,
-            Backend::Metal | Backend::Cuda => Dtype::Float16,
-        }
-    }
 }
 
 /// How a quantized model's matrices are held in memory.
@@ -332,10 +275,10 @@ fn load_source(model: &str, layout: WeightLayout, lazy: bool) -> Result<(Model, 
 }
 
 /// Readies `weights` for this machine before a model is built from them: OpenBLAS's
-/// thread count ([`crate::blas::init`]) and whether quantized matrices become dense.
+/// thread count ([`crate::device::blas::init`]) and whether quantized matrices become dense.
 pub fn prepare(weights: &mut Weights, layout: WeightLayout) -> Result<()> {
     require_built_backend()?;
-    crate::blas::init()?;
+    crate::device::blas::init()?;
     weights.dense = layout.dense_on(Backend::detect());
     Ok(())
 }

@@ -311,7 +311,7 @@ pub fn sources() -> Result<Vec<KernelSource>> {
 mod tests {
     use super::*;
     use crate::lm::cuda_kernel::Impl;
-    use crate::lm::Backend;
+    use crate::device::Backend;
 
     #[test]
     fn the_header_names_every_constant_the_source_uses() {

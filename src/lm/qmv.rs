@@ -369,7 +369,7 @@ pub fn matvec(
 mod tests {
     use super::*;
     use crate::lm::cuda_kernel::Impl;
-    use crate::lm::Backend;
+    use crate::device::Backend;
 
     #[test]
     fn off_cuda_the_product_is_left_to_mlx() {

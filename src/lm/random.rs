@@ -15,7 +15,8 @@ use mlx_rs::transforms::eval;
 use serde_json::{json, Value};
 
 use crate::lm::weights::Weights;
-use crate::lm::{Backend, Model, Tokenizer, WeightLayout};
+use crate::device::Backend;
+use crate::lm::{Model, Tokenizer, WeightLayout};
 
 /// How `--model` names a random-weights model: `random:<shape>[@bits]`.
 pub const PREFIX: &str = "random:";

@@ -32,7 +32,7 @@ const NORM_PARAMS: u64 = (30 * 2 + 1) * 576;
 /// Bytes per token in `layout`: `bits` per weight, plus a scale and a bias in the
 /// float dtype for every group; norms stay float.
 fn expected_bytes(layout: Layout) -> u64 {
-    let float = match lm::Backend::detect().float_dtype() {
+    let float = match quest::device::Backend::detect().float_dtype() {
         mlx_rs::Dtype::Float32 => 4,
         _ => 2,
     };
@@ -49,7 +49,7 @@ fn expected_bytes(layout: Layout) -> u64 {
 fn bytes_per_token_follow_the_layout() {
     let _one = mlx_lock();
     assert_eq!(MATRIX_PARAMS + NORM_PARAMS, 134_515_008);
-    if lm::Backend::detect() == lm::Backend::Cpu {
+    if quest::device::Backend::detect() == quest::device::Backend::Cpu {
         // The numbers the lesson quotes, exactly.
         assert_eq!(expected_bytes(Layout::Dense), 538_060_032);
         assert_eq!(expected_bytes(Layout::q8(64).unwrap()), 151_430_400);
@@ -241,7 +241,7 @@ fn bits_per_weight_from_list_to_card() {
     let out = quest(&["run", id, "--no-lesson"]);
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}{stderr}");
-    if lm::Backend::detect() == lm::Backend::Cpu {
+    if quest::device::Backend::detect() == quest::device::Backend::Cpu {
         assert!(
             stdout.contains("dense-f32 weights, 538 MB/token"),
             "{stdout}"
@@ -289,7 +289,7 @@ fn bits_per_weight_from_list_to_card() {
         .lines()
         .find(|l| l.contains("weights read per token (MB)"))
         .unwrap_or_else(|| panic!("no bytes line: {stdout}"));
-    if lm::Backend::detect() == lm::Backend::Cpu {
+    if quest::device::Backend::detect() == quest::device::Backend::Cpu {
         assert!(bytes_line.contains("538.06 → 101.00 MB"), "{bytes_line}");
     }
     // The solution reads fewer bytes: the answer is whether it was 10 % faster here.

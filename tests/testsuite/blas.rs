@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Command;
 
 use mlx_rs::Array;
-use quest::blas;
+use quest::device::blas;
 
 use super::lm_helpers::mlx_lock;
 

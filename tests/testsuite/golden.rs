@@ -38,8 +38,8 @@ fn smollm2_gguf_quantized_matches_mlx_lm() {
 fn the_default_layout_is_dense_on_the_cpu() {
     let _one = mlx_lock();
     let model = lm::load_model_dir_with(&fixture("qwen3-tiny-4bit"), WeightLayout::Auto).unwrap();
-    let expected = match lm::Backend::detect() {
-        lm::Backend::Cpu => "dense-f32",
+    let expected = match quest::device::Backend::detect() {
+        quest::device::Backend::Cpu => "dense-f32",
         _ => "quantized",
     };
     assert_eq!(model.weights, expected);

@@ -107,7 +107,7 @@ fn an_exercise_killed_by_a_signal_is_reported_by_its_signal() {
         .unwrap_or_else(|| panic!("{stderr}"));
     assert!(killed < said, "{stderr}");
     assert!(stderr.contains("QUEST_BLAS=bundled"), "{stderr}");
-    assert!(stderr.contains(&quest::blas::library()), "{stderr}");
+    assert!(stderr.contains(&quest::device::blas::library()), "{stderr}");
 
     let korean: Vec<&str> = RUN.iter().copied().chain(["--lang", "ko"]).collect();
     let out = quest_prebuilt(&root, &prebuilt, &korean);

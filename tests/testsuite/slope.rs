@@ -36,7 +36,7 @@ fn slope_prints_the_table_and_the_slope_and_writes_json() {
         .count();
     assert_eq!(rows, 3, "two contexts and the slope row:\n{stdout}");
 
-    let backend = quest::lm::Backend::detect().name();
+    let backend = quest::device::Backend::detect().name();
     let path = root
         .path()
         .join(format!("target/quest-bench/slope-{backend}.json"));

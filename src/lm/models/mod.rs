@@ -97,7 +97,7 @@ impl Model {
     /// model.requantize(lm::Layout::q4(64)?)?;
     /// ```
     pub fn requantize(&mut self, layout: Layout) -> Result<()> {
-        let dtype = crate::lm::Backend::detect().float_dtype();
+        let dtype = crate::device::Backend::detect().float_dtype();
         self.decoder
             .requantize(layout, dtype)
             .with_context(|| format!("requantizing the model to {layout}"))?;

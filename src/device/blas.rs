@@ -62,7 +62,7 @@ pub fn provider(_symbol: &str) -> Option<Provider> {
 #[cfg(unix)]
 fn lookup(symbol: &str) -> Option<*mut libc::c_void> {
     // Make sure libmlx (and with it its BLAS) is loaded and linked into this binary.
-    let _ = crate::lm::Backend::detect();
+    let _ = super::Backend::detect();
     let name = std::ffi::CString::new(symbol).ok()?;
     // SAFETY: a plain symbol lookup in the global scope.
     let address = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };

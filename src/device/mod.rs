@@ -1,0 +1,112 @@
+//! The machine quest runs on: which MLX backend this build linked and finds here, and
+//! (on the CPU) which BLAS serves its matmuls. The bottom room: it depends on nothing
+//! else of quest's but the settings table, and every other room may ask it.
+
+pub mod blas;
+
+use mlx_rs::Dtype;
+use serde::{Deserialize, Serialize};
+
+/// Which MLX backend runs the arrays of this process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Cpu,
+    Metal,
+    Cuda,
+}
+
+/// The MLX build quest was linked against: `cuda` (`QUEST_MLX=cuda`) or `cpu`.
+pub const BUILT_FOR: &str = env!("QUEST_MLX_BACKEND");
+
+/// A CUDA build runs models on the GPU or not at all: where MLX finds no usable NVIDIA
+/// GPU it would fall back to its CPU backend unseen, and every number would be a CPU's.
+pub fn require_built_backend() -> anyhow::Result<()> {
+    if BUILT_FOR == "cuda" && Backend::detect() != Backend::Cuda {
+        anyhow::bail!(
+            "this quest was built for NVIDIA GPUs (QUEST_MLX=cuda), but MLX finds no usable \
+             CUDA GPU on this machine (check `nvidia-smi` and the NVIDIA driver). Build quest \
+             without QUEST_MLX=cuda to run on the CPU"
+        );
+    }
+    Ok(())
+}
+
+impl Backend {
+    /// Asks MLX which GPU backend it was built with, once per process. (Never call
+    /// `Stream::gpu()` to find out: on a CPU-only build that exits the process.)
+    pub fn detect() -> Self {
+        static DETECTED: std::sync::OnceLock<Backend> = std::sync::OnceLock::new();
+        *DETECTED.get_or_init(|| {
+            let mut available = false;
+            unsafe { mlx_sys::mlx_cuda_is_available(&mut available) };
+            if available {
+                return Backend::Cuda;
+            }
+            unsafe { mlx_sys::mlx_metal_is_available(&mut available) };
+            if available {
+                Backend::Metal
+            } else {
+                Backend::Cpu
+            }
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Cpu => "cpu",
+            Backend::Metal => "metal",
+            Backend::Cuda => "cuda",
+        }
+    }
+
+    /// How a run's backend is recorded in the progress file and the benchmarks' rows:
+    /// `mlx-cpu`, `mlx-cuda`, `mlx-metal`.
+    pub fn recorded_name(name: &str) -> String {
+        format!("mlx-{name}")
+    }
+
+    /// Where an effect can show, in a lesson's terms.
+    pub fn kind(self) -> BackendKind {
+        match self {
+            Backend::Cpu => BackendKind::Cpu,
+            Backend::Metal | Backend::Cuda => BackendKind::Gpu,
+        }
+    }
+
+    /// Activations and float weights: float32 on CPU (MLX's CPU bf16 is ~10x slower and
+    /// accumulates in bf16), float16 on a GPU.
+    pub fn float_dtype(self) -> Dtype {
+        match self {
+            Backend::Cpu => Dtype::Float32,
+            Backend::Metal | Backend::Cuda => Dtype::Float16,
+        }
+    }
+}
+
+/// Where an effect can show: any CPU, or any GPU (Metal or CUDA).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    Cpu,
+    Gpu,
+}
+
+impl BackendKind {
+    /// `cpu` for MLX's CPU backend, `gpu` for every other, from a backend's name as a
+    /// report gives it (`cpu`, `metal`, `cuda`).
+    pub fn of(backend: &str) -> Self {
+        if backend == "cpu" {
+            BackendKind::Cpu
+        } else {
+            BackendKind::Gpu
+        }
+    }
+
+    /// Its name in lesson.yaml: `cpu` or `gpu`.
+    pub fn key(self) -> &'static str {
+        match self {
+            BackendKind::Cpu => "cpu",
+            BackendKind::Gpu => "gpu",
+        }
+    }
+}
