@@ -19,6 +19,8 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::course::Metric;
+use crate::kernels::Kernels;
+use crate::lm::Model;
 
 /// The BLAS line a report carries: MLX's CPU backend's BLAS, empty on a GPU (its matmuls
 /// are MLX's own kernels there).
@@ -44,33 +46,61 @@ pub struct Exercise {
     began: Instant,
 }
 
+/// What a report says of the model that decoded: how its weights are held, the bytes a
+/// step reads, and which of quest's kernels ran. The model is asked, not a record kept
+/// on the side, so a model requantized after load reports its new layout.
+pub trait Decoded {
+    /// The weight layout's name and the bytes of weights one step reads.
+    fn weights(&self) -> (String, u64);
+    fn kernels(&self) -> Kernels;
+}
+
+impl Decoded for Model {
+    fn weights(&self) -> (String, u64) {
+        (self.weights.clone(), self.weight_bytes() as u64)
+    }
+    fn kernels(&self) -> Kernels {
+        Model::kernels(self)
+    }
+}
+
+/// For a loop that runs no model (a course's test fixture): no weights, no kernels.
+pub struct NoModel;
+
+impl Decoded for NoModel {
+    fn weights(&self) -> (String, u64) {
+        (String::new(), 0)
+    }
+    fn kernels(&self) -> Kernels {
+        Kernels::NONE
+    }
+}
+
 impl Exercise {
     pub fn from_env() -> Result<Self> {
-        let max_tokens = match std::env::var("QUEST_MAX_TOKENS") {
-            Ok(n) => n
-                .parse()
-                .with_context(|| format!("QUEST_MAX_TOKENS={n} is not a number"))?,
-            Err(_) => DEFAULT_MAX_TOKENS,
-        };
+        use crate::settings;
+        let max_tokens: usize = settings::MAX_TOKENS.parse()?;
         Ok(Self {
-            model: std::env::var("QUEST_MODEL").unwrap_or_else(|_| crate::lm::DEFAULT_MODEL.into()),
-            prompt: std::env::var("QUEST_PROMPT").unwrap_or_else(|_| DEFAULT_PROMPT.into()),
+            model: settings::MODEL.value(),
+            prompt: settings::PROMPT.value(),
             max_tokens: max_tokens.max(1),
-            report_path: std::env::var_os("QUEST_REPORT").map(PathBuf::from),
+            report_path: settings::REPORT.os().map(PathBuf::from),
             began: Instant::now(),
         })
     }
 
     /// Writes the report for quest (or prints the numbers when run by hand): one
-    /// sequence's tokens.
+    /// sequence's tokens, decoded by `model` (its weight layout, the bytes a step reads and
+    /// the kernels that ran go in the report).
     pub fn report(
         &self,
         timer: &Timer,
+        model: &dyn Decoded,
         prompt_tokens: usize,
         tokens: &[u32],
         text: &str,
     ) -> Result<()> {
-        self.report_rows(timer, prompt_tokens, &[tokens.to_vec()], text)
+        self.report_rows(timer, model, prompt_tokens, &[tokens.to_vec()], text)
     }
 
     /// [`Exercise::report`] for a batch: the tokens of each sequence (row), all of one
@@ -79,6 +109,7 @@ impl Exercise {
     pub fn report_rows(
         &self,
         timer: &Timer,
+        model: &dyn Decoded,
         prompt_tokens: usize,
         rows: &[Vec<u32>],
         text: &str,
@@ -89,7 +120,8 @@ impl Exercise {
             "every row of a batch writes one token per step, but these rows hold {:?} tokens",
             rows.iter().map(Vec::len).collect::<Vec<_>>()
         );
-        let loaded = crate::lm::last_loaded();
+        let kernels = model.kernels();
+        let (weights, weight_bytes) = model.weights();
         let report = Report {
             schema: REPORT_SCHEMA,
             model: self.model.clone(),
@@ -113,15 +145,10 @@ impl Exercise {
                 Vec::new()
             },
             text: text.to_owned(),
-            weights: loaded
-                .as_ref()
-                .map_or_else(String::new, |l| l.weights.clone()),
-            weight_bytes_per_token: loaded.as_ref().map_or(0, |l| l.weight_bytes),
-            quest_kernels: crate::lm::cuda_kernel::running()?
-                .into_iter()
-                .map(str::to_owned)
-                .collect(),
-            quest_kernels_kept: crate::lm::cuda_kernel::kept_compiled(),
+            weights,
+            weight_bytes_per_token: weight_bytes,
+            quest_kernels: kernels.running().into_iter().map(str::to_owned).collect(),
+            quest_kernels_kept: kernels.kept(),
             inputs: serde_json::Value::Null,
             values: BTreeMap::new(),
         };
@@ -334,11 +361,11 @@ pub struct Report {
     /// Bytes of weights one decode step reads (0 when not recorded).
     #[serde(default)]
     pub weight_bytes_per_token: u64,
-    /// quest's own CUDA kernels that ran (`lm::cuda_kernel`): none off CUDA, and none by
+    /// quest's own CUDA kernels that ran (`crate::kernels`): none off CUDA, and none by
     /// default in an exercise, a new process each run, where MLX would compile them again.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub quest_kernels: Vec<String>,
-    /// Whether quest kept its kernels compiled for this process (`lm::precompiled`): then
+    /// Whether quest kept its kernels compiled for this process (`crate::kernels::precompiled`): then
     /// those that ran were read from disk (only a first run on a machine compiles them);
     /// else MLX compiled them in this process.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -434,7 +461,7 @@ pub fn target_dir(workspace: &Path) -> PathBuf {
 /// `QUEST_PREBUILT`: a folder of exercise binaries built elsewhere ([`prebuild`]), used
 /// instead of cargo, for a machine with no Rust toolchain (a GPU box). Each binary is
 /// named by its source's [`prebuilt_key`], so an edited source has none and is refused.
-pub const PREBUILT_ENV: &str = "QUEST_PREBUILT";
+pub const PREBUILT_ENV: &str = crate::settings::PREBUILT.name;
 /// The list [`prebuild`] keeps beside the binaries: `<key> <source>` per line.
 const PREBUILT_LIST: &str = "prebuilt.txt";
 
@@ -449,7 +476,7 @@ pub fn prebuilt_key(source: &[u8]) -> String {
 /// hides cargo's progress lines. With `QUEST_PREBUILT` set, takes the binary built for
 /// this exact source from that folder instead, and never calls cargo.
 pub fn build(workspace: &Path, source: &Path, quiet: bool) -> Result<PathBuf> {
-    match std::env::var_os(PREBUILT_ENV).filter(|dir| !dir.is_empty()) {
+    match crate::settings::PREBUILT.os() {
         Some(dir) => prebuilt(Path::new(&dir), source),
         None => build_with_cargo(workspace, source, quiet, !cfg!(debug_assertions)),
     }
@@ -552,7 +579,7 @@ fn build_with_cargo(
     cargo
         .current_dir(workspace)
         .args(["build", "-p", "quest-lab", "--bin", "quest-lab"])
-        .env("QUEST_LAB_SOURCE", &source);
+        .env(crate::settings::LAB_SOURCE.name, &source);
     if quiet {
         cargo.arg("--quiet");
     }
@@ -619,10 +646,10 @@ pub fn run(binary: &Path, request: &RunRequest) -> Result<Report> {
     ));
     let _ = std::fs::remove_file(&report_path);
     let child = Command::new(binary)
-        .env("QUEST_MODEL", &request.model)
-        .env("QUEST_PROMPT", &request.prompt)
-        .env("QUEST_MAX_TOKENS", request.max_tokens.to_string())
-        .env("QUEST_REPORT", &report_path)
+        .env(crate::settings::MODEL.name, &request.model)
+        .env(crate::settings::PROMPT.name, &request.prompt)
+        .env(crate::settings::MAX_TOKENS.name, request.max_tokens.to_string())
+        .env(crate::settings::REPORT.name, &report_path)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

@@ -219,15 +219,15 @@ pub struct SlopeInputs {
 
 /// The context lengths `measure_slope` fills: `QUEST_CONTEXTS` (comma-separated) or `default`.
 fn contexts(default: &[usize]) -> Result<Vec<usize>> {
-    match std::env::var("QUEST_CONTEXTS") {
-        Ok(list) if !list.trim().is_empty() => list
+    match crate::settings::CONTEXTS.raw() {
+        Some(list) => list
             .split(',')
             .map(|c| match c.trim().parse::<usize>() {
                 Ok(n) if n > 0 => Ok(n),
                 _ => bail!("QUEST_CONTEXTS: `{c}` is not a context length (a whole number of tokens, at least 1)"),
             })
             .collect(),
-        _ => Ok(default.to_vec()),
+        None => Ok(default.to_vec()),
     }
 }
 

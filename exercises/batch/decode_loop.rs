@@ -42,5 +42,5 @@ fn main() -> Result<()> {
 
     let text = tokenizer.decode(lm::until_eos(&rows[0], &tokenizer))?;
     println!("{text}");
-    run.report_rows(&timer, prompt_ids.len(), &rows, &text)
+    run.report_rows(&timer, &model, prompt_ids.len(), &rows, &text)
 }

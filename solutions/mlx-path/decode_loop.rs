@@ -52,5 +52,5 @@ fn main() -> Result<()> {
 
     let text = tokenizer.decode(lm::until_eos(&tokens, &tokenizer))?;
     println!("{text}");
-    run.report(&timer, prompt_ids.len(), &tokens, &text)
+    run.report(&timer, &model, prompt_ids.len(), &tokens, &text)
 }

@@ -3,6 +3,7 @@
 //! hand loop beside it); a least-squares line through (bytes per token, ms per token)
 //! gives the fixed term (its intercept) and the bandwidth the loop achieves (1 / slope).
 
+use crate::kernels::{Kernels, Process};
 use anyhow::{Context, Result};
 use serde::Serialize;
 
@@ -64,7 +65,7 @@ pub struct Fit {
     /// With several layouts (`--bits`): the same line fitted through each layout's points.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub per_layout: Vec<LayoutFit>,
-    /// Which of quest's own CUDA kernels ran (`lm::cuda_kernel`), by name; empty where
+    /// Which of quest's own CUDA kernels ran (`crate::kernels`), by name; empty where
     /// none can (every backend but CUDA).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub quest_kernels: Vec<String>,
@@ -110,7 +111,7 @@ pub fn run(options: &FitOptions, mut progress: impl FnMut(&str)) -> Result<Fit> 
         .flat_map(|shape| layouts.iter().map(move |layout| (shape, layout)))
     {
         progress(&format!("{}: making random 4-bit weights…", shape.name));
-        let mut model = random::model(&(shape.config)(), 0)?;
+        let mut model = super::warmed(random::model(&(shape.config)(), 0)?)?;
         if let Some(layout) = layout {
             progress(&format!("{}: requantizing to {layout}…", shape.name));
             model
@@ -209,7 +210,8 @@ pub fn run(options: &FitOptions, mut progress: impl FnMut(&str)) -> Result<Fit> 
             .map_or(0.0, ShapePoint::sync_ms),
         points,
         per_layout,
-        quest_kernels: crate::lm::cuda_kernel::running()?
+        quest_kernels: Kernels::for_process(Process::Warmed)?
+            .running()
             .into_iter()
             .map(str::to_owned)
             .collect(),

@@ -161,6 +161,14 @@ impl CacheBytes {
     }
 }
 
+/// `model` with the kernels of a process that warms its graphs up before timing them
+/// (every measurement here does: quest's CUDA kernels, compiled in the warm-up, run by
+/// default; an exercise's fresh process decides otherwise, see [`crate::kernels`]).
+pub fn warmed(model: crate::lm::Model) -> anyhow::Result<crate::lm::Model> {
+    model.set_kernels(crate::kernels::Kernels::for_process(crate::kernels::Process::Warmed)?);
+    Ok(model)
+}
+
 pub fn cache_bytes(model: &crate::lm::Model) -> anyhow::Result<CacheBytes> {
     let mut cache = crate::lm::make_prompt_cache(model);
     let logits = model.forward(&crate::lm::tokens_array(&[0]), &mut cache)?;

@@ -25,7 +25,7 @@ fn packages() -> &'static [&'static str] {
 
 /// `QUEST_PEER_PYTHON`: a Python that already imports mlx 0.32.2 and mlx_lm 0.32.2 (on
 /// the same MLX build as quest), used instead of the venv: for a machine without PyPI.
-pub const PEER_PYTHON_ENV: &str = "QUEST_PEER_PYTHON";
+pub const PEER_PYTHON_ENV: &str = crate::settings::PEER_PYTHON.name;
 
 /// What the peer decodes: a model file or folder, or a random-weights model's config
 /// (built by the peer itself: the same shape, its own random values).
@@ -74,7 +74,7 @@ impl Peer {
 
     pub fn ensure_build(build: PeerBuild) -> Result<Self> {
         crate::device::blas::init()?;
-        if let Some(python) = std::env::var_os(PEER_PYTHON_ENV).filter(|p| !p.is_empty()) {
+        if let Some(python) = crate::settings::PEER_PYTHON.os() {
             return Self::given(PathBuf::from(python));
         }
         let openblas = match build {

@@ -1,4 +1,4 @@
-//! `quest qmv`: one of quest's CUDA kernels ([`crate::lm::cuda_kernel`]: the 4-bit matvec,
+//! `quest qmv`: one of quest's CUDA kernels ([`crate::kernels`]: the 4-bit matvec,
 //! the decode step's q/k/v heads or attention, the add + norm) against the MLX ops it
 //! replaces. One model, both ways:
 //! the pipelined loop decodes with each, interleaved round by round; then both decode the
@@ -12,7 +12,7 @@ use mlx_rs::{Array, Dtype};
 use serde::Serialize;
 
 use super::{loops, Measured};
-use crate::lm::cuda_kernel::{self, Impl, Kernel};
+use crate::kernels::{Impl, Kernel, Kernels, Process};
 use crate::device::Backend;
 use crate::lm::{self, Model};
 use crate::stats::median;
@@ -67,20 +67,22 @@ pub fn compare(
     let bytes_per_token = (model.weight_bytes() + kv) as u64;
     let kernel = options.kernel;
     // Both ways are set in turn below; what was chosen before is put back at the end.
-    let chosen = cuda_kernel::current(kernel)?;
+    let chosen = model.kernels();
+    let warmed = Kernels::for_process(Process::Warmed)?;
+    let set = |choice| model.set_kernels(warmed.with(kernel, choice));
     for choice in [Impl::Mlx, Impl::Quest] {
-        cuda_kernel::set(kernel, choice); // warm-up: each kernel is compiled on its first use
+        set(choice); // warm-up: each kernel is compiled on its first use
         loops::pipelined(model, &prompt[..2.min(prompt.len())], 3)?;
     }
     let (mut mlx, mut quest) = (Vec::new(), Vec::new());
     // After each switch a short run first: MLX caches the CUDA graphs of a step, and the
     // other kernel's step is another graph (without this, the first run after a switch
     // paid for it: quest's kernel measured ×0.74–0.99 here against ×1.10–1.17 from
-    // separate processes, docs/gpu/2026-12-01-qmv-run1).
+    // separate processes, docs/gpu/2026-12-01-qmv-uncentred).
     let settle = options.max_tokens.min(8);
     for _ in 0..options.rounds {
         for (choice, runs) in [(Impl::Mlx, &mut mlx), (Impl::Quest, &mut quest)] {
-            cuda_kernel::set(kernel, choice);
+            set(choice);
             loops::pipelined(model, prompt, settle)?;
             runs.push(loops::pipelined(model, prompt, options.max_tokens)?);
         }
@@ -89,7 +91,7 @@ pub fn compare(
     let same_tokens = mlx.iter().chain(&quest).all(|r| r.tokens == mlx[0].tokens);
     let (max_logits_rel_diff, same_argmax, steps) =
         side_by_side(kernel, model, prompt, &mlx[0].tokens)?;
-    cuda_kernel::set(kernel, chosen);
+    model.set_kernels(chosen);
     Ok(QmvPoint {
         model: name.into(),
         kernel: kernel.name().into(),
@@ -124,7 +126,7 @@ fn side_by_side(
         let input = lm::tokens_array(&[token]);
         let mut logits = Vec::new();
         for (choice, cache) in [Impl::Mlx, Impl::Quest].into_iter().zip(&mut caches) {
-            cuda_kernel::set(kernel, choice);
+            model.set_kernels(Kernels::for_process(Process::Warmed)?.with(kernel, choice));
             let l = lm::last_position(&model.forward(&input, cache)?)
                 .as_dtype(Dtype::Float32)?
                 .reshape(&[-1])?;

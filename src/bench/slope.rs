@@ -118,7 +118,7 @@ pub fn run(
     for shape in &options.shapes {
         progress(&format!("{}: making random 4-bit weights…", shape.name));
         let config = (shape.config)();
-        let model = random::model(&config, 0)?;
+        let model = super::warmed(random::model(&config, 0)?)?;
         let cache = super::cache_bytes(&model)?;
         let kinds = lm::make_prompt_cache(&model);
         let attention_layers = kinds

@@ -327,9 +327,6 @@ pub struct FitArgs {
 /// `quest fit`: the decode-ceiling formula measured on this machine.
 pub fn fit(root: &std::path::Path, args: &FitArgs) -> Result<()> {
     use quest::bench::fit;
-    // Its rounds follow a warm-up in this one process: quest's CUDA kernels, compiled there,
-    // are on by default (lm::cuda_kernel says why an exercise runs MLX's ops).
-    quest::lm::cuda_kernel::warm_process();
     let backend = Backend::detect();
     // On a CPU the big shapes take minutes a token; default to the small ones there.
     let default = if backend == Backend::Cpu {
@@ -414,7 +411,7 @@ fn parse_shapes(names: &str) -> Result<Vec<&'static quest::bench::random::Shape>
 }
 
 pub struct QmvArgs {
-    pub kernel: quest::lm::cuda_kernel::Kernel,
+    pub kernel: quest::kernels::Kernel,
     pub shapes: Option<String>,
     pub models: Vec<String>,
     pub max_tokens: usize,
@@ -425,9 +422,6 @@ pub struct QmvArgs {
 pub fn qmv(root: &std::path::Path, args: &QmvArgs) -> Result<()> {
     use quest::bench::{qmv, random};
     use quest::lm::WeightLayout;
-    // Its rounds follow a warm-up in this one process: quest's CUDA kernels, compiled there,
-    // are on by default (lm::cuda_kernel says why an exercise runs MLX's ops).
-    quest::lm::cuda_kernel::warm_process();
     // The arguments first, then the machine: a mistake in them is said on any machine.
     // With real models named and no shapes, only the real models.
     let default_shapes = if args.models.is_empty() { "all" } else { "" };
@@ -497,9 +491,6 @@ pub struct SlopeArgs {
 /// `quest slope`: decode speed against context length, full attention beside the hybrid layout.
 pub fn slope(root: &std::path::Path, args: &SlopeArgs) -> Result<()> {
     use quest::bench::slope;
-    // Its rounds follow a warm-up in this one process: quest's CUDA kernels, compiled there,
-    // are on by default (lm::cuda_kernel says why an exercise runs MLX's ops).
-    quest::lm::cuda_kernel::warm_process();
     let backend = Backend::detect();
     // On a CPU a 4-bit model prefills at about its decode rate (a token costs a second, not a
     // millisecond): the small pair there, and the context filled with random keys and values.
@@ -549,9 +540,6 @@ pub struct BatchArgs {
 pub fn batch(args: &BatchArgs) -> Result<()> {
     use quest::bench::batch::{self, BatchOptions, BatchResult, Subject};
     use quest::bench::random;
-    // Its rounds follow a warm-up in this one process: quest's CUDA kernels, compiled there,
-    // are on by default (lm::cuda_kernel says why an exercise runs MLX's ops).
-    quest::lm::cuda_kernel::warm_process();
     let backend = Backend::detect();
     let batches = parse_counts(
         &args.batches,
@@ -573,7 +561,7 @@ pub fn batch(args: &BatchArgs) -> Result<()> {
                 eprintln!("quest: building random {} …", shape.name);
                 subjects.push(Subject {
                     name: format!("random:{}", shape.name),
-                    model: random::model(&(shape.config)(), 0)?,
+                    model: quest::bench::warmed(random::model(&(shape.config)(), 0)?)?,
                     prompt: random::prompt(16),
                 });
             }
@@ -584,6 +572,7 @@ pub fn batch(args: &BatchArgs) -> Result<()> {
                 .clone()
                 .unwrap_or_else(|| lm::DEFAULT_MODEL.to_owned());
             let (model, tokenizer) = lm::load(&name)?;
+            let model = quest::bench::warmed(model)?;
             let prompt = tokenizer.apply_chat_template(
                 &[lm::Message::user(lab::DEFAULT_PROMPT)],
                 true,

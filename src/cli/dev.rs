@@ -20,7 +20,8 @@ pub enum DevCommand {
     /// Check every lesson: loads in every language, translations current, starting
     /// code fails its rules, solutions keep them, the exercises' manifest current.
     Check,
-    /// Write `exercises/Cargo.toml` (one binary per exercise) from the course.
+    /// Write `exercises/Cargo.toml` (one binary per exercise) from the course, and the
+    /// README's table of settings from src/settings.rs.
     Update,
     /// Build each lesson's exercise binaries (the exercise as it is now, the starting
     /// code, the solution) into a folder, for `QUEST_PREBUILT` on a machine without cargo.
@@ -80,7 +81,7 @@ pub fn run(root: &Path, command: &DevCommand) -> Result<()> {
         }
         DevCommand::Kernels { out, nvrtc, arch } => {
             std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-            let sources = quest::lm::kernel_sources()?;
+            let sources = quest::kernels::sources()?;
             for source in &sources {
                 let path = out.join(&source.file);
                 std::fs::write(&path, &source.text)
@@ -99,7 +100,7 @@ pub fn run(root: &Path, command: &DevCommand) -> Result<()> {
                     .parent()
                     .map(|lib| lib.join("../include"))
                     .unwrap_or_default();
-                let compiler = quest::lm::precompiled::Compiler::new(
+                let compiler = quest::kernels::precompiled::Compiler::new(
                     nvrtc,
                     include,
                     arch.clone(),
@@ -123,6 +124,13 @@ pub fn run(root: &Path, command: &DevCommand) -> Result<()> {
             std::fs::write(&path, exercises_manifest(&course)?)
                 .with_context(|| format!("writing {}", path.display()))?;
             println!("wrote {}", path.display());
+            let readme = root.join("README.md");
+            if readme.is_file() {
+                let text = std::fs::read_to_string(&readme)?;
+                std::fs::write(&readme, with_settings_table(&text)?)
+                    .with_context(|| format!("writing {}", readme.display()))?;
+                println!("wrote the settings table of {}", readme.display());
+            }
             Ok(())
         }
         DevCommand::Check => {
@@ -149,6 +157,22 @@ pub fn run(root: &Path, command: &DevCommand) -> Result<()> {
 
 /// Where the exercises' package manifest lives, from the project root.
 const MANIFEST: &str = "exercises/Cargo.toml";
+
+/// The README with its settings table (between the `settings` markers) written from
+/// [`quest::settings::ALL`].
+fn with_settings_table(readme: &str) -> Result<String> {
+    const START: &str = "<!-- settings: written by `quest dev update` from src/settings.rs -->\n";
+    const END: &str = "<!-- /settings -->";
+    let (Some(a), Some(b)) = (readme.find(START), readme.find(END)) else {
+        anyhow::bail!("README.md has no settings markers ({START:?} … {END:?})");
+    };
+    Ok(format!(
+        "{}{START}{}{}",
+        &readme[..a],
+        quest::settings::readme_table(),
+        &readme[b..]
+    ))
+}
 
 /// `exercises/Cargo.toml` as the course makes it.
 pub fn exercises_manifest(course: &Course) -> Result<String> {

@@ -2,7 +2,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use quest::course::{Course, Lang, Lesson, TranslationStatus};
 use quest::lab;
@@ -188,14 +188,13 @@ enum Command {
         out: Option<PathBuf>,
     },
     /// On MLX's CUDA backend: one of quest's kernels (the 4-bit matvec, a decode step's
-    /// q/k/v heads, the residual add + norm, a decode step's attention) against the MLX ops
+    /// q/k/v heads, a decode step's attention) against the MLX ops
     /// it replaces, on random-weights shapes and real models — decode speed interleaved,
     /// logits compared step by step.
     Qmv {
-        /// Which kernel: matvec (QUEST_QMV), qkv (QUEST_QKV), addnorm (QUEST_ADDNORM) or
-        /// attend (QUEST_ATTEND).
+        /// Which kernel: matvec (QUEST_QMV), qkv (QUEST_QKV) or attend (QUEST_ATTEND).
         #[arg(long, default_value = "matvec")]
-        kernel: quest::lm::cuda_kernel::Kernel,
+        kernel: quest::kernels::Kernel,
         /// Comma-separated shapes (as for `quest fit`) or `all`; default: all, or none when
         /// --model names a real model.
         #[arg(long)]
@@ -246,11 +245,15 @@ fn parse_weights(text: &str) -> Result<quest::lm::WeightLayout, String> {
 }
 
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // The settings' names and defaults under --help come from the one settings table.
+    let matches = Cli::command()
+        .after_help(quest::settings::help())
+        .get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     lab::end_children_on_signal();
     if let Some(layout) = cli.weights {
         // Read by `lm::load` here and in the exercise binaries quest starts.
-        std::env::set_var("QUEST_WEIGHTS", layout.as_str());
+        std::env::set_var(quest::settings::WEIGHTS.name, layout.as_str());
     }
     match dispatch(cli) {
         Ok(()) => ExitCode::SUCCESS,
@@ -266,7 +269,7 @@ pub fn main() -> ExitCode {
 
 /// The project the lessons and exercises live in (`QUEST_ROOT` overrides, for tests).
 fn project_root() -> PathBuf {
-    std::env::var_os("QUEST_ROOT")
+    quest::settings::ROOT.os()
         .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
 }
 

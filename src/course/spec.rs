@@ -121,8 +121,20 @@ fn default_model() -> String {
 }
 /// The prompt and token count of a lesson that names none; an exercise run by hand
 /// uses them too.
-pub const DEFAULT_PROMPT: &str = "What is the capital of France? Answer in one sentence.";
-pub const DEFAULT_MAX_TOKENS: usize = 32;
+/// A lesson's prompt and token count unless it says otherwise: the settings' defaults.
+pub const DEFAULT_PROMPT: &str = crate::settings::PROMPT.default;
+pub const DEFAULT_MAX_TOKENS: usize = parse_usize(crate::settings::MAX_TOKENS.default);
+
+const fn parse_usize(text: &str) -> usize {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    let mut n = 0;
+    while i < bytes.len() {
+        n = n * 10 + (bytes[i] - b'0') as usize;
+        i += 1;
+    }
+    n
+}
 
 fn default_prompt() -> String {
     DEFAULT_PROMPT.into()

@@ -123,7 +123,7 @@ pub fn threads() -> Option<usize> {
 /// [`default_threads`]. `None` when `OPENBLAS_NUM_THREADS`
 /// is set (OpenBLAS has read it already).
 pub fn wanted_threads() -> Result<Option<usize>> {
-    if let Ok(value) = std::env::var("QUEST_BLAS_THREADS") {
+    if let Some(value) = crate::settings::BLAS_THREADS.raw() {
         return match value.trim().parse::<usize>() {
             Ok(n) if n >= 1 => Ok(Some(n)),
             _ => bail!(

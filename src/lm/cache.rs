@@ -16,7 +16,7 @@ pub const CACHE_STEP: i32 = 256;
 /// A clone shares the arrays (MLX arrays are values: writing to one copy leaves the other
 /// as it was), so a filled cache can be decoded from more than once.
 ///
-/// quest's decode attention kernel (lm::attend) writes a step's key and value into the
+/// quest's decode attention kernel (crate::kernels::attend) writes a step's key and value into the
 /// buffers itself, outside MLX's graph; it may only do so while no clone shares them
 /// ([`KvCache::buffers_to_write`]), so a clone keeps its contents either way.
 #[derive(Clone, Default)]
@@ -28,7 +28,7 @@ pub struct KvCache {
     /// Shared by the clones of a cache until one of them gets buffers of its own: while
     /// it is shared, nothing may be written into the buffers in place.
     owner: Arc<()>,
-    /// The last step written in place (lm::attend): evaluated with the cache's state, so
+    /// The last step written in place (crate::kernels::attend): evaluated with the cache's state, so
     /// evaluating the cache performs the write, as it does for MLX's `slice_update`.
     pending: Option<Array>,
 }
@@ -330,5 +330,17 @@ mod tests {
             .buffers_to_write(SHAPE, Dtype::Float16)
             .unwrap()
             .is_some());
+    }
+}
+
+impl crate::kernels::CacheWrite for KvCache {
+    fn offset(&self) -> i32 {
+        self.offset
+    }
+    fn buffers_to_write(&mut self, bhd: [i32; 3], dtype: Dtype) -> anyhow::Result<Option<(Array, Array)>> {
+        Ok(KvCache::buffers_to_write(self, bhd, dtype)?)
+    }
+    fn wrote_one(&mut self, step: &Array) {
+        KvCache::wrote_one(self, step)
     }
 }

@@ -11,7 +11,7 @@ use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
 
 /// The name `--model` accepts for the default model.
-pub const DEFAULT_MODEL: &str = "smollm2-135m-instruct";
+pub const DEFAULT_MODEL: &str = crate::settings::MODEL.default;
 
 pub struct KnownModel {
     pub name: &'static str,
@@ -29,16 +29,7 @@ pub const SMOLLM2: KnownModel = KnownModel {
     sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
 };
 
-/// `$QUEST_CACHE`, else the platform cache dir (`~/.cache/quest` on Linux).
-pub fn cache_dir() -> Result<PathBuf> {
-    // An empty value counts as unset: it must never mean "the current directory".
-    if let Some(dir) = std::env::var_os("QUEST_CACHE").filter(|d| !d.is_empty()) {
-        return Ok(PathBuf::from(dir));
-    }
-    Ok(dirs::cache_dir()
-        .context("no cache directory on this system; set QUEST_CACHE to a writable folder")?
-        .join("quest"))
-}
+pub use crate::settings::cache_dir;
 
 /// The model's file, downloading and verifying it first if it is not cached yet.
 pub fn ensure(model: &KnownModel) -> Result<PathBuf> {

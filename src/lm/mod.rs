@@ -9,18 +9,12 @@
 //!
 //! All MLX work must stay on one OS thread: an MLX stream belongs to the thread that made it.
 
-pub mod add_norm;
-pub mod attend;
 pub mod cache;
-pub mod cuda_kernel;
 pub mod fetch;
 pub mod gguf;
 mod gguf_check;
 pub mod hub;
 pub mod models;
-pub mod precompiled;
-pub mod qkv;
-pub mod qmv;
 pub mod random;
 pub mod tokenizer;
 pub mod weights;
@@ -39,25 +33,6 @@ pub use tokenizer::{Message, Tokenizer};
 use weights::Weights;
 
 use crate::device::{require_built_backend, Backend};
-
-/// Every CUDA kernel of quest's as MLX would compile it, for a few example shapes and
-/// every compiled variant: to compile them off the GPU (`quest dev kernels`).
-pub fn kernel_sources() -> Result<Vec<cuda_kernel::KernelSource>> {
-    let mut all = qmv::sources()?;
-    all.extend(qkv::sources()?);
-    all.extend(attend::sources()?);
-    all.extend(add_norm::sources()?);
-    Ok(all)
-}
-
-/// Zeros in float16, the dtype quest's CUDA kernels take: the kernels' tests' inputs.
-#[cfg(test)]
-pub(crate) fn zeros_f16(shape: &[i32]) -> Array {
-    Array::zeros::<f32>(shape)
-        .unwrap()
-        .as_dtype(mlx_rs::Dtype::Float16)
-        .unwrap()
-}
 
 /// How a quantized model's matrices are held in memory.
 ///
@@ -89,10 +64,7 @@ impl WeightLayout {
 
     /// `QUEST_WEIGHTS`, or `auto` when unset.
     pub fn from_env() -> Result<Self> {
-        match std::env::var("QUEST_WEIGHTS") {
-            Ok(v) if !v.is_empty() => v.parse().map_err(|e: String| anyhow!("QUEST_WEIGHTS: {e}")),
-            _ => Ok(WeightLayout::Auto),
-        }
+        crate::settings::WEIGHTS.parse()
     }
 
     /// Whether quantized matrices become dense on `backend`.
@@ -208,29 +180,6 @@ impl std::fmt::Display for Layout {
     }
 }
 
-/// What the last `load` in this process loaded: the weight layout and the bytes of
-/// weights a decode step reads (for the exercise's report).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Loaded {
-    pub weights: String,
-    pub weight_bytes: u64,
-}
-
-static LOADED: std::sync::Mutex<Option<Loaded>> = std::sync::Mutex::new(None);
-
-/// The layout and size of the model the last `lm::load*` call loaded, if any.
-pub fn last_loaded() -> Option<Loaded> {
-    LOADED.lock().unwrap_or_else(|e| e.into_inner()).clone()
-}
-
-/// Records `model` as what ran (its layout may change after load: [`Model::requantize`]).
-pub(crate) fn remember(model: &Model) {
-    *LOADED.lock().unwrap_or_else(|e| e.into_inner()) = Some(Loaded {
-        weights: model.weights.clone(),
-        weight_bytes: model.weight_bytes() as u64,
-    });
-}
-
 /// Loads a model and its tokenizer: a known name, a GGUF file, an MLX directory or a
 /// Hugging Face repo id from the local cache. Every weight is read in and evaluated (as
 /// mlx-lm's `load` does; [`load_lazy`] evaluates nothing), in the layout `QUEST_WEIGHTS` asks for ([`WeightLayout`]: by default dense f32
@@ -289,10 +238,6 @@ pub fn make_prompt_cache(model: &Model) -> Vec<LayerCache> {
     model.make_cache()
 }
 
-pub fn load_dir(dir: &Path) -> Result<(Model, Tokenizer)> {
-    load_dir_with(dir, WeightLayout::from_env()?)
-}
-
 pub fn load_dir_with(dir: &Path, layout: WeightLayout) -> Result<(Model, Tokenizer)> {
     let model = model_dir(dir, layout, false)?;
     let tokenizer = Tokenizer::from_dir(dir)?;
@@ -337,16 +282,7 @@ fn model_dir(dir: &Path, layout: WeightLayout, lazy: bool) -> Result<Model> {
     weights.lazy = lazy;
     let model = Model::from_config(&config, weights)
         .with_context(|| format!("loading the model in {}", dir.display()))?;
-    remember(&model);
     Ok(model)
-}
-
-pub fn load_gguf(file: &Path) -> Result<(Model, Tokenizer)> {
-    load_gguf_with(file, WeightLayout::from_env()?)
-}
-
-pub fn load_gguf_with(file: &Path, layout: WeightLayout) -> Result<(Model, Tokenizer)> {
-    gguf_file(file, layout, false)
 }
 
 fn gguf_file(file: &Path, layout: WeightLayout, lazy: bool) -> Result<(Model, Tokenizer)> {
@@ -357,7 +293,6 @@ fn gguf_file(file: &Path, layout: WeightLayout, lazy: bool) -> Result<(Model, To
     weights.lazy = lazy;
     let model = Model::from_config(&config, weights)
         .with_context(|| format!("loading {}", file.display()))?;
-    remember(&model);
     // A tokenizer.json beside the file wins over the one rebuilt from metadata.
     let dir = file.parent().unwrap_or(Path::new("."));
     let tokenizer = if dir.join("tokenizer.json").is_file() {

@@ -307,7 +307,6 @@ pub fn model_with(config: &Value, seed: u64, bits: i32, layout: WeightLayout) ->
     let mut weights = Weights::new(tensors, Path::new("<random weights>"), dtype);
     crate::lm::prepare(&mut weights, layout)?;
     let model = Model::from_config(&config, weights)?;
-    crate::lm::remember(&model);
     Ok(model)
 }
 

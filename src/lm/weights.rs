@@ -8,7 +8,7 @@ use anyhow::{bail, Context, Result};
 use mlx_rs::ops::indexing::IndexOp;
 use mlx_rs::ops::{dequantize, matmul, quantize, quantized_matmul};
 
-use super::qmv::Fold;
+use crate::kernels::{Fold, Kernels};
 use super::Layout;
 use mlx_rs::{Array, Dtype};
 
@@ -245,7 +245,9 @@ pub enum Linear {
 }
 
 impl Linear {
-    pub fn forward(&self, x: &Array) -> Result<Array> {
+    /// `x · Wᵀ (+ b)`; a 4-bit matrix times one row may go through quest's matvec
+    /// ([`Kernels::project`]).
+    pub fn forward(&self, x: &Array, kernels: &Kernels) -> Result<Array> {
         let (y, bias) = match self {
             Linear::Dense { weight_t, bias } => (matmul(x, weight_t)?, bias),
             Linear::Quantized {
@@ -256,8 +258,7 @@ impl Linear {
                 group_size,
                 bits,
             } => (
-                // On CUDA, one row at 4 bits may go through quest's own kernel (lm::qmv).
-                match super::qmv::matvec(
+                match kernels.project(
                     x,
                     weight,
                     scales,
@@ -278,10 +279,10 @@ impl Linear {
         })
     }
 
-    /// `x · Wᵀ` with `fold`'s ops around it, in one kernel of quest's (lm::qmv) where that
-    /// applies (4-bit, no bias, one row, on CUDA with quest's matvec on); `None` otherwise,
-    /// for the caller to run MLX's ops.
-    pub fn folded(&self, x: &Array, fold: &Fold) -> Result<Option<Array>> {
+    /// `x · Wᵀ` with `fold`'s ops around it, in one kernel of quest's where that applies
+    /// (4-bit, no bias, one row, on CUDA with quest's matvec on); `None` otherwise, for
+    /// the caller to run MLX's ops.
+    pub fn folded(&self, x: &Array, fold: &Fold, kernels: &Kernels) -> Result<Option<Array>> {
         match self {
             Linear::Quantized {
                 weight,
@@ -290,7 +291,7 @@ impl Linear {
                 bias: None,
                 group_size,
                 bits,
-            } => super::qmv::matvec(x, weight, scales, biases, *group_size, *bits, fold),
+            } => kernels.project(x, weight, scales, biases, *group_size, *bits, fold),
             _ => Ok(None),
         }
     }
@@ -411,8 +412,8 @@ impl Embedding {
     }
 
     /// `x E^T`: the tied language-model head.
-    pub fn as_linear(&self, x: &Array) -> Result<Array> {
-        self.0.forward(x)
+    pub fn as_linear(&self, x: &Array, kernels: &Kernels) -> Result<Array> {
+        self.0.forward(x, kernels)
     }
 
     pub fn nbytes(&self) -> usize {
@@ -536,10 +537,10 @@ impl Fused {
     }
 
     /// Each part's output, in the order given.
-    pub fn forward(&self, x: &Array) -> Result<Vec<Array>> {
+    pub fn forward(&self, x: &Array, kernels: &Kernels) -> Result<Vec<Array>> {
         match self {
-            Fused::One { linear, .. } => self.split(&linear.forward(x)?),
-            Fused::Separate(parts) => parts.iter().map(|p| p.forward(x)).collect(),
+            Fused::One { linear, .. } => self.split(&linear.forward(x, kernels)?),
+            Fused::Separate(parts) => parts.iter().map(|p| p.forward(x, kernels)).collect(),
         }
     }
 

@@ -36,7 +36,7 @@ pub const FILE_NAME: &str = "progress.json";
 /// Where progress lives: `$QUEST_HOME/progress.json` when QUEST_HOME is set,
 /// else `<data dir>/quest/progress.json` (XDG data dir on Linux).
 pub fn default_path() -> Result<PathBuf> {
-    path_from(std::env::var_os("QUEST_HOME"), dirs::data_dir())
+    path_from(crate::settings::HOME.os(), dirs::data_dir())
 }
 
 // Split from `default_path` so tests need not change the process environment.

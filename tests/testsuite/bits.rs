@@ -72,10 +72,10 @@ fn bytes_per_token_follow_the_layout() {
             "{layout}"
         );
         assert_eq!(model.weights, layout.name());
-        // The report reads what ran, not what was loaded.
-        let loaded = lm::last_loaded().unwrap();
-        assert_eq!(loaded.weight_bytes, expected_bytes(layout), "{layout}");
-        assert_eq!(loaded.weights, layout.name());
+        // The report asks the model that ran, not what was loaded.
+        let (weights, bytes) = quest::lab::Decoded::weights(&model);
+        assert_eq!(bytes, expected_bytes(layout), "{layout}");
+        assert_eq!(weights, layout.name());
     }
 }
 

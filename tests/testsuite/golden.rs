@@ -43,9 +43,9 @@ fn the_default_layout_is_dense_on_the_cpu() {
         _ => "quantized",
     };
     assert_eq!(model.weights, expected);
-    let loaded = lm::last_loaded().unwrap();
-    assert_eq!(loaded.weights, expected);
-    assert_eq!(loaded.weight_bytes, model.weight_bytes() as u64);
+    let (weights, bytes) = quest::lab::Decoded::weights(&model);
+    assert_eq!(weights, expected);
+    assert_eq!(bytes, model.weight_bytes() as u64);
 }
 
 /// `lm::load_lazy` evaluates nothing at load; the first forward pass computes the

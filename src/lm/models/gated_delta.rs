@@ -21,6 +21,7 @@ use mlx_rs::ops::{concatenate, conv1d, sigmoid, split_at_indices, stack, zeros_d
 use mlx_rs::{Array, Dtype};
 
 use super::activations::silu;
+use crate::kernels::Kernels;
 use crate::lm::cache::RecurrentCache;
 use crate::lm::weights::{Linear, Quantization, Weights};
 use crate::lm::Layout;
@@ -93,16 +94,16 @@ impl GatedDeltaNet {
     }
 
     /// `x`: `[B, L, hidden]`. Continues from (and updates) the conv window and state in `cache`.
-    pub fn forward(&self, x: &Array, cache: &mut RecurrentCache) -> Result<Array> {
+    pub fn forward(&self, x: &Array, cache: &mut RecurrentCache, kernels: &Kernels) -> Result<Array> {
         let s = &self.shape;
         let (b, l) = (x.shape()[0], x.shape()[1]);
-        let qkv = self.in_proj_qkv.forward(x)?;
+        let qkv = self.in_proj_qkv.forward(x, kernels)?;
         let z = self
             .in_proj_z
-            .forward(x)?
+            .forward(x, kernels)?
             .reshape(&[b, l, s.value_heads, s.value_head_dim])?;
-        let beta = sigmoid(self.in_proj_b.forward(x)?)?;
-        let a = self.in_proj_a.forward(x)?;
+        let beta = sigmoid(self.in_proj_b.forward(x, kernels)?)?;
+        let a = self.in_proj_a.forward(x, kernels)?;
 
         // The conv sees the previous `kernel - 1` inputs first, so steps join up seamlessly.
         let keep = s.conv_kernel - 1;
@@ -146,7 +147,7 @@ impl GatedDeltaNet {
         cache.state = Some(state);
 
         let out = gated_rms_norm(&y, &z, &self.norm_weight, s.rms_norm_eps)?;
-        self.out_proj.forward(&out.reshape(&[b, l, -1])?)
+        self.out_proj.forward(&out.reshape(&[b, l, -1])?, kernels)
     }
 
     /// Puts the five projections in `layout` (the conv kernel and the vectors stay float).

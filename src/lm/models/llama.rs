@@ -1,10 +1,87 @@
 //! `llama` (SmolLM2, Llama 2/3 and friends), as mlx-lm's `models/llama.py`.
+//!
+//! A token flows: embedding → blocks → final norm → head ([`super::decoder`]); each block
+//! is pre-norm attention then a pre-norm SwiGLU feed-forward, each added back to the
+//! residual stream:
+//!
+//! ```text
+//! h = h + self_attn(input_layernorm(h), cache)
+//! h = h + mlp(post_attention_layernorm(h))
+//! ```
 
 use anyhow::{bail, ensure, Result};
+use mlx_rs::{Array, Dtype};
 use serde::Deserialize;
 
-use super::transformer::DecoderShape;
+use super::decoder::{Decode, Decoder, Layer};
+use super::layers::{Attention, DecoderShape, Mlp, RmsNorm};
+use crate::kernels::Kernels;
+use crate::lm::cache::{KvCache, LayerCache};
 use crate::lm::weights::{Quantization, Weights};
+use crate::lm::Layout;
+
+/// Builds a llama decoder from a `config.json` and its weights.
+pub fn build(config: &serde_json::Value, mut weights: Weights) -> Result<Box<dyn Decode>> {
+    sanitize(&mut weights);
+    let shape = super::read_config::<Config>(config, "llama")?.shape()?;
+    Ok(Box::new(Decoder::load(weights, &shape, |w, p, _| {
+        Block::load(w, p, &shape)
+    })?))
+}
+
+/// mlx-lm's `TransformerBlock`.
+pub struct Block {
+    input_layernorm: RmsNorm,
+    self_attn: Attention,
+    post_attention_layernorm: RmsNorm,
+    mlp: Mlp,
+}
+
+impl Block {
+    /// The block under `p` (`model.layers.N`); Qwen3 builds the same block, its attention
+    /// with q/k norms (the shape says).
+    pub fn load(w: &mut Weights, p: &str, shape: &DecoderShape) -> Result<Self> {
+        let eps = shape.rms_norm_eps;
+        Ok(Block {
+            input_layernorm: RmsNorm::load(w, &format!("{p}.input_layernorm"), eps)?,
+            self_attn: Attention::load(w, &format!("{p}.self_attn"), shape)?,
+            post_attention_layernorm: RmsNorm::load(
+                w,
+                &format!("{p}.post_attention_layernorm"),
+                eps,
+            )?,
+            mlp: Mlp::load(w, &format!("{p}.mlp"), shape.quantization)?,
+        })
+    }
+}
+
+impl Layer for Block {
+    fn forward(&self, h: &Array, cache: &mut LayerCache, k: &Kernels) -> Result<Array> {
+        let LayerCache::Kv(cache) = cache else {
+            bail!("a layer got the wrong kind of cache; make the caches with lm::make_prompt_cache(&model)");
+        };
+        let h = self
+            .self_attn
+            .residual(h, &self.input_layernorm, cache, k)?;
+        self.mlp.residual(&h, &self.post_attention_layernorm, k)
+    }
+
+    fn empty_cache(&self) -> LayerCache {
+        LayerCache::Kv(KvCache::new())
+    }
+
+    fn requantize(&mut self, layout: Layout, dtype: Dtype) -> Result<()> {
+        self.self_attn.requantize(layout, dtype)?;
+        self.mlp.requantize(layout, dtype)
+    }
+
+    fn nbytes(&self) -> usize {
+        self.self_attn.nbytes()
+            + self.mlp.nbytes()
+            + self.input_layernorm.weight.nbytes()
+            + self.post_attention_layernorm.weight.nbytes()
+    }
+}
 
 /// The keys of a Hugging Face `config.json` this architecture reads.
 #[derive(Debug, Deserialize)]

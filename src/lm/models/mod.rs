@@ -1,22 +1,63 @@
-//! One file per architecture (config + sanitize), one shared decoder.
+//! One file per architecture, each saying how a token flows through its blocks (as
+//! mlx-lm's `models/*.py`): `llama.rs`, `qwen3.rs`, `qwen3_5.rs`. They are built from the
+//! shared pieces in `layers.rs` (norm, attention, feed-forward) and `gated_delta.rs`,
+//! inside the shared embedding → blocks → norm → head of `decoder.rs`. A new
+//! architecture is one file and one entry in [`ARCHITECTURES`].
 
 pub mod activations;
+pub mod decoder;
 pub mod gated_delta;
+pub mod layers;
 pub mod llama;
 pub mod qwen3;
 pub mod qwen3_5;
-pub mod transformer;
+
+use std::cell::Cell;
 
 use anyhow::{bail, Context, Result};
 use mlx_rs::Array;
 
+use crate::kernels::{Kernels, Process};
 use crate::lm::cache::LayerCache;
 use crate::lm::weights::Weights;
 use crate::lm::Layout;
-use transformer::Decoder;
+use decoder::Decode;
 
-/// Architectures quest can run, by `config.json`'s `model_type`.
-pub const SUPPORTED: &[&str] = &["llama", "qwen3", "qwen3_5"];
+/// An architecture quest runs: the `model_type`s of `config.json` it answers to, and how
+/// it is built from a config and its weights.
+pub struct Architecture {
+    pub model_types: &'static [&'static str],
+    pub build: fn(&serde_json::Value, Weights) -> Result<Box<dyn Decode>>,
+}
+
+/// Every architecture quest runs.
+pub const ARCHITECTURES: &[Architecture] = &[
+    Architecture {
+        model_types: &["llama", "mistral"],
+        build: llama::build,
+    },
+    Architecture {
+        model_types: &["qwen3"],
+        build: qwen3::build,
+    },
+    Architecture {
+        model_types: &["qwen3_5"],
+        build: qwen3_5::build,
+    },
+];
+
+/// What a config that cannot be read says.
+fn config_error(model_type: &str) -> String {
+    format!("config for `{model_type}` is missing a needed key or has a wrong value")
+}
+
+/// `config` as an architecture's `Config`.
+fn read_config<T: serde::de::DeserializeOwned>(
+    config: &serde_json::Value,
+    model_type: &str,
+) -> Result<T> {
+    serde_json::from_value(config.clone()).with_context(|| config_error(model_type))
+}
 
 /// A loaded language model.
 pub struct Model {
@@ -24,49 +65,48 @@ pub struct Model {
     /// `dense-f32`, `dense-f16` or `quantized`: how the matrices are held (see
     /// [`crate::lm::WeightLayout`]); after [`Model::requantize`], that layout (`q4-g64`).
     pub weights: String,
-    decoder: Decoder,
+    decoder: Box<dyn Decode>,
+    /// Which of quest's CUDA kernels its graphs use (none off CUDA).
+    kernels: Cell<Kernels>,
 }
 
 impl Model {
-    /// Builds the model named by `config["model_type"]` from its weights.
-    pub fn from_config(config: &serde_json::Value, mut weights: Weights) -> Result<Self> {
+    /// Builds the model named by `config["model_type"]` from its weights, with the kernels
+    /// the settings choose for a fresh process ([`Model::set_kernels`] changes them).
+    pub fn from_config(config: &serde_json::Value, weights: Weights) -> Result<Self> {
         let model_type = config
             .get("model_type")
             .and_then(|t| t.as_str())
             .context("config has no `model_type`")?
             .to_owned();
-        let parse_err =
-            || format!("config for `{model_type}` is missing a needed key or has a wrong value");
-        let shape = match model_type.as_str() {
-            "llama" | "mistral" => {
-                llama::sanitize(&mut weights);
-                serde_json::from_value::<llama::Config>(config.clone())
-                    .with_context(parse_err)?
-                    .shape()?
-            }
-            "qwen3" => {
-                qwen3::sanitize(&mut weights);
-                serde_json::from_value::<qwen3::Config>(config.clone())
-                    .with_context(parse_err)?
-                    .shape()?
-            }
-            "qwen3_5" => {
-                qwen3_5::sanitize(&mut weights).context("renaming the Qwen3.5 weights")?;
-                qwen3_5::Config::read(config)
-                    .with_context(parse_err)?
-                    .shape()?
-            }
-            other => bail!(
-                "unknown architecture `{other}` (model_type); quest supports {}",
-                SUPPORTED.join(", ")
-            ),
+        let Some(architecture) = ARCHITECTURES
+            .iter()
+            .find(|a| a.model_types.contains(&model_type.as_str()))
+        else {
+            let known: Vec<&str> = ARCHITECTURES.iter().map(|a| a.model_types[0]).collect();
+            bail!(
+                "unknown architecture `{model_type}` (model_type); quest supports {}",
+                known.join(", ")
+            );
         };
         let layout = weights.layout_name();
         Ok(Self {
             model_type,
             weights: layout,
-            decoder: Decoder::load(weights, shape)?,
+            decoder: (architecture.build)(config, weights)?,
+            kernels: Cell::new(Kernels::for_process(Process::Fresh)?),
         })
+    }
+
+    /// Which of quest's kernels this model's graphs use.
+    pub fn kernels(&self) -> Kernels {
+        self.kernels.get()
+    }
+
+    /// Runs the graphs built from now on with `kernels` (a benchmark that warms up, or
+    /// one kernel against MLX's ops in one run).
+    pub fn set_kernels(&self, kernels: Kernels) {
+        self.kernels.set(kernels);
     }
 
     /// `tokens`: `[B, L]` int32 ids, `B` sequences of `L` tokens each. Returns
@@ -75,7 +115,7 @@ impl Model {
     /// states, per row), so every later step feeds `[B, 1]`. Rows never mix: row `i` of
     /// the logits is what a batch of one would give for row `i`'s tokens.
     pub fn forward(&self, tokens: &Array, cache: &mut [LayerCache]) -> Result<Array> {
-        self.decoder.forward(tokens, cache)
+        self.decoder.forward(tokens, cache, &self.kernels.get())
     }
 
     /// One empty cache per layer: a KV cache for attention, a fixed-size state for gated delta.
@@ -84,7 +124,7 @@ impl Model {
     }
 
     pub fn num_layers(&self) -> usize {
-        self.decoder.shape.layers
+        self.decoder.num_layers()
     }
 
     /// Puts every matrix of the loaded model in `layout` — dense in the float dtype, or
@@ -102,12 +142,53 @@ impl Model {
             .requantize(layout, dtype)
             .with_context(|| format!("requantizing the model to {layout}"))?;
         self.weights = layout.name();
-        crate::lm::remember(self);
         Ok(())
     }
 
     /// Bytes of weights each decode step reads.
     pub fn weight_bytes(&self) -> usize {
         self.decoder.weight_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use mlx_rs::ops::{abs, subtract};
+    use serde_json::json;
+
+    use crate::kernels::Kernels;
+    use crate::lm::{random, tokens_array};
+
+    /// A two-layer Qwen3 (per-head q/k norms) for the same test as the tiny llama.
+    fn tiny_qwen3() -> serde_json::Value {
+        json!({"model_type": "qwen3", "hidden_size": 64, "num_hidden_layers": 2,
+            "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 32,
+            "intermediate_size": 128, "vocab_size": 256, "rms_norm_eps": 1e-6,
+            "rope_theta": 1000000.0, "tie_word_embeddings": true})
+    }
+
+    /// Off CUDA quest's matvec never runs, so the folded step is MLX's ops in the folded
+    /// order (norm, product, residual add per projection): the plain step's logits.
+    #[test]
+    fn a_folded_decode_step_gives_the_plain_steps_logits() {
+        for config in [random::tiny_llama(), tiny_qwen3()] {
+            let model = random::model(&config, 7).unwrap();
+            let (plain, folded) = (Kernels::NONE, Kernels::NONE.folding());
+            let (mut plain_cache, mut folded_cache) = (model.make_cache(), model.make_cache());
+            let prompt = tokens_array(&[1, 2, 3, 4, 5]);
+            model.decoder.forward(&prompt, &mut plain_cache, &plain).unwrap();
+            model.decoder.forward(&prompt, &mut folded_cache, &folded).unwrap();
+            for token in [7u32, 9, 11] {
+                let input = tokens_array(&[token]);
+                let a = model.decoder.forward(&input, &mut plain_cache, &plain).unwrap();
+                let b = model.decoder.forward(&input, &mut folded_cache, &folded).unwrap();
+                let diff = abs(subtract(&a, &b).unwrap())
+                    .unwrap()
+                    .max(None)
+                    .unwrap()
+                    .item_exact::<f32>();
+                assert!(diff <= 1e-5, "{}: logits differ by {diff}", config["model_type"]);
+            }
+        }
     }
 }

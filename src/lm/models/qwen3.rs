@@ -1,12 +1,24 @@
-//! `qwen3` (dense Qwen3), as mlx-lm's `models/qwen3.py`: llama's decoder plus a
-//! per-head RMS norm on queries and keys, and an explicit `head_dim`.
+//! `qwen3` (dense Qwen3), as mlx-lm's `models/qwen3.py`: llama's block
+//! ([`super::llama::Block`]: `h + attn(norm(h))`, then `h + mlp(norm(h))`), its attention
+//! with an RMS norm on each query and key head before RoPE (`q_norm`, `k_norm`), and an
+//! explicit `head_dim`.
 
 use anyhow::Result;
 use serde::Deserialize;
 
-use super::llama::check_rope_scaling;
-use super::transformer::DecoderShape;
+use super::decoder::{Decode, Decoder};
+use super::layers::DecoderShape;
+use super::llama::{check_rope_scaling, Block};
 use crate::lm::weights::{Quantization, Weights};
+
+/// Builds a Qwen3 decoder from a `config.json` and its weights.
+pub fn build(config: &serde_json::Value, mut weights: Weights) -> Result<Box<dyn Decode>> {
+    sanitize(&mut weights);
+    let shape = super::read_config::<Config>(config, "qwen3")?.shape()?;
+    Ok(Box::new(Decoder::load(weights, &shape, |w, p, _| {
+        Block::load(w, p, &shape)
+    })?))
+}
 
 #[derive(Debug, Deserialize)]
 pub struct Config {

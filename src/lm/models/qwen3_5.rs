@@ -3,19 +3,117 @@
 //! attention with a fixed-size state); every `full_attention_interval`-th layer has full
 //! attention, with a sigmoid gate on its output and RoPE on a quarter of each head.
 //!
+//! A block, either kind:
+//!
+//! ```text
+//! h = h + mixer(input_layernorm(h), cache)     # attention (KV cache) or gated delta (state)
+//! h = h + mlp(post_attention_layernorm(h))
+//! ```
+//!
 //! Qwen3.5 checkpoints are vision-language models: the text model's keys sit under
 //! `text_config`, and the weights under `model.language_model` (HF) or
 //! `language_model.model` (MLX). The vision tower is dropped.
 
 use anyhow::{bail, ensure, Context, Result};
-use mlx_rs::Array;
+use mlx_rs::{Array, Dtype};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::gated_delta::GatedDeltaShape;
+use super::decoder::{Decode, Decoder, Layer};
+use super::gated_delta::{GatedDeltaNet, GatedDeltaShape};
+use super::layers::{Attention, DecoderShape, LinearAttention, Mlp, RmsNorm};
 use super::llama::check_rope_scaling;
-use super::transformer::{DecoderShape, LinearAttention};
+use crate::kernels::Kernels;
+use crate::lm::cache::{KvCache, LayerCache, RecurrentCache};
 use crate::lm::weights::{Quantization, Weights};
+use crate::lm::Layout;
+
+/// Builds a Qwen3.5 decoder from a `config.json` and its weights.
+pub fn build(config: &Value, mut weights: Weights) -> Result<Box<dyn Decode>> {
+    sanitize(&mut weights).context("renaming the Qwen3.5 weights")?;
+    let shape = Config::read(config)
+        .with_context(|| super::config_error("qwen3_5"))?
+        .shape()?;
+    Ok(Box::new(Decoder::load(weights, &shape, |w, p, i| {
+        Block::load(w, p, i, &shape)
+    })?))
+}
+
+/// What mixes information across positions in a block.
+enum Mixer {
+    Attention(Attention),
+    GatedDelta(GatedDeltaNet),
+}
+
+/// A Qwen3.5 decoder layer: its mixer, then the feed-forward.
+pub struct Block {
+    input_layernorm: RmsNorm,
+    mixer: Mixer,
+    post_attention_layernorm: RmsNorm,
+    mlp: Mlp,
+}
+
+impl Block {
+    fn load(w: &mut Weights, p: &str, i: usize, shape: &DecoderShape) -> Result<Self> {
+        let (eps, q) = (shape.rms_norm_eps, shape.quantization);
+        let mixer = match shape.linear_layer(i) {
+            Some(delta) => {
+                Mixer::GatedDelta(GatedDeltaNet::load(w, &format!("{p}.linear_attn"), delta, q)?)
+            }
+            None => Mixer::Attention(Attention::load(w, &format!("{p}.self_attn"), shape)?),
+        };
+        Ok(Block {
+            input_layernorm: RmsNorm::load(w, &format!("{p}.input_layernorm"), eps)?,
+            mixer,
+            post_attention_layernorm: RmsNorm::load(
+                w,
+                &format!("{p}.post_attention_layernorm"),
+                eps,
+            )?,
+            mlp: Mlp::load(w, &format!("{p}.mlp"), q)?,
+        })
+    }
+}
+
+impl Layer for Block {
+    fn forward(&self, h: &Array, cache: &mut LayerCache, k: &Kernels) -> Result<Array> {
+        let norm = &self.input_layernorm;
+        let h = match (&self.mixer, cache) {
+            (Mixer::Attention(attn), LayerCache::Kv(kv)) => attn.residual(h, norm, kv, k)?,
+            (Mixer::GatedDelta(delta), LayerCache::Recurrent(state)) => {
+                h.add(delta.forward(&norm.forward(h)?, state, k)?)?
+            }
+            _ => bail!("a layer got the wrong kind of cache; make the caches with lm::make_prompt_cache(&model)"),
+        };
+        self.mlp.residual(&h, &self.post_attention_layernorm, k)
+    }
+
+    fn empty_cache(&self) -> LayerCache {
+        match self.mixer {
+            Mixer::Attention(_) => LayerCache::Kv(KvCache::new()),
+            Mixer::GatedDelta(_) => LayerCache::Recurrent(RecurrentCache::new()),
+        }
+    }
+
+    fn requantize(&mut self, layout: Layout, dtype: Dtype) -> Result<()> {
+        match &mut self.mixer {
+            Mixer::Attention(attn) => attn.requantize(layout, dtype)?,
+            Mixer::GatedDelta(delta) => delta.requantize(layout, dtype)?,
+        }
+        self.mlp.requantize(layout, dtype)
+    }
+
+    fn nbytes(&self) -> usize {
+        let mixer = match &self.mixer {
+            Mixer::Attention(attn) => attn.nbytes(),
+            Mixer::GatedDelta(delta) => delta.nbytes(),
+        };
+        mixer
+            + self.mlp.nbytes()
+            + self.input_layernorm.weight.nbytes()
+            + self.post_attention_layernorm.weight.nbytes()
+    }
+}
 
 /// The text model's keys (`text_config`, or the whole config when it is not nested).
 /// Defaults are mlx-lm's, for the keys configs may leave out.

@@ -1,50 +1,48 @@
-//! A decode step's attention in one CUDA kernel, the cache write included (issue #12).
+//! A decode step's attention in one CUDA kernel, the cache write included.
 //!
 //! On the GPU a decode step of a model up to 4B is as fast as the host can record and launch
 //! its graph, a few microseconds an op (docs/benchmarks.md). After the fused q/k/v
-//! projection, attention was seven nodes a layer: quest's q/k/v kernel (lm::qkv), two cache
+//! projection, attention was seven nodes a layer: quest's q/k/v kernel ([`super::heads`]), two cache
 //! writes (`slice_update`), two cache views, MLX's attention and a reshape. This kernel is
-//! one: from the projection's row it makes the heads as lm::qkv does (the same code), writes
+//! one: from the projection's row it makes the heads as [`super::heads`] does (the same code), writes
 //! the new key and value into the cache's buffers, and attends over every position, the new
 //! one included, to `[B, 1, heads · head_dim]`.
 //!
 //! **The write is in place.** An MLX kernel cannot write into its inputs by contract (its
 //! arrays are values), and MLX's `slice_update` can write in place only a buffer nothing else
 //! holds, which a custom kernel that reads the cache would hold. So this kernel writes the one
-//! new position through the buffers' pointers, and [`KvCache`] keeps that sound:
-//! - only a cache that no clone shares is written this way ([`KvCache::buffers_to_write`]);
+//! new position through the buffers' pointers, and the cache ([`CacheWrite`], the model's KV cache) keeps that sound:
+//! - only a cache that no clone shares is written this way ([`CacheWrite::buffers_to_write`]);
 //!   the first step of a clone goes through MLX's ops, which copy;
 //! - positions below the cache's offset are never written, and nothing reads a position at
 //!   or past the offset (each step attends up to its own position, which it wrote, or keeps
 //!   it in registers);
 //! - one stream runs the steps in order, so a step reads what the steps before it wrote;
-//! - evaluating the cache evaluates the kernel ([`KvCache::wrote_one`]).
+//! - evaluating the cache evaluates the kernel ([`CacheWrite::wrote_one`]).
 //!
 //! The attention: a block per query head and sequence, eight lanes per cached position,
 //! sixteen lane groups with two positions each in flight, an online softmax in float32,
 //! combined across the block at the end. Meant for short histories: from
-//! [`MAX_POSITIONS`] on, MLX's attention runs instead (measured, see there). Float16, the heads lm::qkv takes; anything else, and every backend but
+//! [`MAX_POSITIONS`] on, MLX's attention runs instead (measured, see there). Float16, the heads [`super::heads`] takes; anything else, and every backend but
 //! CUDA, runs MLX's ops.
 //!
-//! Measured on the H200 (docs/benchmarks.md, issue #12, session 6): on SmolLM2's real
+//! Measured on the H200 (docs/gpu/2026-12-01-attend): on SmolLM2's real
 //! weights the same greedy token as MLX's ops at 63 of 63 steps, logits within 1.15e-2;
 //! ×1.04–1.54 MLX's ops on all six shapes in one interleaved run. On by default on CUDA;
-//! `QUEST_ATTEND=mlx` turns it off (read once; [`cuda_kernel`]).
+//! `QUEST_ATTEND=mlx` turns it off ([`super::Kernels`]).
 
 use std::cell::RefCell;
 
 use anyhow::{anyhow, Result};
 use mlx_rs::{Array, Dtype};
 
-use crate::lm::cache::KvCache;
-use crate::lm::cuda_kernel::{
-    self, Config, CustomKernel, Kernel, KernelSource, KernelSpec, Kernels, Output,
-};
-use crate::lm::qkv::{HeadsSpec, Key};
+use super::custom::{Config, CustomKernel, KernelSource, KernelSpec, Objects, Output};
+use super::heads::{HeadsSpec, Key};
+use super::CacheWrite;
 
 /// The longest history this kernel attends over. One block per head walks the whole
 /// history, so its time grows faster with it than MLX's attention, which splits a long one
-/// across blocks: on the H200 (`quest slope`, alternated processes, session 6) quest's was
+/// across blocks: on the H200 (`quest slope`, alternated processes, docs/gpu/2026-12-01-attend) quest's was
 /// ahead at 512 positions on Qwen3-0.6B and 8B; on the 8B behind at 1024 (×0.89–0.95) and
 /// 2000 (×0.77): +1.3 ms per token per 1000 positions against MLX's +0.4.
 pub const MAX_POSITIONS: i32 = 512;
@@ -92,7 +90,7 @@ const SOURCE: &str = r#"
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int pos = offset[0];
   const size_t base = ((size_t)row * KH + kh) * keys_shape[2] * D;
-  // This position's key and value go into the cache's buffers, once per kv head (lm::attend).
+  // This position's key and value go into the cache's buffers, once per kv head (this kernel).
   __half* k_cache = const_cast<__half*>(keys) + base;
   __half* v_cache = const_cast<__half*>(values) + base;
   const bool writer = qh % G == 0;
@@ -227,15 +225,20 @@ fn config(&(b, heads, d): &(i32, i32, i32)) -> Result<Config> {
 
 thread_local! {
     // A kernel object per layer shape, and its call description per batch.
-    static KERNELS: RefCell<Kernels<Key, (i32, i32, i32)>> = RefCell::default();
+    static KERNELS: RefCell<Objects<Key, (i32, i32, i32)>> = RefCell::default();
 }
 
 /// Attention's output `[B, 1, heads · head_dim]` for the fused projection's output `qkv`
 /// (`[B, 1, (heads + 2 · kv_heads) · head_dim]`), the step's key and value written into
 /// `cache` (its offset moves on by one), when quest's kernel is in use and applies (see the
 /// module docs); `None` leaves all of it to the caller, `cache` untouched.
-pub fn attend(qkv: &Array, spec: &HeadsSpec, cache: &mut KvCache) -> Result<Option<Array>> {
-    if !cuda_kernel::in_use(Kernel::Attend)? || cache.offset >= MAX_POSITIONS {
+pub(super) fn attend(
+    qkv: &Array,
+    spec: &HeadsSpec,
+    cache: &mut dyn CacheWrite,
+    hand_compiled: bool,
+) -> Result<Option<Array>> {
+    if cache.offset() >= MAX_POSITIONS {
         return Ok(None);
     }
     let Some(key) = Key::fitting(qkv, spec) else {
@@ -246,13 +249,13 @@ pub fn attend(qkv: &Array, spec: &HeadsSpec, cache: &mut KvCache) -> Result<Opti
     else {
         return Ok(None);
     };
-    let offset = cuda_kernel::position(cache.offset);
+    let offset = super::position(cache.offset());
     let mut inputs = key.inputs(qkv, &offset, spec);
     inputs.extend([&keys, &values]);
     let out = KERNELS.with(|kernels| {
         kernels
             .borrow_mut()
-            .apply(&key, make, &(b, spec.heads, d), config, &inputs)
+            .apply(&key, make, &(b, spec.heads, d), config, &inputs, hand_compiled)
     })?;
     let [out]: [Array; 1] = out
         .try_into()
@@ -264,30 +267,11 @@ pub fn attend(qkv: &Array, spec: &HeadsSpec, cache: &mut KvCache) -> Result<Opti
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lm::cuda_kernel::Impl;
-    use crate::device::Backend;
-
-    #[test]
-    fn off_cuda_attention_and_the_cache_are_left_to_mlx() {
-        let half = crate::lm::zeros_f16;
-        let mut cache = KvCache::new();
-        cache
-            .update_and_fetch(&half(&[1, 1, 3, 64]), &half(&[1, 1, 3, 64]))
-            .unwrap();
-        let spec = HeadsSpec::without_norms(2, 1, 64, 10_000.0);
-        cuda_kernel::set(Kernel::Attend, Impl::Quest);
-        let out = attend(&half(&[1, 1, 4 * 64]), &spec, &mut cache).unwrap();
-        cuda_kernel::set(Kernel::Attend, Impl::Mlx);
-        if Backend::detect() != Backend::Cuda {
-            assert!(out.is_none());
-            assert_eq!(cache.offset, 3, "the cache is the caller's to write");
-        }
-    }
 
     #[test]
     fn the_header_gives_the_scale_and_the_block() {
         let spec = HeadsSpec::without_norms(16, 8, 128, 1_000_000.0);
-        let qkv = crate::lm::zeros_f16(&[1, 1, 32 * 128]);
+        let qkv = super::super::zeros_f16(&[1, 1, 32 * 128]);
         let key = Key::fitting(&qkv, &spec).unwrap();
         let header = header(&key);
         for name in [

@@ -1,254 +1,19 @@
-//! quest's own CUDA kernels inside MLX's graph (issue #12), and which of them are on.
-//!
-//! Each runs as an MLX custom kernel (mlx-c's `mlx_fast_cuda_kernel_*`, which mlx-rs does
-//! not wrap): MLX compiles its source with NVRTC on first use, and a call is one node of
-//! the step's graph like any primitive. Every kernel has a switch, `QUEST_<NAME>=mlx|quest`
-//! (read once; `mlx` is MLX's own ops; the default is [`Kernel::default_choice`]), so each
-//! is measured against what it replaces (`quest qmv --kernel …`). A new kernel is one
-//! entry in [`Kernel`].
-//!
-//! Compiled once per GPU: MLX 0.32.2's CUDA backend compiles a source-text custom kernel
-//! in every new process (it keeps none on disk), and quest's take about 10 s to compile on
-//! the H200, at their first use, inside the decode loop; a learner's run is a new process
-//! each time (`quest run`, `submit`, `bench`). So quest compiles each variant itself and
-//! keeps it on disk ([`crate::lm::precompiled`]), and hands MLX the compiled kernel; where
-//! that cannot be done (no NVRTC found, say), MLX compiles the source as before.
-//!
-//! Where they are on by default: where they are kept compiled ([`kept_compiled`]), and in a
-//! process that warms its graphs up before its clocks start ([`warm_process`]: `quest fit`,
-//! `qmv`, `slope`, `batch`; there MLX compiles them from source once, which costs the host
-//! less per call: [`hand_compiled`]). Elsewhere every new process would pay the compile
-//! again, which cannot pay (on Qwen3-8B's shape they save about 3 ms a token, 150 → 278
-//! tok/s, so ~3000 tokens to earn back 10 s), and MLX's ops run.
+//! One of quest's kernels as an MLX custom kernel: its spec (names, dtypes, source), the
+//! MLX object made from it, the call descriptions kept per shape, and the variant quest
+//! compiled itself ([`super::precompiled`]) that runs instead where there is one.
 
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::hash::Hash;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
-use anyhow::{anyhow, bail, Result};
+use anyhow::{bail, Result};
 use mlx_rs::{Array, Dtype, Stream};
 
-use crate::device::Backend;
-
-/// quest's kernels, each replacing some of MLX's ops in a decode step.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kernel {
-    /// A 4-bit matrix times one row ([`crate::lm::qmv`]), for MLX's `quantized_matmul`.
-    Matvec,
-    /// A decode step's q, k and v heads from the fused projection — per-head q/k norm and
-    /// RoPE included — in one kernel ([`crate::lm::qkv`]), for a split, three reshapes,
-    /// two norms and two RoPEs.
-    Qkv,
-    /// The residual add and the RMS norm after it ([`crate::lm::add_norm`]), for an `add`
-    /// and an `rms_norm`, twice a block.
-    AddNorm,
-    /// A decode step's attention from the fused projection's row: the heads as [`Kernel::Qkv`]
-    /// makes them, the new key and value written into the cache, attention over it
-    /// ([`crate::lm::attend`]), for the q/k/v kernel, two cache writes, two cache views,
-    /// MLX's attention and a reshape.
-    Attend,
-}
-
-impl Kernel {
-    pub const ALL: [Kernel; 4] = [Kernel::Matvec, Kernel::Qkv, Kernel::AddNorm, Kernel::Attend];
-    pub const CHOICES: &'static str = "matvec, qkv, addnorm or attend";
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Kernel::Matvec => "matvec",
-            Kernel::Qkv => "qkv",
-            Kernel::AddNorm => "addnorm",
-            Kernel::Attend => "attend",
-        }
-    }
-
-    /// What runs when its environment variable is unset: quest's kernel where it kept
-    /// SmolLM2's greedy tokens on its real weights and was ahead of MLX's ops in interleaved
-    /// runs over six shapes on the H200 (docs/benchmarks.md, issue #12, sessions 5–6). The
-    /// q/k/v heads: logits MLX's to the bit, ×0.96–1.54 (10 of 12 rows at least even).
-    /// Attention with the cache write: logits within 1.2e-2, ×1.04–1.76 (all six, twice).
-    /// The folding matvec (with attention on): within 1.7e-2, ×1.04–1.53 (all six). The
-    /// add + norm kernel measured no gain (×0.92–1.10): MLX's.
-    ///
-    ///
-    /// That is where the kernels are kept compiled across processes ([`kept_compiled`]) or
-    /// in a warmed process ([`warm_process`]); in any other, MLX's ops (the module doc says
-    /// why).
-    pub fn default_choice(self) -> Impl {
-        if !WARMED.load(Ordering::Relaxed) && !kept_compiled() {
-            return Impl::Mlx;
-        }
-        self.warmed_choice()
-    }
-
-    /// What runs by default in a process that warms its graphs up before timing them.
-    pub fn warmed_choice(self) -> Impl {
-        match self {
-            Kernel::Matvec | Kernel::Qkv | Kernel::Attend => Impl::Quest,
-            Kernel::AddNorm => Impl::Mlx,
-        }
-    }
-
-    /// The environment variable that chooses (`mlx` or `quest`).
-    pub fn env(self) -> &'static str {
-        match self {
-            Kernel::Matvec => "QUEST_QMV",
-            Kernel::Qkv => "QUEST_QKV",
-            Kernel::AddNorm => "QUEST_ADDNORM",
-            Kernel::Attend => "QUEST_ATTEND",
-        }
-    }
-
-    fn slot(self) -> &'static AtomicU8 {
-        // 0: not chosen yet (read the environment on first use), 1: MLX, 2: quest.
-        static SLOTS: [AtomicU8; Kernel::ALL.len()] =
-            [const { AtomicU8::new(0) }; Kernel::ALL.len()];
-        &SLOTS[self as usize]
-    }
-}
-
-impl std::str::FromStr for Kernel {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Kernel::ALL
-            .into_iter()
-            .find(|k| k.name() == s)
-            .ok_or_else(|| format!("unknown kernel `{s}`; use {}", Kernel::CHOICES))
-    }
-}
-
-/// Whose code runs where a kernel of quest's could.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Impl {
-    /// MLX's own ops.
-    Mlx,
-    /// quest's kernel.
-    Quest,
-}
-
-impl Impl {
-    pub const CHOICES: &'static str = "mlx or quest";
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Impl::Mlx => "mlx",
-            Impl::Quest => "quest",
-        }
-    }
-}
-
-impl std::str::FromStr for Impl {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "mlx" => Ok(Impl::Mlx),
-            "quest" => Ok(Impl::Quest),
-            other => Err(format!("unknown choice `{other}`; use {}", Impl::CHOICES)),
-        }
-    }
-}
-
-/// Set by [`warm_process`].
-static WARMED: AtomicBool = AtomicBool::new(false);
-
-/// Says this process runs every graph once before its clocks start (the in-process
-/// benchmarks), so quest's kernels, compiled at that first run, are on by default here.
-/// Call it before the first graph is built: a kernel's choice is read once.
-pub fn warm_process() {
-    WARMED.store(true, Ordering::Relaxed);
-}
-
-/// Whether quest's kernels are kept compiled across processes (by quest, on disk), so a new
-/// process need not compile them again: on CUDA, where NVRTC and the GPU's architecture
-/// were found ([`crate::lm::precompiled::compiler`]).
-pub fn kept_compiled() -> bool {
-    CUDA.with(|c| *c) && crate::lm::precompiled::compiler().is_some()
-}
-
-/// Whether this process hands MLX the kernels quest compiled, rather than their source:
-/// where they are kept compiled, except in a warmed process. There MLX compiles each from
-/// source once, before the clocks start, and a call costs the host less: MLX copies and
-/// hashes a precompiled kernel's whole binary (13–28 KB) at every call, a source-built one's
-/// name and text (measured on the H200, `quest fit`: host 84 against 106 µs a layer on
-/// Qwen3-8B, 279 against 258 tok/s; docs/gpu/2026-12-01-kept-kernels).
-fn hand_compiled() -> bool {
-    !WARMED.load(Ordering::Relaxed) && kept_compiled()
-}
-
-/// quest's kernels that run in the graphs built now (none off CUDA): what a report says
-/// it measured.
-pub fn running() -> Result<Vec<&'static str>> {
-    let mut names = Vec::new();
-    for kernel in Kernel::ALL {
-        if in_use(kernel)? {
-            names.push(kernel.name());
-        }
-    }
-    Ok(names)
-}
-
-/// What runs for `kernel`: its environment variable, else [`Kernel::default_choice`].
-pub fn current(kernel: Kernel) -> Result<Impl> {
-    match kernel.slot().load(Ordering::Relaxed) {
-        1 => Ok(Impl::Mlx),
-        2 => Ok(Impl::Quest),
-        _ => {
-            let choice = match std::env::var(kernel.env()) {
-                Ok(v) if !v.is_empty() => v
-                    .parse()
-                    .map_err(|e: String| anyhow!("{}: {e}", kernel.env()))?,
-                _ => kernel.default_choice(),
-            };
-            set(kernel, choice);
-            Ok(choice)
-        }
-    }
-}
-
-/// Chooses for the graphs built from now on (e.g. to interleave both in one run).
-pub fn set(kernel: Kernel, choice: Impl) {
-    let v = match choice {
-        Impl::Mlx => 1,
-        Impl::Quest => 2,
-    };
-    kernel.slot().store(v, Ordering::Relaxed);
-}
-
-thread_local! {
-    // Asked of MLX once per thread: this is checked for every projection of every step.
-    static CUDA: bool = Backend::detect() == Backend::Cuda;
-}
-
-/// Whether quest's `kernel` runs in the graphs built now: chosen, and MLX runs on CUDA.
-pub fn in_use(kernel: Kernel) -> Result<bool> {
-    Ok(CUDA.with(|c| *c) && current(kernel)? == Impl::Quest)
-}
-
-thread_local! {
-    static POSITION: std::cell::RefCell<Option<(i32, Array)>> = const { std::cell::RefCell::new(None) };
-}
-
-/// `[position]` as an int32 array for a kernel's input: the same array for every layer of
-/// a step (each new array is host work, and a step asks once a layer).
-pub fn position(position: i32) -> Array {
-    POSITION.with(|cell| {
-        let mut cell = cell.borrow_mut();
-        match &*cell {
-            Some((p, array)) if *p == position => array.clone(),
-            _ => {
-                let array = Array::from_slice(&[position], &[1]);
-                *cell = Some((position, array.clone()));
-                array
-            }
-        }
-    })
-}
 
 /// One of quest's kernels for MLX: MLX's custom-kernel object (its name, argument names,
 /// source and shared memory fixed when it is made) and the variants quest compiled of it
-/// ([`crate::lm::precompiled`]), which run instead where there are. MLX objects belong to
+/// ([`super::precompiled`]), which run instead where there are. MLX objects belong to
 /// the thread that made them, as the model's arrays do, so callers keep these in
 /// thread-locals.
 pub struct CustomKernel {
@@ -257,7 +22,7 @@ pub struct CustomKernel {
     /// The inputs whose shape the source reads, by position: a compiled variant gets them
     /// as ints (found once here, not at every call).
     shaped: Vec<usize>,
-    compiled: std::cell::RefCell<crate::lm::precompiled::Variants>,
+    compiled: std::cell::RefCell<super::precompiled::Variants>,
 }
 
 impl Drop for CustomKernel {
@@ -305,15 +70,15 @@ impl KernelSpec {
         self.source.contains(&format!("{input}_shape"))
     }
 
-    /// The kernel for `ints` as quest compiles it itself ([`crate::lm::precompiled`]): its
+    /// The kernel for `ints` as quest compiles it itself ([`super::precompiled`]): its
     /// `extern "C"` symbol and a self-contained source with the same body as
     /// [`KernelSpec::text`]'s, taking the inputs, the outputs, then for each input whose
-    /// shape it reads that shape as [`crate::lm::precompiled::SHAPE_INTS`] ints (MLX passes
+    /// shape it reads that shape as [`super::precompiled::SHAPE_INTS`] ints (MLX passes
     /// a precompiled kernel no shapes; it passes int scalars after the outputs).
     /// Only the CUDA headers are included (no cooperative groups, which none of quest's
     /// kernels use: their header needs libcu++ from MLX's wheel).
     pub fn precompiled_text(&self, ints: &[(&str, i32)]) -> Result<(String, String)> {
-        use crate::lm::precompiled::SHAPE_INTS;
+        use super::precompiled::SHAPE_INTS;
         anyhow::ensure!(
             !self.source.contains("cg::"),
             "`{}` uses cooperative groups, which quest's own compile does not include",
@@ -493,7 +258,14 @@ impl CustomKernel {
 
     /// Adds the kernel to the graph (lazily, on the default stream), with `config`'s
     /// outputs, grid and constants.
-    pub fn apply(&self, inputs: &[&Array], config: &Config) -> Result<Vec<Array>> {
+    /// `hand_compiled`: run the variant quest compiled, where there is one, instead of
+    /// letting MLX compile the source.
+    pub fn apply(
+        &self,
+        inputs: &[&Array],
+        config: &Config,
+        hand_compiled: bool,
+    ) -> Result<Vec<Array>> {
         unsafe {
             let ins = mlx_sys::mlx_vector_array_new();
             let mut ok = true;
@@ -502,7 +274,7 @@ impl CustomKernel {
             }
             let mut outs = mlx_sys::mlx_vector_array_new();
             let stream = Stream::new();
-            let compiled = if hand_compiled() {
+            let compiled = if hand_compiled {
                 // Looked up once per call description, then kept in it.
                 let found = config
                     .compiled
@@ -516,10 +288,10 @@ impl CustomKernel {
                 let mut scalars = Vec::new();
                 for &i in &self.shaped {
                     let mut dims = inputs[i].shape().to_vec();
-                    dims.resize(crate::lm::precompiled::SHAPE_INTS, 0);
+                    dims.resize(super::precompiled::SHAPE_INTS, 0);
                     scalars.extend(dims);
                 }
-                let call = crate::lm::precompiled::Call {
+                let call = super::precompiled::Call {
                     output_shapes: &config.output_shapes,
                     output_ndims: &config.output_ndims,
                     output_dtypes: &config.output_dtypes,
@@ -529,7 +301,7 @@ impl CustomKernel {
                     shared_memory: self.spec.shared_memory,
                 };
                 ok =
-                    crate::lm::precompiled::apply(compiled, ins, &call, &mut outs, stream.as_ptr());
+                    super::precompiled::apply(compiled, ins, &call, &mut outs, stream.as_ptr());
             } else if ok {
                 ok = mlx_sys::mlx_fast_cuda_kernel_apply(
                     &mut outs,
@@ -564,11 +336,11 @@ impl CustomKernel {
 
 /// A call's outputs (shapes, dtypes), grid and compile-time constants. Made once per shape
 /// and kept: a decode step calls each kernel many times with the same one, and every
-/// call's host time counts (see the module docs of [`crate::lm::qkv`]).
+/// call's host time counts (see the module docs of [`super::heads`]).
 pub struct Config {
     raw: mlx_sys::mlx_fast_cuda_kernel_config,
     outputs: usize,
-    // The same description for a kernel quest compiled (crate::lm::precompiled).
+    // The same description for a kernel quest compiled (super::precompiled).
     ints: Vec<(String, i32)>,
     output_shapes: Vec<i32>,
     output_ndims: Vec<usize>,
@@ -577,7 +349,7 @@ pub struct Config {
     block: (i32, i32, i32),
     /// The kernel's compiled variant for `ints`, once looked up (a config belongs to one
     /// kernel object).
-    compiled: std::cell::OnceCell<Option<std::rc::Rc<crate::lm::precompiled::Compiled>>>,
+    compiled: std::cell::OnceCell<Option<std::rc::Rc<super::precompiled::Compiled>>>,
 }
 
 impl Drop for Config {
@@ -645,15 +417,15 @@ impl Config {
 
 /// Kernel objects by what is compiled into them (`K`), each with its call descriptions by
 /// shape (`S`); each made on first use. Keep one per thread (in a `thread_local!`).
-pub struct Kernels<K, S>(HashMap<K, (CustomKernel, HashMap<S, Config>)>);
+pub struct Objects<K, S>(HashMap<K, (CustomKernel, HashMap<S, Config>)>);
 
-impl<K, S> Default for Kernels<K, S> {
+impl<K, S> Default for Objects<K, S> {
     fn default() -> Self {
-        Kernels(HashMap::new())
+        Objects(HashMap::new())
     }
 }
 
-impl<K: Hash + Eq + Clone, S: Hash + Eq + Clone> Kernels<K, S> {
+impl<K: Hash + Eq + Clone, S: Hash + Eq + Clone> Objects<K, S> {
     /// Applies the kernel for `key` (made by `make`) to `inputs`, described for `shape` by
     /// `config`.
     pub fn apply(
@@ -663,6 +435,7 @@ impl<K: Hash + Eq + Clone, S: Hash + Eq + Clone> Kernels<K, S> {
         shape: &S,
         config: impl FnOnce(&S) -> Result<Config>,
         inputs: &[&Array],
+        hand_compiled: bool,
     ) -> Result<Vec<Array>> {
         let (kernel, configs) = match self.0.entry(key.clone()) {
             Entry::Occupied(e) => e.into_mut(),
@@ -672,7 +445,7 @@ impl<K: Hash + Eq + Clone, S: Hash + Eq + Clone> Kernels<K, S> {
             Entry::Occupied(e) => e.into_mut(),
             Entry::Vacant(e) => e.insert(config(shape)?),
         };
-        kernel.apply(inputs, config)
+        kernel.apply(inputs, config, hand_compiled)
     }
 }
 
@@ -690,21 +463,6 @@ fn dtype_code(dtype: Dtype) -> Result<mlx_sys::mlx_dtype> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn kernels_and_choices_parse_and_name_themselves() {
-        for k in Kernel::ALL {
-            assert_eq!(k.name().parse::<Kernel>(), Ok(k));
-            assert!(k.env().starts_with("QUEST_"));
-        }
-        for c in [Impl::Mlx, Impl::Quest] {
-            assert_eq!(c.as_str().parse::<Impl>(), Ok(c));
-        }
-        let err = "cublas".parse::<Impl>().unwrap_err();
-        assert!(err.contains("mlx or quest"), "{err}");
-        let err = "rope".parse::<Kernel>().unwrap_err();
-        assert!(err.contains(Kernel::CHOICES), "{err}");
-    }
 
     #[test]
     fn a_kernel_is_written_as_mlx_builds_it() {
@@ -763,58 +521,5 @@ mod tests {
             ..spec.clone()
         };
         assert!(strided.precompiled_text(&[]).is_err());
-    }
-
-    #[test]
-    fn every_kernel_can_be_written_for_a_compiler() {
-        let sources = crate::lm::kernel_sources().unwrap();
-        let mut names: Vec<&str> = sources
-            .iter()
-            .map(|s| {
-                let start = s.text.find("custom_kernel_").expect("a kernel function") + 14;
-                let len = s.text[start..].find('(').unwrap();
-                &s.text[start..start + len]
-            })
-            .collect();
-        names.sort();
-        names.dedup();
-        // One compiled kernel per entry of the list: a new kernel brings its sources.
-        assert_eq!(names.len(), Kernel::ALL.len(), "{names:?}");
-        let mut files: Vec<&str> = sources.iter().map(|s| s.file.as_str()).collect();
-        files.sort();
-        files.dedup();
-        assert_eq!(
-            files.len(),
-            sources.len(),
-            "two sources under one file name"
-        );
-    }
-
-    #[test]
-    fn off_cuda_and_unwarmed_mlx_ops_run() {
-        // No unit test calls warm_process, and the tests run on the CPU, where nothing is
-        // kept compiled: MLX's ops by default (the module doc).
-        for kernel in Kernel::ALL {
-            assert_eq!(kernel.default_choice(), Impl::Mlx, "{}", kernel.name());
-        }
-        let warmed: Vec<&str> = Kernel::ALL
-            .into_iter()
-            .filter(|k| k.warmed_choice() == Impl::Quest)
-            .map(Kernel::name)
-            .collect();
-        assert_eq!(warmed, ["matvec", "qkv", "attend"]);
-    }
-
-    #[test]
-    fn each_kernel_has_its_own_switch() {
-        set(Kernel::Matvec, Impl::Quest);
-        set(Kernel::Qkv, Impl::Mlx);
-        assert_eq!(current(Kernel::Matvec).unwrap(), Impl::Quest);
-        assert_eq!(current(Kernel::Qkv).unwrap(), Impl::Mlx);
-        set(Kernel::Matvec, Impl::Mlx);
-        // This test build runs MLX on the CPU: no kernel of quest's is ever in use there.
-        set(Kernel::Qkv, Impl::Quest);
-        assert!(!in_use(Kernel::Qkv).unwrap() || Backend::detect() == Backend::Cuda);
-        set(Kernel::Qkv, Impl::Mlx);
     }
 }

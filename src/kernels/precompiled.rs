@@ -25,7 +25,7 @@ use std::sync::OnceLock;
 use anyhow::{anyhow, bail, Context, Result};
 use sha2::{Digest, Sha256};
 
-use super::cuda_kernel::KernelSpec;
+use super::custom::KernelSpec;
 
 /// How many of an input's dimensions a precompiled kernel receives (MLX's arrays here have
 /// at most four).
@@ -135,7 +135,7 @@ impl Compiler {
             .context("could not find the loaded libmlx.so")?
             .join("../../nvidia/cu13");
         let arch = gpu_arch()?;
-        let cache = crate::lm::fetch::cache_dir()?.join("cuda-kernels");
+        let cache = crate::settings::cache_dir()?.join("cuda-kernels");
         Compiler::new(
             &cu13.join("lib/libnvrtc.so.13"),
             cu13.join("include"),
@@ -276,9 +276,9 @@ fn gpu_arch() -> Result<String> {
 pub fn compiler() -> Option<&'static Compiler> {
     static COMPILER: OnceLock<Option<Compiler>> = OnceLock::new();
     COMPILER
-        .get_or_init(|| match std::env::var(KEEP_ENV).as_deref() {
+        .get_or_init(|| match crate::settings::KERNEL_CACHE.value().as_str() {
             // MLX compiles quest's kernels from their source, in every process, as before.
-            Ok("off") => None,
+            "off" => None,
             _ if cfg!(target_os = "macos") => None,
             _ => match Compiler::for_this_gpu() {
                 Ok(c) => Some(c),
@@ -295,7 +295,7 @@ pub fn compiler() -> Option<&'static Compiler> {
 
 /// `QUEST_KERNEL_CACHE=off`: MLX compiles quest's kernels from source in every process (the
 /// way they ran before quest kept them compiled; for measuring one against the other).
-pub const KEEP_ENV: &str = "QUEST_KERNEL_CACHE";
+pub const KEEP_ENV: &str = crate::settings::KERNEL_CACHE.name;
 
 /// A kernel variant compiled for this GPU: its `extern "C"` symbol and CUBIN.
 pub struct Compiled {

@@ -1,4 +1,4 @@
-//! quest's own 4-bit matrix-vector product for MLX's CUDA backend (issue #12).
+//! quest's own 4-bit matrix-vector product for MLX's CUDA backend.
 //!
 //! A decode step multiplies one activation row by every weight matrix: a stream of
 //! bytes. MLX 0.32's CUDA `qmv` streams 4-bit weights at about 1 TB/s on an H200 (ncu,
@@ -6,7 +6,7 @@
 //! layout (uint32 words of eight 4-bit values, float16 scales and biases per group) and
 //! runs inside MLX's graph as a custom kernel (mlx-c's `mlx_fast_cuda_kernel_*`, which
 //! mlx-rs does not wrap), so nothing is repacked and the rest of the step is unchanged.
-//! Measured alone on the Qwen3-8B shape (docs/gpu/qmv4/): 1.67 TB/s against MLX's ~1 TB/s.
+//! Measured alone on the Qwen3-8B shape (docs/gpu/2026-12-01-qmv-standalone/): 1.67 TB/s against MLX's ~1 TB/s.
 //!
 //! How it differs from MLX's: `x` is staged once per block in shared memory, paired so that
 //! one shift and one `lop3` turn a word into two float16 weights (the 0x6400 trick: the
@@ -17,26 +17,24 @@
 //!
 //! A call can fold in the ops around the product ([`Fold`]): the sublayer's input RMS norm
 //! (each block stages all of `x` anyway), SwiGLU of the fused `[gate | up]` output, and the
-//! residual add. With lm::attend, a decode layer is five graph nodes, all quest's kernels
-//! (docs/benchmarks.md, session 6).
+//! residual add. With [`super::attend`], a decode layer is five graph nodes, all quest's kernels
+//! (docs/gpu/2026-12-01-attend).
 //!
 //! Used for one activation row (decode), 4 bits, float16, `k` a multiple of 32 and group
 //! sizes that are multiples of 32; everything else, and every backend but CUDA, goes to
 //! MLX's `quantized_matmul`. On by default on CUDA: on SmolLM2's real weights the same
 //! greedy tokens as MLX's (logits within 1.7e-2, docs/gpu/qmv_check.sh), and in one
-//! interleaved run ×1.04–1.53 MLX's on all six shapes (session 6). `QUEST_QMV=mlx` turns it
-//! off (read once; [`cuda_kernel`]); `quest qmv` compares both on the models at hand.
+//! interleaved run ×1.04–1.53 MLX's on all six shapes (docs/gpu/2026-12-01-attend). `QUEST_QMV=mlx` turns it
+//! off ([`super::Kernels`]); `quest qmv` compares both on the models at hand.
 
 use std::cell::RefCell;
 
 use anyhow::Result;
 use mlx_rs::{Array, Dtype};
 
-use crate::lm::cuda_kernel::{
-    self, Config, CustomKernel, Kernel, KernelSource, KernelSpec, Kernels, Output,
-};
+use super::custom::{Config, CustomKernel, KernelSource, KernelSpec, Objects, Output};
 
-// Rows per warp and threads per block: the best of six measured (docs/gpu/qmv4/).
+// Rows per warp and threads per block: the best of six measured (docs/gpu/2026-12-01-qmv-standalone/).
 const ROWS_PER_WARP: i32 = 4;
 const THREADS: i32 = 256;
 
@@ -58,7 +56,7 @@ __device__ __forceinline__ __half2 quest_pair(uint32_t word, int s) {
 // The weights are centred (q - 8, in -8..7) before the float16 dot: with q itself (mean
 // 7.5) the dot carries 7.5 · Σx, which the bias term then cancels, and float16's error on
 // that large part survived the cancellation (SmolLM2's real activations: logits off by
-// 2x, measured on the H200 in docs/gpu/2026-12-01-qmv-run1). `x` is stored divided by 16
+// 2x, measured on the H200 in docs/gpu/2026-12-01-qmv-uncentred). `x` is stored divided by 16
 // so that the products stay far from float16's range even for large activations; the
 // float sum is multiplied back.
 const SOURCE: &str = r#"
@@ -289,21 +287,35 @@ pub fn sources() -> Result<Vec<KernelSource>> {
 
 thread_local! {
     // One kernel object per variant, and a call description per output shape and group size.
-    static KERNELS: RefCell<Kernels<Variant, (Vec<i32>, i32)>> = RefCell::default();
+    static KERNELS: RefCell<Objects<Variant, (Vec<i32>, i32)>> = RefCell::default();
+}
+
+/// A quantized matrix as MLX holds it: packed `uint32` words, a scale and a bias per
+/// group of `group_size` weights, each `bits` wide.
+pub struct Quantized<'a> {
+    pub weight: &'a Array,
+    pub scales: &'a Array,
+    pub biases: &'a Array,
+    pub group_size: i32,
+    pub bits: i32,
 }
 
 /// `x · Wᵀ` for a 4-bit matrix through quest's kernel, with `fold`'s ops around it, when
 /// it applies (see the module docs); `None` leaves all of it to MLX's ops.
-pub fn matvec(
+pub(super) fn matvec(
     x: &Array,
-    weight: &Array,
-    scales: &Array,
-    biases: &Array,
-    group_size: i32,
-    bits: i32,
+    matrix: &Quantized,
     fold: &Fold,
+    hand_compiled: bool,
 ) -> Result<Option<Array>> {
-    if bits != 4 || !cuda_kernel::in_use(Kernel::Matvec)? {
+    let Quantized {
+        weight,
+        scales,
+        biases,
+        group_size,
+        bits,
+    } = *matrix;
+    if bits != 4 {
         return Ok(None);
     }
     // The matrix's input width; x is twice that when it holds [gate | up].
@@ -360,26 +372,8 @@ pub fn matvec(
             &(out_shape, group_size),
             config,
             &inputs,
+            hand_compiled,
         )
     })?;
     Ok(y.into_iter().next())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::lm::cuda_kernel::Impl;
-    use crate::device::Backend;
-
-    #[test]
-    fn off_cuda_the_product_is_left_to_mlx() {
-        // This test build runs MLX on the CPU: quest's kernel never applies.
-        let x = crate::lm::zeros_f16(&[1, 1, 256]);
-        let w = Array::zeros::<u32>(&[8, 32]).unwrap();
-        let s = crate::lm::zeros_f16(&[8, 8]);
-        cuda_kernel::set(Kernel::Matvec, Impl::Quest);
-        let y = matvec(&x, &w, &s, &s, 32, 4, &Fold::default()).unwrap();
-        cuda_kernel::set(Kernel::Matvec, Impl::Mlx);
-        assert!(y.is_none() || Backend::detect() == Backend::Cuda);
-    }
 }

@@ -1,4 +1,4 @@
-//! A decode step's query, key and value heads in one CUDA kernel (issue #12).
+//! A decode step's query, key and value heads in one CUDA kernel.
 //!
 //! On the GPU, models up to 4B decode at a pace the host sets: every op of the graph costs
 //! MLX a few microseconds to record and launch, kernel or not (docs/benchmarks.md). After
@@ -15,9 +15,9 @@
 //! Used for one position per sequence (decode), float16, head dims that are a multiple of
 //! 64 (up to 256), RoPE over the whole head; everything else, and every backend but CUDA,
 //! runs MLX's ops. On by default on CUDA; `QUEST_QKV=mlx` turns it off (read once;
-//! [`cuda_kernel`]).
+//! [`super::Kernels`]).
 //!
-//! Measured on the H200 (docs/benchmarks.md, issue #12, session 5): on SmolLM2's real
+//! Measured on the H200 (docs/gpu/2026-12-01-qkv): on SmolLM2's real
 //! weights the logits are MLX's to the bit (63 of 63 steps); on the Qwen3 shapes (the norm
 //! path) within 8.2e-3; decode ×0.96–1.54 MLX's ops in two interleaved runs over six shapes.
 
@@ -26,9 +26,7 @@ use std::cell::RefCell;
 use anyhow::Result;
 use mlx_rs::{Array, Dtype};
 
-use crate::lm::cuda_kernel::{
-    self, Config, CustomKernel, Kernel, KernelSource, KernelSpec, Kernels, Output,
-};
+use super::custom::{Config, CustomKernel, KernelSource, KernelSpec, Objects, Output};
 
 /// What the kernel needs to know of one attention layer.
 pub struct HeadsSpec<'a> {
@@ -42,11 +40,10 @@ pub struct HeadsSpec<'a> {
     pub qk_norm: Option<(&'a Array, &'a Array, f32)>,
 }
 
-#[cfg(test)]
 impl HeadsSpec<'_> {
     /// A layer without per-head norms, RoPE over whole heads in the usual (not traditional)
     /// order: what the tests build.
-    pub(crate) fn without_norms(heads: i32, kv_heads: i32, head_dim: i32, rope_theta: f32) -> Self {
+    pub fn without_norms(heads: i32, kv_heads: i32, head_dim: i32, rope_theta: f32) -> Self {
         HeadsSpec {
             heads,
             kv_heads,
@@ -62,7 +59,7 @@ impl HeadsSpec<'_> {
 // Lane `lane`'s part (elements `lane + 32 t`) of one head of the fused projection's row
 // `src`: normed by `w` where the layer has per-head norms, then rotated to position `pos`,
 // each rounded to half where MLX's `rms_norm` and `rope` write theirs. Shared by the kernels
-// that start from the projection's row (this one and lm::attend), in their headers.
+// that start from the projection's row (this one and [`super::attend`]), in their headers.
 const HEAD: &str = r#"
 __device__ __forceinline__ void quest_head(const __half* src, const __half* w, int pos, int lane,
                                            __half (&y)[D / 32]) {
@@ -267,7 +264,7 @@ impl Key {
 
 thread_local! {
     // A kernel object per layer shape, and its call description per batch.
-    static KERNELS: RefCell<Kernels<Key, i32>> = RefCell::default();
+    static KERNELS: RefCell<Objects<Key, i32>> = RefCell::default();
 }
 
 /// Threads per block: four heads.
@@ -277,20 +274,22 @@ const THREADS: i32 = 128;
 /// norms) and rotated to position `offset`, from the fused projection's output `qkv`
 /// (`[B, 1, (heads + 2 · kv_heads) · head_dim]`), when quest's kernel is in use and
 /// applies (see the module docs); `None` leaves it to MLX's ops.
-pub fn heads(qkv: &Array, spec: &HeadsSpec, offset: i32) -> Result<Option<[Array; 3]>> {
-    if !cuda_kernel::in_use(Kernel::Qkv)? {
-        return Ok(None);
-    }
+pub(super) fn heads(
+    qkv: &Array,
+    spec: &HeadsSpec,
+    offset: i32,
+    hand_compiled: bool,
+) -> Result<Option<[Array; 3]>> {
     let Some(key) = Key::fitting(qkv, spec) else {
         return Ok(None);
     };
     let b = qkv.shape()[0];
-    let offset = cuda_kernel::position(offset);
+    let offset = super::position(offset);
     let inputs = key.inputs(qkv, &offset, spec);
     let arrays = KERNELS.with(|kernels| {
         kernels
             .borrow_mut()
-            .apply(&key, Key::make, &b, |b| key.config(*b), &inputs)
+            .apply(&key, Key::make, &b, |b| key.config(*b), &inputs, hand_compiled)
     })?;
     let [q, k, v]: [Array; 3] = arrays
         .try_into()
@@ -310,8 +309,6 @@ pub fn sources() -> Result<Vec<KernelSource>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lm::cuda_kernel::Impl;
-    use crate::device::Backend;
 
     #[test]
     fn the_header_names_every_constant_the_source_uses() {
@@ -336,15 +333,5 @@ mod tests {
         assert!(header.contains("LOG2_BASE = 1.993"), "{header}");
         let no_norm = Key { eps: None, ..key }.header();
         assert!(no_norm.contains("QUEST_QK_NORM 0"), "{no_norm}");
-    }
-
-    #[test]
-    fn off_cuda_the_heads_are_left_to_mlx() {
-        let qkv = crate::lm::zeros_f16(&[1, 1, 4 * 64]);
-        let spec = HeadsSpec::without_norms(2, 1, 64, 10_000.0);
-        cuda_kernel::set(Kernel::Qkv, Impl::Quest);
-        let out = heads(&qkv, &spec, 3).unwrap();
-        cuda_kernel::set(Kernel::Qkv, Impl::Mlx);
-        assert!(out.is_none() || Backend::detect() == Backend::Cuda);
     }
 }

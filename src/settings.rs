@@ -1,0 +1,255 @@
+//! Every `QUEST_*` variable quest reads, in one table: its name, when it is read, what it
+//! means and its default. The code reads a setting through its entry here (never
+//! `std::env::var("QUEST_…")` elsewhere), the README's table is written from [`ALL`]
+//! (`quest dev update`, checked by a test), and `quest --help` lists them from it.
+//!
+//! A default that depends on the machine (the backend, the CPU count) is named here in
+//! words and computed by the one function the entry points at.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+
+/// When a setting is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum When {
+    /// By the build (`cargo build`): changing it rebuilds MLX's bindings.
+    Build,
+    /// By `quest` and the exercise binaries it starts.
+    Run,
+    /// Set by quest for the exercise binary it starts (a learner runs `quest run`).
+    Exercise,
+}
+
+/// One environment variable of quest's.
+#[derive(Debug)]
+pub struct Setting {
+    pub name: &'static str,
+    pub when: When,
+    /// What it chooses, for the README and `--help` (Markdown, one line).
+    pub meaning: &'static str,
+    /// Its value when unset: a value the code parses, or (`computed: true`) words for what
+    /// the code computes.
+    pub default: &'static str,
+    pub computed: bool,
+}
+
+impl Setting {
+    /// The value set in this process, `None` when unset or empty (an empty value never
+    /// means "here", "zero" or "nothing").
+    pub fn raw(&self) -> Option<String> {
+        std::env::var(self.name).ok().filter(|v| !v.trim().is_empty())
+    }
+
+    /// The value as the OS gives it (paths), `None` when unset or empty.
+    pub fn os(&self) -> Option<OsString> {
+        std::env::var_os(self.name).filter(|v| !v.is_empty())
+    }
+
+    /// The value set, else the default (for a setting whose default is a value).
+    pub fn value(&self) -> String {
+        debug_assert!(!self.computed, "{} has a computed default", self.name);
+        self.raw().unwrap_or_else(|| self.default.to_owned())
+    }
+
+    /// [`Setting::value`] parsed; a bad value names the variable and what it takes.
+    pub fn parse<T>(&self) -> Result<T>
+    where
+        T: std::str::FromStr,
+        T::Err: std::fmt::Display,
+    {
+        let value = self.value();
+        value
+            .parse()
+            .map_err(|e| anyhow::anyhow!("{}={value}: {e}", self.name))
+    }
+
+    /// The value set, parsed; `None` when unset.
+    pub fn parse_set<T>(&self) -> Result<Option<T>>
+    where
+        T: std::str::FromStr,
+        T::Err: std::fmt::Display,
+    {
+        self.raw()
+            .map(|value| {
+                value
+                    .parse()
+                    .map_err(|e| anyhow::anyhow!("{}={value}: {e}", self.name))
+            })
+            .transpose()
+    }
+}
+
+macro_rules! settings {
+    ($($id:ident: $name:literal, $when:ident, $default:literal $(computed $computed:literal)?, $meaning:literal;)*) => {
+        $(pub const $id: Setting = Setting {
+            name: $name,
+            when: When::$when,
+            meaning: $meaning,
+            default: $default,
+            computed: settings!(@computed $($computed)?),
+        };)*
+        /// Every setting, in the order the README lists them.
+        pub const ALL: &[&Setting] = &[$(&$id),*];
+    };
+    (@computed) => { false };
+    (@computed $c:literal) => { $c };
+}
+
+settings! {
+    MLX: "QUEST_MLX", Build, "cpu",
+        "`cpu` builds against `mlx-cpu==0.32.2`; `cuda` against `mlx-cuda-13==0.32.2` and its CUDA runtime wheels (see *On an NVIDIA GPU*)";
+    BLAS: "QUEST_BLAS", Build, "openblas",
+        "`openblas` runs MLX's CPU backend on OpenBLAS (`scipy-openblas32==0.3.34.481.3` from PyPI, DYNAMIC_ARCH: its kernels chosen for this CPU at load; in quest's own copy of the wheel); `bundled` keeps the wheel's reference BLAS (about 30× slower to the first token; the way out should a library ever stop with SIGILL, which quest then names)";
+    BLAS_THREADS: "QUEST_BLAS_THREADS", Run, "half the CPUs, 1 to 8 (one on a 2-vCPU machine); an `OPENBLAS_NUM_THREADS` you set is respected" computed true,
+        "OpenBLAS threads";
+    WEIGHTS: "QUEST_WEIGHTS", Run, "auto",
+        "how a quantized model's matrices are held: `auto` (dense f32 on a CPU, quantized as stored on a GPU), `dense` or `quantized`; `quest --weights …` sets it";
+    QMV: "QUEST_QMV", Run, "auto",
+        "on a CUDA build: `quest`, `mlx` or `auto` (quest's where its kernels are kept compiled or the process warms up first, see `QUEST_KERNEL_CACHE`; else MLX's): 4-bit matrices times one row (decode) in quest's own kernel, folding in the input norm, SwiGLU and the residual add (docs/benchmarks.md)";
+    QKV: "QUEST_QKV", Run, "auto",
+        "on a CUDA build: `quest`, `mlx` or `auto` (as `QUEST_QMV`): a decode step's q, k and v heads — Qwen3's q/k norm and RoPE included — from one kernel of quest's instead of eight of MLX's ops";
+    ATTEND: "QUEST_ATTEND", Run, "auto",
+        "on a CUDA build: `quest`, `mlx` or `auto` (as `QUEST_QMV`): a decode step's attention — the heads, the new key and value written into the cache, attention over it — in one kernel of quest's instead of seven ops (from 512 positions on, where it measured slower, MLX's attention runs)";
+    KERNEL_CACHE: "QUEST_KERNEL_CACHE", Run, "on",
+        "on a CUDA build: `on`, quest compiles each of its CUDA kernels once for this GPU with NVRTC (the CUDA build's own wheel) and keeps it under `QUEST_CACHE`/`cuda-kernels`, so a new process hands MLX the compiled kernel; `off`, MLX compiles them from source in every process (about 10 s on an H200: then an exercise runs MLX's ops by default)";
+    PREBUILT: "QUEST_PREBUILT", Run, "unset: quest builds exercises with cargo" computed true,
+        "a folder of exercise binaries from `quest dev prebuild <lesson> --out DIR` (named by their sources' sha256): quest runs those and never calls cargo, and refuses a source with no binary (edited since)";
+    PEER_PYTHON: "QUEST_PEER_PYTHON", Run, "unset: a venv made from PyPI" computed true,
+        "a Python that already has mlx 0.32.2 and mlx-lm 0.32.2 (on quest's MLX build): `quest bench` uses it instead of making its venv from PyPI";
+    CACHE: "QUEST_CACHE", Run, "the platform cache dir + `/quest`" computed true,
+        "where models and compiled kernels are cached";
+    HOME: "QUEST_HOME", Run, "the platform data dir + `/quest`" computed true,
+        "where the progress file lives";
+    ROOT: "QUEST_ROOT", Run, "this repository" computed true,
+        "the folder holding `lessons/`, `exercises/` and `solutions/`; exercises are still compiled in this repository's cargo workspace";
+    TIME_LIMIT: "QUEST_TIME_LIMIT", Run, "no limit" computed true,
+        "stop an exercise that runs longer than this many seconds (as `--time-limit`)";
+    CONTEXTS: "QUEST_CONTEXTS", Exercise, "the exercise's own (context-slope: 64,2048,4096)" computed true,
+        "the context lengths the context-slope exercise fills, comma-separated";
+    MODEL: "QUEST_MODEL", Exercise, "smollm2-135m-instruct",
+        "the model the exercise loads (`quest run --model`)";
+    PROMPT: "QUEST_PROMPT", Exercise, "What is the capital of France? Answer in one sentence.",
+        "the prompt the exercise writes its answer to (the lesson's)";
+    MAX_TOKENS: "QUEST_MAX_TOKENS", Exercise, "32",
+        "tokens the exercise generates (`quest run --max-tokens`)";
+    REPORT: "QUEST_REPORT", Exercise, "unset: the exercise prints its numbers" computed true,
+        "where the exercise writes its JSON report for quest";
+    LAB_SOURCE: "QUEST_LAB_SOURCE", Build, "lab/src/main.rs's own" computed true,
+        "the source file `quest-lab` is built from (quest sets it when it builds an exercise)";
+}
+
+/// `$QUEST_CACHE`, else the platform cache dir (`~/.cache/quest` on Linux).
+pub fn cache_dir() -> Result<PathBuf> {
+    if let Some(dir) = CACHE.os() {
+        return Ok(PathBuf::from(dir));
+    }
+    Ok(dirs::cache_dir()
+        .context("no cache directory on this system; set QUEST_CACHE to a writable folder")?
+        .join("quest"))
+}
+
+/// The README's table of settings, written from [`ALL`]: a row per setting, its default
+/// with it.
+pub fn readme_table() -> String {
+    let mut table = String::from("| variable | read | meaning | default |\n|---|---|---|---|\n");
+    for s in ALL {
+        let when = match s.when {
+            When::Build => "build",
+            When::Run => "run",
+            When::Exercise => "set for the exercise",
+        };
+        let default = if s.computed {
+            s.default.to_owned()
+        } else {
+            format!("`{}`", s.default)
+        };
+        table += &format!("| `{}` | {when} | {} | {default} |\n", s.name, s.meaning);
+    }
+    table
+}
+
+/// The settings for `quest --help`: a line each, name and default.
+pub fn help() -> String {
+    let mut text = String::from("Settings (environment; README.md says more):\n");
+    for s in ALL.iter().filter(|s| s.when != When::Exercise) {
+        let default = if s.computed {
+            s.default.to_owned()
+        } else {
+            format!("default {}", s.default)
+        };
+        text += &format!("  {:<20} {default}\n", s.name);
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_quests() {
+        let mut names: Vec<&str> = ALL.iter().map(|s| s.name).collect();
+        assert!(names.iter().all(|n| n.starts_with("QUEST_")));
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), ALL.len());
+    }
+
+    #[test]
+    fn no_code_reads_a_quest_variable_but_through_the_table() {
+        // Walk src/: a literal "QUEST_…" passed to env::var outside this file is a
+        // second source of a default.
+        fn walk(dir: &std::path::Path, found: &mut Vec<String>) {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    walk(&path, found);
+                } else if path.extension().is_some_and(|e| e == "rs")
+                    && !path.ends_with("settings.rs")
+                {
+                    let text = std::fs::read_to_string(&path).unwrap();
+                    for (i, line) in text.lines().enumerate() {
+                        if (line.contains("env::var(\"QUEST_")
+                            || line.contains("env::var_os(\"QUEST_"))
+                            && !line.trim_start().starts_with("//")
+                        {
+                            found.push(format!("{}:{}", path.display(), i + 1));
+                        }
+                    }
+                }
+            }
+        }
+        let mut found = Vec::new();
+        walk(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+            &mut found,
+        );
+        assert!(found.is_empty(), "read outside the settings table: {found:?}");
+    }
+
+    #[test]
+    fn the_readme_table_is_written_from_the_settings() {
+        let readme =
+            std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+                .unwrap();
+        assert!(
+            readme.contains(&readme_table()),
+            "README.md's settings table is not the one `quest dev update` writes from src/settings.rs; run `cargo run -- dev update`"
+        );
+    }
+
+    #[test]
+    fn a_bad_value_names_the_variable() {
+        let bad = Setting {
+            name: "QUEST_TEST_NEVER_SET",
+            when: When::Run,
+            meaning: "",
+            default: "x",
+            computed: false,
+        };
+        let err = bad.parse::<u32>().unwrap_err().to_string();
+        assert!(err.starts_with("QUEST_TEST_NEVER_SET=x: "), "{err}");
+    }
+}
