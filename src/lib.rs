@@ -3,6 +3,7 @@ pub mod bench;
 pub mod check;
 pub mod course;
 pub mod device;
+pub mod grade;
 pub mod kernels;
 pub mod lab;
 pub mod lm;

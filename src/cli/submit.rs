@@ -10,13 +10,13 @@ use std::path::Path;
 
 use anyhow::{bail, Result};
 
-use quest::check::card::{check_claim, correct_answer, Evidence, Refused};
 use quest::check::rules::{self, Finding};
-use quest::course::spec::{CardNumber, TokenCheck};
+use quest::course::spec::CardNumber;
+use quest::grade::{self, CardProblem, Effect};
 use quest::course::{Lesson, Metric};
 use quest::lab::{Report, Values};
 use quest::progress::{
-    Card, CodeKind, CodeRef, LessonRecord, Measurement, State, Submission, Timestamp,
+    Card, CodeKind, CodeRef, Measurement, State, Submission, Timestamp,
 };
 use quest::stats::median;
 
@@ -79,7 +79,7 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
         println!("  {}", finding_text(ctx, lesson, finding));
     }
     if !findings.is_empty() {
-        record_submission(ctx, &mut learner, id, Some(code), false, false, None)?;
+        record_submission(ctx, &mut learner, id, Some(code), Outcome::Failed, None)?;
         bail!(ctx.ui("submit_code_failed").to_owned());
     }
     println!("  ✓ {}", ctx.ui("submit_code_ok"));
@@ -92,7 +92,7 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
 
     // 3. The behaviour: the solution's greedy tokens.
     let reference = match spec.tokens {
-        TokenCheck::None => None,
+        quest::course::spec::TokenCheck::None => None,
         _ => Some(run_binary(
             ctx,
             &build(ctx, &solution_path(lesson)?, true)?,
@@ -112,24 +112,17 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
                     ]
                 )
             );
-            record_submission(ctx, &mut learner, id, Some(code), false, false, None)?;
+            record_submission(ctx, &mut learner, id, Some(code), Outcome::Failed, None)?;
             bail!(ctx.ui("submit_batch_failed").to_owned());
         }
     }
-    let compared = match (spec.tokens, &reference) {
-        (TokenCheck::Exact, Some(reference)) => {
-            Some(reference.tokens.len().max(first_run.tokens.len()))
-        }
-        (TokenCheck::First(n), _) => Some(n),
-        _ => None,
-    };
-    if let (Some(n), Some(reference)) = (compared, &reference) {
+    let compared = reference.as_ref().and_then(|reference| {
+        grade::tokens_compared(spec.tokens, reference.tokens.len(), first_run.tokens.len())
+            .map(|n| (n, reference))
+    });
+    if let Some((n, reference)) = compared {
         println!("{}", ctx.ui("submit_checking_tokens"));
-        let take = |tokens: &[u32]| tokens.iter().take(n).copied().collect::<Vec<_>>();
-        let (expected, got) = (take(&reference.tokens), take(&first_run.tokens));
-        if let Some(at) =
-            (0..expected.len().max(got.len())).find(|&i| expected.get(i) != got.get(i))
-        {
+        if let Some(at) = grade::first_difference(&reference.tokens, &first_run.tokens, n) {
             println!(
                 "  {}",
                 ctx.ui_with("submit_tokens_differ", &[("at", &at.to_string())])
@@ -140,7 +133,7 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
                 reference.text.trim()
             );
             println!("    {}: {}", ctx.ui("submit_got"), first_run.text.trim());
-            record_submission(ctx, &mut learner, id, Some(code), false, false, None)?;
+            record_submission(ctx, &mut learner, id, Some(code), Outcome::Failed, None)?;
             // A lesson may say why its tokens must agree (`messages: tokens:`).
             let why = lesson
                 .meta
@@ -149,9 +142,10 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
                 .map_or_else(|| ctx.ui("submit_behaviour_failed"), String::as_str);
             bail!(why.to_owned());
         }
+        let agreed = n.min(first_run.tokens.len());
         println!(
             "  ✓ {}",
-            ctx.ui_with("submit_tokens_ok", &[("n", &got.len().to_string())])
+            ctx.ui_with("submit_tokens_ok", &[("n", &agreed.to_string())])
         );
     }
 
@@ -167,7 +161,7 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
                 state.lesson_mut(id).runs.push(run);
                 Ok(())
             })?;
-            record_submission(ctx, &mut learner, id, Some(code), false, false, None)?;
+            record_submission(ctx, &mut learner, id, Some(code), Outcome::Failed, None)?;
             bail!(ctx.ui("values_failed").to_owned());
         }
         println!("  ✓ {}", ctx.ui("values_ok"));
@@ -242,50 +236,31 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
             after,
         };
         let backend = first_run.backend.as_str();
-        if spec.shows_on_backend(backend) {
-            if let Some(at_least) = measure.at_least {
-                if improvement.is_none_or(|ratio| ratio < at_least) {
-                    let ratio = format!("{:.2}", improvement.unwrap_or(0.0));
-                    println!(
-                        "  {}",
-                        ctx.ui_with(
-                            "submit_effect_missing",
-                            &[("ratio", &ratio), ("at_least", &format!("{at_least:.2}"))]
-                        )
-                    );
-                    record_runs(ctx, &mut learner, id, &reports, None)?;
-                    record_submission(
-                        ctx,
-                        &mut learner,
-                        id,
-                        Some(code),
-                        false,
-                        false,
-                        Some(taken),
-                    )?;
-                    bail!(ctx.ui("submit_measure_failed").to_owned());
-                }
+        match grade::effect(spec, backend, improvement) {
+            Effect::Shown => {}
+            Effect::Missing { ratio, at_least } => {
+                let ratio = format!("{:.2}", ratio.unwrap_or(0.0));
+                println!(
+                    "  {}",
+                    ctx.ui_with(
+                        "submit_effect_missing",
+                        &[("ratio", &ratio), ("at_least", &format!("{at_least:.2}"))]
+                    )
+                );
+                record_runs(ctx, &mut learner, id, &reports, None)?;
+                record_submission(ctx, &mut learner, id, Some(code), Outcome::Failed, Some(taken))?;
+                bail!(ctx.ui("submit_measure_failed").to_owned());
             }
-        } else if !spec.shows_on.is_empty() {
-            // A lesson that expects its effect nowhere (`shows_on: []`) reports what it
-            // measured and says nothing about elsewhere.
-            let expected: Vec<String> = spec
-                .shows_on
-                .iter()
-                .map(|kind| {
-                    serde_json::to_value(kind)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_owned))
-                        .unwrap_or_default()
-                })
-                .collect();
-            println!(
-                "  {}",
-                ctx.ui_with(
-                    "submit_effect_elsewhere",
-                    &[("backend", backend), ("expected", &expected.join(", "))]
-                )
-            );
+            Effect::Elsewhere(kinds) => {
+                let expected: Vec<&str> = kinds.iter().map(|kind| kind.key()).collect();
+                println!(
+                    "  {}",
+                    ctx.ui_with(
+                        "submit_effect_elsewhere",
+                        &[("backend", backend), ("expected", &expected.join(", "))]
+                    )
+                );
+            }
         }
         measurement = Some(taken);
     } else {
@@ -300,8 +275,7 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
         &mut learner,
         id,
         Some(code.clone()),
-        true,
-        false,
+        Outcome::ChecksPassed,
         measurement.clone(),
     )?;
     let card_ok = {
@@ -310,10 +284,10 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
         record
             .card
             .as_ref()
-            .is_some_and(|card| card_problems(lesson, &record, &code, card).is_empty())
+            .is_some_and(|card| grade::card_problems(lesson, &record, &code, card).is_empty())
     };
     if card_ok {
-        record_submission(ctx, &mut learner, id, Some(code), true, true, None)?;
+        record_submission(ctx, &mut learner, id, Some(code), Outcome::Passed, None)?;
         return finish(ctx, &mut learner, lesson);
     }
     println!("\n{}", ctx.ui("submit_fill_card"));
@@ -411,21 +385,31 @@ fn record_runs(
     })
 }
 
+/// How a submission ended, as the progress file records it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    /// A check refused it.
+    Failed,
+    /// Its checks passed; the card is still to be filled.
+    ChecksPassed,
+    /// Its checks passed and its card stands: the lesson is complete.
+    Passed,
+}
+
 fn record_submission(
     ctx: &Ctx,
     learner: &mut Learner,
     id: &str,
     code: Option<CodeRef>,
-    checks_passed: bool,
-    passed: bool,
+    outcome: Outcome,
     measurement: Option<Measurement>,
 ) -> Result<()> {
     learner.update(ctx, |state| {
         let submission = Submission {
             at: Timestamp::now(),
             code,
-            passed,
-            checks_passed,
+            passed: outcome == Outcome::Passed,
+            checks_passed: outcome != Outcome::Failed,
             lang: ctx.lang,
             measurement,
         };
@@ -453,116 +437,6 @@ fn finish(ctx: &Ctx, learner: &mut Learner, lesson: &Lesson) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// What is wrong with a card for this code.
-enum CardProblem {
-    /// A number no run of that code backs.
-    Unbacked(Refused),
-    /// A number the lesson's card asks for is missing.
-    MissingNumber(&'static str),
-    MissingAnswer(String),
-    UnknownQuestion(String),
-    BadChoice {
-        question: String,
-        choice: String,
-    },
-    /// The answer depends on a measurement not made yet for this code.
-    NotMeasured,
-    Wrong(String),
-}
-
-/// Everything wrong with `card` for lesson `lesson` and the learner's `code`.
-fn card_problems(
-    lesson: &Lesson,
-    record: &LessonRecord,
-    code: &CodeRef,
-    card: &Card,
-) -> Vec<CardProblem> {
-    let mut problems = Vec::new();
-    if let (Some(card_spec), Some(measure)) = (&lesson.spec.card, &lesson.spec.measure) {
-        let values = |filter: &dyn Fn(&CodeRef) -> bool| -> Vec<f64> {
-            record
-                .runs
-                .iter()
-                .filter(|run| filter(&run.code))
-                .filter_map(|run| run.metric(measure.metric))
-                .collect()
-        };
-        for number in &card_spec.numbers {
-            let Some(&claimed) = card.numbers.get(number.key()) else {
-                problems.push(CardProblem::MissingNumber(number.key()));
-                continue;
-            };
-            // A run quest recorded, or the median of a measurement it printed.
-            let medians = record.submissions.iter().filter_map(|s| {
-                let m = s
-                    .measurement
-                    .as_ref()
-                    .filter(|m| m.metric == measure.metric.key())?;
-                match number {
-                    CardNumber::Before => Some(median(&m.before)),
-                    CardNumber::After => (s.code.as_ref() == Some(code)).then(|| median(&m.after)),
-                }
-            });
-            let mut measured = match number {
-                CardNumber::Before => values(&|c| c.kind == CodeKind::Original),
-                CardNumber::After => values(&|c| c == code),
-            };
-            measured.extend(medians);
-            if let Err(refused) = check_claim(number.key(), claimed, &measured, card_spec.tolerance)
-            {
-                problems.push(CardProblem::Unbacked(refused));
-            }
-        }
-    }
-    for id in card.answers.keys() {
-        if lesson.spec.question(id).is_none() {
-            problems.push(CardProblem::UnknownQuestion(id.clone()));
-        }
-    }
-    for question in &lesson.spec.quiz {
-        let Some(answer) = card.answers.get(&question.id) else {
-            problems.push(CardProblem::MissingAnswer(question.id.clone()));
-            continue;
-        };
-        if !question.choices.contains(answer) {
-            problems.push(CardProblem::BadChoice {
-                question: question.id.clone(),
-                choice: answer.clone(),
-            });
-            continue;
-        }
-        match correct_answer(question, &evidence(record, code)) {
-            None => problems.push(CardProblem::NotMeasured),
-            Some(right) if &right != answer => {
-                problems.push(CardProblem::Wrong(question.id.clone()))
-            }
-            Some(_) => {}
-        }
-    }
-    problems
-}
-
-/// What quest measured for `code`: its improvement in the interleaved measurement, and
-/// the weight bytes per token of the latest recorded runs of the baseline and of it, and
-/// quest's own values from its latest checked run.
-fn evidence<'a>(record: &'a LessonRecord, code: &CodeRef) -> Evidence<'a> {
-    let latest = |of: &dyn Fn(&CodeRef) -> bool| {
-        record
-            .runs
-            .iter()
-            .rev()
-            .filter(|run| of(&run.code))
-            .find_map(|run| run.metric(Metric::WeightMbPerToken))
-    };
-    let before = latest(&|c| c.kind == CodeKind::Original);
-    let after = latest(&|c| c == code);
-    Evidence {
-        improvement: record.improvement_of(code),
-        weight_mb: before.zip(after),
-        values: record.values_of(code),
-    }
 }
 
 fn explain(ctx: &Ctx, lesson: &Lesson, problem: &CardProblem) -> String {
@@ -663,7 +537,7 @@ pub fn card(ctx: &Ctx, lesson: &Lesson, input: CardInput) -> Result<()> {
         .cloned()
         .unwrap_or_default();
     // A quiz-only lesson has no code: its answers depend on nothing measured.
-    let problems = card_problems(
+    let problems = grade::card_problems(
         lesson,
         &record,
         code.as_ref()
@@ -686,7 +560,7 @@ pub fn card(ctx: &Ctx, lesson: &Lesson, input: CardInput) -> Result<()> {
     })?;
     println!("✓ {}", ctx.ui_with("card_saved", &[("id", id)]));
     if checks_passed {
-        record_submission(ctx, &mut learner, id, code, true, true, None)?;
+        record_submission(ctx, &mut learner, id, code, Outcome::Passed, None)?;
         finish(ctx, &mut learner, lesson)
     } else {
         println!("{}", ctx.ui_with("card_then_submit", &[("id", id)]));

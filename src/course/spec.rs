@@ -270,6 +270,15 @@ pub enum Direction {
     Lower,
 }
 
+impl Direction {
+    pub fn key(self) -> &'static str {
+        match self {
+            Direction::Higher => "higher",
+            Direction::Lower => "lower",
+        }
+    }
+}
+
 /// The numbers an exercise's report yields (see `lab::Report::metric`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -500,6 +509,21 @@ impl LessonSpec {
                 .is_some_and(|ratio| ratio.is_nan() || ratio < 1.0)
             {
                 bail!("{at}: `at_least` is an improvement ratio, 1.0 or more");
+            }
+            // `expect` is the metric's own direction: a lesson that expects the other way
+            // would be graded against its own claim.
+            let natural = if measure.metric.higher_is_better() {
+                Direction::Higher
+            } else {
+                Direction::Lower
+            };
+            if measure.expect != natural {
+                bail!(
+                    "{at}: `expect: {}` for `{}`, but that metric improves when it is {}",
+                    measure.expect.key(),
+                    measure.metric.key(),
+                    natural.key()
+                );
             }
         }
         if let Some(values) = &self.values {

@@ -1,0 +1,217 @@
+//! The decisions of `quest submit` and `quest card`, as pure functions over a lesson's
+//! data and the recorded history: which tokens must agree and where they first differ,
+//! whether the effect showed where the lesson says it shows, and what is wrong with a
+//! card. The CLI parses, runs, calls these, prints and records.
+
+use crate::check::card::{check_claim, correct_answer, Evidence, Refused};
+use crate::course::spec::{CardNumber, LessonSpec, TokenCheck};
+use crate::course::{Lesson, Metric};
+use crate::device::BackendKind;
+use crate::progress::{Card, CodeKind, CodeRef, LessonRecord};
+use crate::stats::median;
+
+/// How many leading tokens of the learner's run must be the solution's, when any:
+/// `exact` all of either, `first: n` the first `n`.
+pub fn tokens_compared(check: TokenCheck, solution: usize, learner: usize) -> Option<usize> {
+    match check {
+        TokenCheck::Exact => Some(solution.max(learner)),
+        TokenCheck::First(n) => Some(n),
+        TokenCheck::None => None,
+    }
+}
+
+/// The first position among the first `n` where the learner's tokens are not the
+/// solution's (a missing token differs), or `None` when they agree.
+pub fn first_difference(solution: &[u32], learner: &[u32], n: usize) -> Option<usize> {
+    let (expected, got) = (&solution[..n.min(solution.len())], &learner[..n.min(learner.len())]);
+    (0..expected.len().max(got.len())).find(|&i| expected.get(i) != got.get(i))
+}
+
+/// What the interleaved measurement says of the lesson's effect.
+#[derive(Debug, PartialEq)]
+pub enum Effect {
+    /// Where it shows, it showed (or the lesson asks for no ratio).
+    Shown,
+    /// Where it shows, the ratio fell short of `at_least` (`None`: not measurable).
+    Missing { ratio: Option<f64>, at_least: f64 },
+    /// This backend is not where the lesson expects it; it shows on these.
+    Elsewhere(Vec<BackendKind>),
+}
+
+/// The effect gate: on a backend where the lesson says its effect shows, the learner's
+/// improvement (after over before, the metric's direction) must be at least the
+/// lesson's `at_least`; elsewhere nothing is asked.
+pub fn effect(spec: &LessonSpec, backend: &str, improvement: Option<f64>) -> Effect {
+    if spec.shows_on_backend(backend) {
+        match spec.measure.as_ref().and_then(|m| m.at_least) {
+            Some(at_least) if improvement.is_none_or(|ratio| ratio < at_least) => Effect::Missing {
+                ratio: improvement,
+                at_least,
+            },
+            _ => Effect::Shown,
+        }
+    } else if spec.shows_on.is_empty() {
+        // A lesson that expects its effect nowhere says nothing about elsewhere.
+        Effect::Shown
+    } else {
+        Effect::Elsewhere(spec.shows_on.clone())
+    }
+}
+
+/// What is wrong with a card for this code.
+pub enum CardProblem {
+    /// A number no run of that code backs.
+    Unbacked(Refused),
+    /// A number the lesson's card asks for is missing.
+    MissingNumber(&'static str),
+    MissingAnswer(String),
+    UnknownQuestion(String),
+    BadChoice {
+        question: String,
+        choice: String,
+    },
+    /// The answer depends on a measurement not made yet for this code.
+    NotMeasured,
+    Wrong(String),
+}
+
+/// Everything wrong with `card` for lesson `lesson` and the learner's `code`.
+pub fn card_problems(
+    lesson: &Lesson,
+    record: &LessonRecord,
+    code: &CodeRef,
+    card: &Card,
+) -> Vec<CardProblem> {
+    let mut problems = Vec::new();
+    if let (Some(card_spec), Some(measure)) = (&lesson.spec.card, &lesson.spec.measure) {
+        let values = |filter: &dyn Fn(&CodeRef) -> bool| -> Vec<f64> {
+            record
+                .runs
+                .iter()
+                .filter(|run| filter(&run.code))
+                .filter_map(|run| run.metric(measure.metric))
+                .collect()
+        };
+        for number in &card_spec.numbers {
+            let Some(&claimed) = card.numbers.get(number.key()) else {
+                problems.push(CardProblem::MissingNumber(number.key()));
+                continue;
+            };
+            // A run quest recorded, or the median of a measurement it printed.
+            let medians = record.submissions.iter().filter_map(|s| {
+                let m = s
+                    .measurement
+                    .as_ref()
+                    .filter(|m| m.metric == measure.metric.key())?;
+                match number {
+                    CardNumber::Before => Some(median(&m.before)),
+                    CardNumber::After => (s.code.as_ref() == Some(code)).then(|| median(&m.after)),
+                }
+            });
+            let mut measured = match number {
+                CardNumber::Before => values(&|c| c.kind == CodeKind::Original),
+                CardNumber::After => values(&|c| c == code),
+            };
+            measured.extend(medians);
+            if let Err(refused) = check_claim(number.key(), claimed, &measured, card_spec.tolerance)
+            {
+                problems.push(CardProblem::Unbacked(refused));
+            }
+        }
+    }
+    for id in card.answers.keys() {
+        if lesson.spec.question(id).is_none() {
+            problems.push(CardProblem::UnknownQuestion(id.clone()));
+        }
+    }
+    for question in &lesson.spec.quiz {
+        let Some(answer) = card.answers.get(&question.id) else {
+            problems.push(CardProblem::MissingAnswer(question.id.clone()));
+            continue;
+        };
+        if !question.choices.contains(answer) {
+            problems.push(CardProblem::BadChoice {
+                question: question.id.clone(),
+                choice: answer.clone(),
+            });
+            continue;
+        }
+        match correct_answer(question, &evidence(record, code)) {
+            None => problems.push(CardProblem::NotMeasured),
+            Some(right) if &right != answer => {
+                problems.push(CardProblem::Wrong(question.id.clone()))
+            }
+            Some(_) => {}
+        }
+    }
+    problems
+}
+
+/// What quest measured for `code`: its improvement in the interleaved measurement, and
+/// the weight bytes per token of the latest recorded runs of the baseline and of it, and
+/// quest's own values from its latest checked run.
+pub fn evidence<'a>(record: &'a LessonRecord, code: &CodeRef) -> Evidence<'a> {
+    let latest = |of: &dyn Fn(&CodeRef) -> bool| {
+        record
+            .runs
+            .iter()
+            .rev()
+            .filter(|run| of(&run.code))
+            .find_map(|run| run.metric(Metric::WeightMbPerToken))
+    };
+    let before = latest(&|c| c.kind == CodeKind::Original);
+    let after = latest(&|c| c == code);
+    Evidence {
+        improvement: record.improvement_of(code),
+        weight_mb: before.zip(after),
+        values: record.values_of(code),
+    }
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_differ_at_the_first_position_either_lacks_or_changes() {
+        assert_eq!(first_difference(&[1, 2, 3], &[1, 2, 3], 3), None);
+        assert_eq!(first_difference(&[1, 2, 3], &[1, 9, 3], 3), Some(1));
+        // A shorter run differs where it stops; past `n` nothing is compared.
+        assert_eq!(first_difference(&[1, 2, 3], &[1, 2], 3), Some(2));
+        assert_eq!(first_difference(&[1, 2, 3], &[1, 2, 7], 2), None);
+        assert_eq!(tokens_compared(TokenCheck::Exact, 5, 7), Some(7));
+        assert_eq!(tokens_compared(TokenCheck::First(6), 32, 32), Some(6));
+        assert_eq!(tokens_compared(TokenCheck::None, 32, 32), None);
+    }
+
+    fn spec(shows_on: &str, at_least: Option<f64>) -> LessonSpec {
+        let at_least = at_least.map_or(String::new(), |r| format!("  at_least: {r}\n"));
+        let yaml = format!(
+            "minutes: 1\nxp: 1\ntags: []\nshows_on: {shows_on}\nexercise: e.rs\nsolution: s.rs\n\
+             measure:\n  metric: decode_tok_s\n  expect: higher\n{at_least}"
+        );
+        serde_yaml::from_str(&yaml).unwrap()
+    }
+
+    #[test]
+    fn the_effect_must_show_where_the_lesson_says_it_shows() {
+        let gpu_only = spec("[gpu]", Some(1.1));
+        assert_eq!(effect(&gpu_only, "cuda", Some(1.1)), Effect::Shown);
+        assert_eq!(
+            effect(&gpu_only, "cuda", Some(1.09)),
+            Effect::Missing { ratio: Some(1.09), at_least: 1.1 }
+        );
+        assert_eq!(
+            effect(&gpu_only, "cuda", None),
+            Effect::Missing { ratio: None, at_least: 1.1 }
+        );
+        // Elsewhere a slower edit passes, and the learner is told where it shows.
+        assert_eq!(
+            effect(&gpu_only, "cpu", Some(0.5)),
+            Effect::Elsewhere(vec![BackendKind::Gpu])
+        );
+        assert_eq!(effect(&spec("[]", Some(1.1)), "cpu", Some(0.5)), Effect::Shown);
+        assert_eq!(effect(&spec("[cpu]", None), "cpu", Some(0.5)), Effect::Shown);
+    }
+}
