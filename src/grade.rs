@@ -23,7 +23,10 @@ pub fn tokens_compared(check: TokenCheck, solution: usize, learner: usize) -> Op
 /// The first position among the first `n` where the learner's tokens are not the
 /// solution's (a missing token differs), or `None` when they agree.
 pub fn first_difference(solution: &[u32], learner: &[u32], n: usize) -> Option<usize> {
-    let (expected, got) = (&solution[..n.min(solution.len())], &learner[..n.min(learner.len())]);
+    let (expected, got) = (
+        &solution[..n.min(solution.len())],
+        &learner[..n.min(learner.len())],
+    );
     (0..expected.len().max(got.len())).find(|&i| expected.get(i) != got.get(i))
 }
 
@@ -168,7 +171,6 @@ pub fn evidence<'a>(record: &'a LessonRecord, code: &CodeRef) -> Evidence<'a> {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,18 +202,30 @@ mod tests {
         assert_eq!(effect(&gpu_only, "cuda", Some(1.1)), Effect::Shown);
         assert_eq!(
             effect(&gpu_only, "cuda", Some(1.09)),
-            Effect::Missing { ratio: Some(1.09), at_least: 1.1 }
+            Effect::Missing {
+                ratio: Some(1.09),
+                at_least: 1.1
+            }
         );
         assert_eq!(
             effect(&gpu_only, "cuda", None),
-            Effect::Missing { ratio: None, at_least: 1.1 }
+            Effect::Missing {
+                ratio: None,
+                at_least: 1.1
+            }
         );
         // Elsewhere a slower edit passes, and the learner is told where it shows.
         assert_eq!(
             effect(&gpu_only, "cpu", Some(0.5)),
             Effect::Elsewhere(vec![BackendKind::Gpu])
         );
-        assert_eq!(effect(&spec("[]", Some(1.1)), "cpu", Some(0.5)), Effect::Shown);
-        assert_eq!(effect(&spec("[cpu]", None), "cpu", Some(0.5)), Effect::Shown);
+        assert_eq!(
+            effect(&spec("[]", Some(1.1)), "cpu", Some(0.5)),
+            Effect::Shown
+        );
+        assert_eq!(
+            effect(&spec("[cpu]", None), "cpu", Some(0.5)),
+            Effect::Shown
+        );
     }
 }

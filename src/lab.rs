@@ -648,7 +648,10 @@ pub fn run(binary: &Path, request: &RunRequest) -> Result<Report> {
     let child = Command::new(binary)
         .env(crate::settings::MODEL.name, &request.model)
         .env(crate::settings::PROMPT.name, &request.prompt)
-        .env(crate::settings::MAX_TOKENS.name, request.max_tokens.to_string())
+        .env(
+            crate::settings::MAX_TOKENS.name,
+            request.max_tokens.to_string(),
+        )
         .env(crate::settings::REPORT.name, &report_path)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

@@ -16,9 +16,9 @@ use serde_json::Value;
 
 use crate::bench::{bandwidth, loops, random, slope};
 use crate::course::spec::Computation;
+use crate::device::Backend;
 use crate::lab::Exercise;
 pub use crate::lab::{base_name, key, Values};
-use crate::device::Backend;
 use crate::lm::WeightLayout;
 use crate::stats::{least_squares, median};
 

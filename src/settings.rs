@@ -39,7 +39,9 @@ impl Setting {
     /// The value set in this process, `None` when unset or empty (an empty value never
     /// means "here", "zero" or "nothing").
     pub fn raw(&self) -> Option<String> {
-        std::env::var(self.name).ok().filter(|v| !v.trim().is_empty())
+        std::env::var(self.name)
+            .ok()
+            .filter(|v| !v.trim().is_empty())
     }
 
     /// The value as the OS gives it (paths), `None` when unset or empty.
@@ -226,14 +228,18 @@ mod tests {
             &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
             &mut found,
         );
-        assert!(found.is_empty(), "read outside the settings table: {found:?}");
+        assert!(
+            found.is_empty(),
+            "read outside the settings table: {found:?}"
+        );
     }
 
     #[test]
     fn the_readme_table_is_written_from_the_settings() {
-        let readme =
-            std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-                .unwrap();
+        let readme = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"),
+        )
+        .unwrap();
         assert!(
             readme.contains(&readme_table()),
             "README.md's settings table is not the one `quest dev update` writes from src/settings.rs; run `cargo run -- dev update`"

@@ -165,7 +165,9 @@ impl CacheBytes {
 /// (every measurement here does: quest's CUDA kernels, compiled in the warm-up, run by
 /// default; an exercise's fresh process decides otherwise, see [`crate::kernels`]).
 pub fn warmed(model: crate::lm::Model) -> anyhow::Result<crate::lm::Model> {
-    model.set_kernels(crate::kernels::Kernels::for_process(crate::kernels::Process::Warmed)?);
+    model.set_kernels(crate::kernels::Kernels::for_process(
+        crate::kernels::Process::Warmed,
+    )?);
     Ok(model)
 }
 

@@ -12,8 +12,8 @@ use mlx_rs::{Array, Dtype};
 use serde::Serialize;
 
 use super::{loops, Measured};
-use crate::kernels::{Impl, Kernel, Kernels, Process};
 use crate::device::Backend;
+use crate::kernels::{Impl, Kernel, Kernels, Process};
 use crate::lm::{self, Model};
 use crate::stats::median;
 

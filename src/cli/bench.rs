@@ -8,8 +8,8 @@ use anyhow::Result;
 use quest::bench::peer::{Peer, PeerBuild, PeerModel};
 use quest::bench::{bandwidth, plot, BenchResult, Ceiling, LoopRuns, Measured};
 use quest::course::{Lesson, Metric};
-use quest::lab::{self, RunRequest};
 use quest::device::Backend;
+use quest::lab::{self, RunRequest};
 use quest::lm::{self, ModelSource};
 
 use quest::progress::{CodeRef, Run, Timestamp, LIBRARY_DECODE_TOK_S};

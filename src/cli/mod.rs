@@ -26,8 +26,8 @@ use run::{reset, run_and_record, watch};
 )]
 struct Cli {
     /// Language of lessons and messages (remembered once chosen).
-    #[arg(long, global = true, value_parser = parse_lang)]
-    lang: Option<Lang>,
+    #[arg(long, global = true)]
+    lang: Option<String>,
     /// How a quantized model's matrices are held: `auto` (dense f32 on a CPU, quantized on
     /// a GPU), `dense` or `quantized` (sets QUEST_WEIGHTS for the runs it starts).
     #[arg(long, global = true, value_parser = parse_weights)]
@@ -235,11 +235,6 @@ fn parse_answer(text: &str) -> Result<(String, String), String> {
         .ok_or_else(|| format!("`{text}`: write an answer as QUESTION=CHOICE, e.g. term=fixed"))
 }
 
-fn parse_lang(text: &str) -> Result<Lang, String> {
-    text.parse::<Lang>()
-        .map_err(|_| format!("unknown language `{text}`; use en or ko"))
-}
-
 fn parse_weights(text: &str) -> Result<quest::lm::WeightLayout, String> {
     text.parse()
 }
@@ -269,7 +264,8 @@ pub fn main() -> ExitCode {
 
 /// The project the lessons and exercises live in (`QUEST_ROOT` overrides, for tests).
 fn project_root() -> PathBuf {
-    quest::settings::ROOT.os()
+    quest::settings::ROOT
+        .os()
         .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
 }
 
@@ -400,14 +396,26 @@ fn dispatch(cli: Cli) -> Result<()> {
     let course = Course::load(&root.join("lessons"))?;
     let mut ctx = Ctx {
         course,
-        lang: cli.lang.unwrap_or(Lang::En),
+        lang: Lang::En,
         root,
     };
+    // Read here, not by clap: an unknown language is said in the course's words.
+    let chosen = match cli.lang.as_deref() {
+        None => None,
+        Some(code) => Some(code.parse::<Lang>().map_err(|_| {
+            let list: Vec<&str> = Lang::ALL.iter().map(|lang| lang.code()).collect();
+            anyhow::anyhow!(ctx.ui_with(
+                "unknown_lang",
+                &[("lang", code), ("list", &list.join(", "))]
+            ))
+        })?),
+    };
+    ctx.lang = chosen.unwrap_or(Lang::En);
     if let Command::Status { repair: true, .. } = cli.command {
         // Repair must work exactly when the progress file cannot be read.
         return status::status(&ctx, false, true);
     }
-    ctx.lang = remembered_lang(&ctx, cli.lang)?;
+    ctx.lang = remembered_lang(&ctx, chosen)?;
     match cli.command {
         Command::Run {
             lesson,

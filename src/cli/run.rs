@@ -79,7 +79,10 @@ pub(crate) fn explain_killed(ctx: &Ctx, error: anyhow::Error) -> anyhow::Error {
     );
     if killed.is_illegal_instruction() {
         text += "\n";
-        text += &ctx.ui_with("killed_sigill_hint", &[("blas", &quest::device::blas::library())]);
+        text += &ctx.ui_with(
+            "killed_sigill_hint",
+            &[("blas", &quest::device::blas::library())],
+        );
     }
     let said = killed.last_lines(5);
     if !said.is_empty() {
@@ -248,7 +251,12 @@ pub(crate) fn reset(ctx: &Ctx, id: &str, yes: bool) -> Result<()> {
         std::io::stdout().flush()?;
         let mut answer = String::new();
         std::io::stdin().lock().read_line(&mut answer)?;
-        if !matches!(answer.trim(), "y" | "Y" | "yes" | "예" | "네" | "응") {
+        // What counts as yes is the course's, per language (`confirm_yes`).
+        let yes = ctx.ui("confirm_yes").split(',').map(str::trim);
+        if !yes
+            .into_iter()
+            .any(|word| word.eq_ignore_ascii_case(answer.trim()))
+        {
             println!("{}", ctx.ui("reset_cancelled"));
             return Ok(());
         }

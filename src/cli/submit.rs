@@ -12,12 +12,10 @@ use anyhow::{bail, Result};
 
 use quest::check::rules::{self, Finding};
 use quest::course::spec::CardNumber;
-use quest::grade::{self, CardProblem, Effect};
 use quest::course::{Lesson, Metric};
+use quest::grade::{self, CardProblem, Effect};
 use quest::lab::{Report, Values};
-use quest::progress::{
-    Card, CodeKind, CodeRef, Measurement, State, Submission, Timestamp,
-};
+use quest::progress::{Card, CodeKind, CodeRef, Measurement, State, Submission, Timestamp};
 use quest::stats::median;
 
 use super::learner::{current_exercise, run_record, solution_path, starting_code_file, Learner};
@@ -248,7 +246,14 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
                     )
                 );
                 record_runs(ctx, &mut learner, id, &reports, None)?;
-                record_submission(ctx, &mut learner, id, Some(code), Outcome::Failed, Some(taken))?;
+                record_submission(
+                    ctx,
+                    &mut learner,
+                    id,
+                    Some(code),
+                    Outcome::Failed,
+                    Some(taken),
+                )?;
                 bail!(ctx.ui("submit_measure_failed").to_owned());
             }
             Effect::Elsewhere(kinds) => {

@@ -153,6 +153,65 @@ pub fn fill_placeholders(template: &str, args: &[(&str, &str)]) -> String {
 mod tests {
     use super::*;
 
+    /// Every `ui:` string is shown somewhere, and every key the code asks for exists: the
+    /// code names a key as a string literal (in a `ui` call, or a match arm's `"signal_ill"`), or
+    /// builds it from a family's prefix (`metric_…`, `card_…`), whose members are checked
+    /// against the list they come from.
+    #[test]
+    fn every_ui_key_is_used_and_every_used_key_exists() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let course = Course::load(&root.join("lessons")).unwrap();
+        let mut source = String::new();
+        let mut stack = vec![root.join("src")];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    source += &std::fs::read_to_string(&path).unwrap();
+                }
+            }
+        }
+        let literal = |key: &str| source.contains(&format!("\"{key}\""));
+        let families: Vec<String> = crate::course::Metric::ALL
+            .iter()
+            .map(|m| format!("metric_{}", m.key()))
+            .chain(["card_before".into(), "card_after".into()])
+            .collect();
+        let unused: Vec<&String> = course
+            .ui
+            .keys()
+            .filter(|key| !literal(key) && !families.contains(key))
+            .collect();
+        assert!(unused.is_empty(), "ui keys nothing shows: {unused:?}");
+        let missing: Vec<&String> = families
+            .iter()
+            .filter(|k| !course.ui.contains_key(*k))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "ui keys asked for but missing: {missing:?}"
+        );
+        // Literal keys asked of `ui(…)` / `ui_with(…)`.
+        let mut asked = Vec::new();
+        for call in ["ui(\"", "ui_with(\""] {
+            for (at, _) in source.match_indices(call) {
+                let rest = &source[at + call.len()..];
+                let key = &rest[..rest.find('"').unwrap()];
+                asked.push(key.to_owned());
+            }
+        }
+        let unknown: Vec<&String> = asked
+            .iter()
+            .filter(|key| !course.ui.contains_key(*key) && key.as_str() != "no_such_key")
+            .collect();
+        assert!(
+            unknown.is_empty(),
+            "ui keys the code asks for that quest.yaml lacks: {unknown:?}"
+        );
+    }
+
     pub(crate) fn fixture_lessons() -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/broken-lessons/lessons")
     }

@@ -253,9 +253,14 @@ pub(super) fn attend(
     let mut inputs = key.inputs(qkv, &offset, spec);
     inputs.extend([&keys, &values]);
     let out = KERNELS.with(|kernels| {
-        kernels
-            .borrow_mut()
-            .apply(&key, make, &(b, spec.heads, d), config, &inputs, hand_compiled)
+        kernels.borrow_mut().apply(
+            &key,
+            make,
+            &(b, spec.heads, d),
+            config,
+            &inputs,
+            hand_compiled,
+        )
     })?;
     let [out]: [Array; 1] = out
         .try_into()

@@ -10,7 +10,6 @@ use std::hash::Hash;
 use anyhow::{bail, Result};
 use mlx_rs::{Array, Dtype, Stream};
 
-
 /// One of quest's kernels for MLX: MLX's custom-kernel object (its name, argument names,
 /// source and shared memory fixed when it is made) and the variants quest compiled of it
 /// ([`super::precompiled`]), which run instead where there are. MLX objects belong to
@@ -300,8 +299,7 @@ impl CustomKernel {
                     block: config.block,
                     shared_memory: self.spec.shared_memory,
                 };
-                ok =
-                    super::precompiled::apply(compiled, ins, &call, &mut outs, stream.as_ptr());
+                ok = super::precompiled::apply(compiled, ins, &call, &mut outs, stream.as_ptr());
             } else if ok {
                 ok = mlx_sys::mlx_fast_cuda_kernel_apply(
                     &mut outs,

@@ -287,9 +287,14 @@ pub(super) fn heads(
     let offset = super::position(offset);
     let inputs = key.inputs(qkv, &offset, spec);
     let arrays = KERNELS.with(|kernels| {
-        kernels
-            .borrow_mut()
-            .apply(&key, Key::make, &b, |b| key.config(*b), &inputs, hand_compiled)
+        kernels.borrow_mut().apply(
+            &key,
+            Key::make,
+            &b,
+            |b| key.config(*b),
+            &inputs,
+            hand_compiled,
+        )
     })?;
     let [q, k, v]: [Array; 3] = arrays
         .try_into()

@@ -367,7 +367,9 @@ mod tests {
     fn each_kernel_has_its_own_switch_in_its_own_value() {
         let cuda = Backend::detect() == Backend::Cuda;
         let a = Kernels::NONE.with(Kernel::Matvec, Impl::Quest);
-        let b = a.with(Kernel::Qkv, Impl::Quest).with(Kernel::Matvec, Impl::Mlx);
+        let b = a
+            .with(Kernel::Qkv, Impl::Quest)
+            .with(Kernel::Matvec, Impl::Mlx);
         // Setting one value leaves the other as it was: no shared switch.
         assert_eq!(a.uses(Kernel::Matvec), cuda);
         assert!(!a.uses(Kernel::Qkv));
@@ -391,7 +393,10 @@ mod tests {
         let x = zeros_f16(&[1, 1, 256]);
         let w = Array::zeros::<u32>(&[8, 32]).unwrap();
         let s = zeros_f16(&[8, 8]);
-        assert!(all.project(&x, &w, &s, &s, 32, 4, &Fold::default()).unwrap().is_none());
+        assert!(all
+            .project(&x, &w, &s, &s, 32, 4, &Fold::default())
+            .unwrap()
+            .is_none());
     }
 
     #[test]
@@ -412,6 +417,10 @@ mod tests {
         let mut files: Vec<&str> = sources.iter().map(|s| s.file.as_str()).collect();
         files.sort();
         files.dedup();
-        assert_eq!(files.len(), sources.len(), "two sources under one file name");
+        assert_eq!(
+            files.len(),
+            sources.len(),
+            "two sources under one file name"
+        );
     }
 }

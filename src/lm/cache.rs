@@ -337,7 +337,11 @@ impl crate::kernels::CacheWrite for KvCache {
     fn offset(&self) -> i32 {
         self.offset
     }
-    fn buffers_to_write(&mut self, bhd: [i32; 3], dtype: Dtype) -> anyhow::Result<Option<(Array, Array)>> {
+    fn buffers_to_write(
+        &mut self,
+        bhd: [i32; 3],
+        dtype: Dtype,
+    ) -> anyhow::Result<Option<(Array, Array)>> {
         Ok(KvCache::buffers_to_write(self, bhd, dtype)?)
     }
     fn wrote_one(&mut self, step: &Array) {

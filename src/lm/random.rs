@@ -14,8 +14,8 @@ use mlx_rs::ops::quantize;
 use mlx_rs::transforms::eval;
 use serde_json::{json, Value};
 
-use crate::lm::weights::Weights;
 use crate::device::Backend;
+use crate::lm::weights::Weights;
 use crate::lm::{Model, Tokenizer, WeightLayout};
 
 /// How `--model` names a random-weights model: `random:<shape>[@bits]`.

@@ -8,8 +8,8 @@ use anyhow::{bail, Context, Result};
 use mlx_rs::ops::indexing::IndexOp;
 use mlx_rs::ops::{dequantize, matmul, quantize, quantized_matmul};
 
-use crate::kernels::{Fold, Kernels};
 use super::Layout;
+use crate::kernels::{Fold, Kernels};
 use mlx_rs::{Array, Dtype};
 
 /// MLX's affine quantization parameters, as in `config.json`'s `quantization`.

@@ -94,14 +94,21 @@ impl GatedDeltaNet {
     }
 
     /// `x`: `[B, L, hidden]`. Continues from (and updates) the conv window and state in `cache`.
-    pub fn forward(&self, x: &Array, cache: &mut RecurrentCache, kernels: &Kernels) -> Result<Array> {
+    pub fn forward(
+        &self,
+        x: &Array,
+        cache: &mut RecurrentCache,
+        kernels: &Kernels,
+    ) -> Result<Array> {
         let s = &self.shape;
         let (b, l) = (x.shape()[0], x.shape()[1]);
         let qkv = self.in_proj_qkv.forward(x, kernels)?;
-        let z = self
-            .in_proj_z
-            .forward(x, kernels)?
-            .reshape(&[b, l, s.value_heads, s.value_head_dim])?;
+        let z = self.in_proj_z.forward(x, kernels)?.reshape(&[
+            b,
+            l,
+            s.value_heads,
+            s.value_head_dim,
+        ])?;
         let beta = sigmoid(self.in_proj_b.forward(x, kernels)?)?;
         let a = self.in_proj_a.forward(x, kernels)?;
 

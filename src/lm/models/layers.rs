@@ -378,7 +378,9 @@ impl Mlp {
             None => x,
         };
         let gate_up = self.gate_up_proj.forward(x, kernels)?;
-        let y = self.down_proj.forward(&swiglu(&gate_up[0], &gate_up[1])?, kernels)?;
+        let y = self
+            .down_proj
+            .forward(&swiglu(&gate_up[0], &gate_up[1])?, kernels)?;
         Ok(match residual {
             Some(r) => r.add(&y)?,
             None => y,
@@ -418,4 +420,3 @@ fn project(linear: &Linear, x: &Array, fold: &Fold, kernels: &Kernels) -> Result
         None => y,
     })
 }
-

@@ -176,18 +176,34 @@ mod tests {
             let (plain, folded) = (Kernels::NONE, Kernels::NONE.folding());
             let (mut plain_cache, mut folded_cache) = (model.make_cache(), model.make_cache());
             let prompt = tokens_array(&[1, 2, 3, 4, 5]);
-            model.decoder.forward(&prompt, &mut plain_cache, &plain).unwrap();
-            model.decoder.forward(&prompt, &mut folded_cache, &folded).unwrap();
+            model
+                .decoder
+                .forward(&prompt, &mut plain_cache, &plain)
+                .unwrap();
+            model
+                .decoder
+                .forward(&prompt, &mut folded_cache, &folded)
+                .unwrap();
             for token in [7u32, 9, 11] {
                 let input = tokens_array(&[token]);
-                let a = model.decoder.forward(&input, &mut plain_cache, &plain).unwrap();
-                let b = model.decoder.forward(&input, &mut folded_cache, &folded).unwrap();
+                let a = model
+                    .decoder
+                    .forward(&input, &mut plain_cache, &plain)
+                    .unwrap();
+                let b = model
+                    .decoder
+                    .forward(&input, &mut folded_cache, &folded)
+                    .unwrap();
                 let diff = abs(subtract(&a, &b).unwrap())
                     .unwrap()
                     .max(None)
                     .unwrap()
                     .item_exact::<f32>();
-                assert!(diff <= 1e-5, "{}: logits differ by {diff}", config["model_type"]);
+                assert!(
+                    diff <= 1e-5,
+                    "{}: logits differ by {diff}",
+                    config["model_type"]
+                );
             }
         }
     }

@@ -57,9 +57,12 @@ impl Block {
     fn load(w: &mut Weights, p: &str, i: usize, shape: &DecoderShape) -> Result<Self> {
         let (eps, q) = (shape.rms_norm_eps, shape.quantization);
         let mixer = match shape.linear_layer(i) {
-            Some(delta) => {
-                Mixer::GatedDelta(GatedDeltaNet::load(w, &format!("{p}.linear_attn"), delta, q)?)
-            }
+            Some(delta) => Mixer::GatedDelta(GatedDeltaNet::load(
+                w,
+                &format!("{p}.linear_attn"),
+                delta,
+                q,
+            )?),
             None => Mixer::Attention(Attention::load(w, &format!("{p}.self_attn"), shape)?),
         };
         Ok(Block {
