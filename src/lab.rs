@@ -835,13 +835,6 @@ pub fn end_children_on_signal() {
     });
 }
 
-/// sha256 of a source file: which code a measurement belongs to.
-pub fn code_hash(path: &Path) -> Result<String> {
-    let bytes =
-        std::fs::read(path).with_context(|| format!("could not read {}", path.display()))?;
-    Ok(crate::course::sha256_hex(&bytes))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -211,6 +211,22 @@ fn dims4(a: &Array) -> [i32; 4] {
     [s[0], s[1], s[2], s[3]]
 }
 
+impl crate::kernels::CacheWrite for KvCache {
+    fn offset(&self) -> i32 {
+        self.offset
+    }
+    fn buffers_to_write(
+        &mut self,
+        bhd: [i32; 3],
+        dtype: Dtype,
+    ) -> anyhow::Result<Option<(Array, Array)>> {
+        Ok(KvCache::buffers_to_write(self, bhd, dtype)?)
+    }
+    fn wrote_one(&mut self, step: &Array) {
+        KvCache::wrote_one(self, step)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -330,21 +346,5 @@ mod tests {
             .buffers_to_write(SHAPE, Dtype::Float16)
             .unwrap()
             .is_some());
-    }
-}
-
-impl crate::kernels::CacheWrite for KvCache {
-    fn offset(&self) -> i32 {
-        self.offset
-    }
-    fn buffers_to_write(
-        &mut self,
-        bhd: [i32; 3],
-        dtype: Dtype,
-    ) -> anyhow::Result<Option<(Array, Array)>> {
-        Ok(KvCache::buffers_to_write(self, bhd, dtype)?)
-    }
-    fn wrote_one(&mut self, step: &Array) {
-        KvCache::wrote_one(self, step)
     }
 }

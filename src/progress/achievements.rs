@@ -2,7 +2,7 @@
 //! recorded history, chosen from the small set in [`Predicate`]. In YAML:
 //! `{id: first-token, xp: 10, name: {..}, description: {..}, when: {first_run: {}}}`.
 
-use super::{CodeKind, LessonRecord, Run, State, Timestamp, LIBRARY_DECODE_TOK_S};
+use super::{LessonRecord, Run, State, Timestamp, LIBRARY_DECODE_TOK_S};
 use crate::course::{Lang, Localized, Metric};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -141,8 +141,7 @@ impl Predicate {
                     return false;
                 };
                 record.runs.iter().any(|run| {
-                    run.code.kind != CodeKind::Solution
-                        && record.passed_checks(&run.code)
+                    record.passed_checks(&run.code)
                         && match (
                             run.metric(Metric::DecodeTokS),
                             run.metrics.get(LIBRARY_DECODE_TOK_S),
@@ -191,7 +190,7 @@ pub fn award_earned<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::progress::{Card, CodeRef, Measurement, Submission};
+    use crate::progress::{Card, CodeKind, CodeRef, Measurement, Submission};
 
     fn when(yaml: &str) -> Predicate {
         let achievement = format!(
@@ -372,11 +371,6 @@ mod tests {
             )])),
             "code that never passed its checks"
         );
-        assert!(!beat.holds(&with_submission(vec![run(
-            21.0,
-            CodeKind::Solution,
-            Some(20.0)
-        )])));
         assert!(!beat.holds(&with_submission(vec![run(
             19.0,
             CodeKind::Exercise,

@@ -93,8 +93,6 @@ pub enum CodeKind {
     Original,
     /// The exercise file, as the learner edited it.
     Exercise,
-    /// The course's reference solution.
-    Solution,
     /// The learner's own code outside the exercise.
     Learner,
 }
