@@ -55,10 +55,10 @@
 #                  PEER_SHAPES (default: every shape of `quest fit --configs`), the same
 #                  prompt as quest fit's (python.txt, py-<shape>.json, py-all.json).
 #   kernels        `quest qmv --kernel K --shapes QMV_SHAPES` (default all) for K in KERNELS
-#                  (default "matvec qkv addnorm attend"): speed interleaved in one process,
+#                  (default "matvec qkv attend"): speed interleaved in one process,
 #                  logits compared step by step.
 #   check          docs/gpu/qmv_check.sh on SmolLM2's real weights for each kernel of CHECKS
-#                  (default "matvec qkv addnorm attend"), then `quest run mlx-path` on it with
+#                  (default "matvec qkv attend"), then `quest run mlx-path` on it with
 #                  RUN_ENV (default: quest's defaults): the text must name Paris.
 #   journey        the journey lessons' exercises (prebuilt) on the real SmolLM2, 16 tokens.
 #   bench          `quest bench mlx-path` on the real SmolLM2, with the Python peers.
@@ -111,7 +111,7 @@ trap 'exit 143' TERM
 step() { echo; echo "== $* ($(date -u +%T))"; }
 rounds() { echo "${ROUNDS:-$1}"; } # ROUNDS, else this subcommand's default
 last_bin() { echo "${BINS:-quest}" | awk '{print $NF}'; }
-mlx_ops=(QUEST_QMV=mlx QUEST_QKV=mlx QUEST_ATTEND=mlx QUEST_ADDNORM=mlx)
+mlx_ops=(QUEST_QMV=mlx QUEST_QKV=mlx QUEST_ATTEND=mlx)
 smollm2() { [ -d "${QUEST_CACHE:-}/models/smollm2-135m-instruct" ]; }
 
 # One fresh `quest run mlx-path` on $MODEL into $o/NAME.txt, its wall time from the shell
@@ -424,7 +424,7 @@ kernels() {
   local r
   r=$(rounds 3)
   step "quest qmv per kernel"
-  for k in ${KERNELS:-matvec qkv addnorm attend}; do
+  for k in ${KERNELS:-matvec qkv attend}; do
     echo "-- quest qmv --kernel $k"
     timeout 300 quest qmv --kernel "$k" --shapes "${QMV_SHAPES:-all}" --max-tokens "$T" --rounds "$r" 2>&1 |
       grep -v '^quest:' | tee "$o/qmv-$k.txt"
@@ -434,7 +434,7 @@ kernels() {
 
 check() {
   step check
-  for k in ${CHECKS:-matvec qkv addnorm attend}; do
+  for k in ${CHECKS:-matvec qkv attend}; do
     KERNEL=$k OUT=$o timeout 240 bash "$HERE/qmv_check.sh" 2>&1 | tail -12
     echo "qmv_check.sh KERNEL=$k: rc=${PIPESTATUS[0]}"
   done 2>&1 | tee -a "$o/check.txt"

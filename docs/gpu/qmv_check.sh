@@ -12,7 +12,7 @@
 #    every step (teacher-forced, side by side), the pipelined runs of both decode the same
 #    tokens, and the logits differ by at most TOL (relative L2, float16) at every step.
 # Exit 0 when all hold, 1 otherwise. Outputs go to $OUT (default /tmp/out).
-#   KERNEL matvec (default), qkv, addnorm or attend
+#   KERNEL matvec (default), qkv or attend
 #   MODEL  a real 4-bit model quest can load (default smollm2-135m-instruct, from QUEST_CACHE)
 #   TOL    the logits tolerance (default 0.02)
 set -euo pipefail
@@ -23,9 +23,8 @@ OUT=${OUT:-/tmp/out}
 case $KERNEL in
   matvec) SWITCH=QUEST_QMV ;;
   qkv) SWITCH=QUEST_QKV ;;
-  addnorm) SWITCH=QUEST_ADDNORM ;;
   attend) SWITCH=QUEST_ATTEND ;;
-  *) echo "qmv_check.sh: KERNEL is matvec, qkv, addnorm or attend, not $KERNEL" >&2; exit 2 ;;
+  *) echo "qmv_check.sh: KERNEL is matvec, qkv or attend, not $KERNEL" >&2; exit 2 ;;
 esac
 mkdir -p "$OUT"
 for way in mlx quest; do
