@@ -94,6 +94,7 @@ static TINY_ATTENTION: Shape = Shape {
 
 #[test]
 fn kv_bytes_grow_with_the_context_and_the_state_does_not() {
+    let _one = crate::lm_helpers::mlx_lock();
     let mut tables = Vec::new();
     for fill in [Fill::Prefill, Fill::Random] {
         let options = SlopeOptions {
