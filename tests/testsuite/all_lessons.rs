@@ -15,7 +15,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::Mutex;
 
 use quest::course::spec::{Answer, MeasuredAnswer, TokenCheck};
@@ -414,7 +414,7 @@ struct Quest<'a> {
 
 impl Quest<'_> {
     fn with(&self, lang: Lang, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_quest"))
+        crate::common::quest_command()
             .args(["--lang", &lang.to_string()])
             .args(args)
             .env("QUEST_ROOT", self.root)

@@ -3,8 +3,6 @@
 //! and write JSON and SVG (into a fresh folder, so no earlier bench's files can pass it).
 //! It benches a copy of the course, never the learner's own exercise.
 
-use std::process::Command;
-
 use crate::common::median;
 
 #[test]
@@ -12,7 +10,7 @@ fn bench_prints_the_ratio_table_and_writes_json_and_svg() {
     let home = tempfile::tempdir().unwrap();
     let root = crate::common::course_copy("bench");
     let dir = home.path().join("quest-bench");
-    let out = Command::new(env!("CARGO_BIN_EXE_quest"))
+    let out = crate::common::quest_command()
         .args([
             "bench",
             "mlx-path",

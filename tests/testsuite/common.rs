@@ -12,8 +12,18 @@ pub fn home(name: &str) -> PathBuf {
     dir
 }
 
+/// The `quest` binary under test, in the environment its cargo builds must see.
+pub fn quest_command() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_quest"));
+    // Cargo rebuilds what a build script watching RUSTC_BOOTSTRAP made (anyhow's does),
+    // so a test run under it (libtest's `--report-time` asks for it) would rebuild the
+    // exercises' dependencies once, and the next plain `cargo test` again.
+    command.env_remove("RUSTC_BOOTSTRAP");
+    command
+}
+
 pub fn quest(home: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_quest"))
+    quest_command()
         .args(args)
         .env("QUEST_HOME", home)
         .env("NO_COLOR", "1")
@@ -32,7 +42,7 @@ pub fn text(o: &Output) -> (String, String) {
 
 /// `quest` with its course read from `root` (`QUEST_ROOT`): a temporary course.
 pub fn quest_in(root: &Path, home: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_quest"))
+    quest_command()
         .args(args)
         .env("QUEST_ROOT", root)
         .env("QUEST_HOME", home)

@@ -225,7 +225,7 @@ fn a_runaway_exercise_meets_its_time_limit() {
 fn stopping_quest_stops_its_exercise() {
     use std::time::{Duration, Instant};
     let root = course_with_data_lessons("signal");
-    let mut quest = std::process::Command::new(env!("CARGO_BIN_EXE_quest"))
+    let mut quest = crate::common::quest_command()
         .args(["run", "sleepy", "--no-lesson", "--max-tokens", "2000"])
         .env("QUEST_ROOT", &root)
         .env("QUEST_HOME", home("signal"))

@@ -72,7 +72,7 @@ fn every_kernel_compiles_as_quest_compiles_it() {
     let out = std::env::temp_dir().join(format!("quest-test-kernels-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
     for arch in ["sm_90a", "sm_80"] {
-        let run = Command::new(env!("CARGO_BIN_EXE_quest"))
+        let run = crate::common::quest_command()
             .args(["dev", "kernels", "--out"])
             .arg(&out)
             .arg("--nvrtc")
