@@ -1,6 +1,7 @@
 //! `quest dev`: for course authors (like rustlings' `dev check`). `check` proves the
 //! course holds together — every lesson loads in every language, translations are
-//! current, every starting exercise fails its own rules and every solution keeps them;
+//! current, every starting exercise fails its own rules and every solution keeps them,
+//! and both build;
 //! `update` writes what derives from the course (the exercises' Cargo manifest);
 //! `kernels` writes quest's CUDA kernels as MLX would compile them, to compile off the GPU.
 //! English only: authors read it, learners never do.
@@ -18,7 +19,8 @@ use quest::progress::{load_achievements, LevelCurve};
 #[derive(Subcommand)]
 pub enum DevCommand {
     /// Check every lesson: loads in every language, translations current, starting
-    /// code fails its rules, solutions keep them, the exercises' manifest current.
+    /// code fails its rules, solutions keep them, both build, the exercises' manifest
+    /// current.
     Check,
     /// Write `exercises/Cargo.toml` (one binary per exercise) from the course, and the
     /// README's table of settings from src/settings.rs.
@@ -289,7 +291,7 @@ fn same_code(source: &Lesson, translation: &Lesson) -> Option<String> {
 }
 
 /// The starting code breaks the lesson's rules, the solution keeps them, and both
-/// can be `include!`d by the lab binary.
+/// can be `include!`d by the lab binary and build as it.
 fn check_code(root: &Path, lesson: &Lesson, problems: &mut Vec<String>, notes: &mut Vec<String>) {
     let id = &lesson.meta.id;
     let Some(exercise) = &lesson.spec.exercise else {
@@ -336,6 +338,23 @@ fn check_code(root: &Path, lesson: &Lesson, problems: &mut Vec<String>, notes: &
                      with `include!`, where those are not allowed: use `//` comments"
                 ));
             }
+        }
+    }
+    // Rules read the syntax tree; only the compiler says the code builds (a renamed
+    // function of quest's breaks a solution that keeps every rule).
+    let built = [
+        super::learner::starting_code_file(lesson)
+            .map(|(path, _)| ("starting code".to_owned(), path)),
+        super::learner::solution_path(lesson).map(|path| (path.display().to_string(), path)),
+    ];
+    // A lesson without a solution was said above.
+    for (what, path) in built.into_iter().flatten() {
+        if let Err(e) = quest::lab::build(&quest::lab::workspace_root(), &path, true) {
+            let why = match e.downcast_ref::<quest::lab::BuildFailed>() {
+                Some(_) => "cargo's errors are above".to_owned(),
+                None => format!("{e:#}"),
+            };
+            problems.push(format!("{id}: the {what} does not build ({why})"));
         }
     }
     let path = root.join(exercise);

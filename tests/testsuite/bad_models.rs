@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 
 use quest::lm;
 
+use crate::lm_helpers::mlx_lock;
+
 fn temp(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("quest-bad-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -38,6 +40,7 @@ fn edit_config(dir: &Path, edit: impl FnOnce(&mut serde_json::Map<String, serde_
 
 #[test]
 fn a_missing_model_says_what_was_tried() {
+    let _one = mlx_lock();
     let message = error_of(lm::load("/nonexistent/model.gguf"));
     assert!(message.contains("/nonexistent/model.gguf"), "{message}");
     assert!(message.contains("not an existing file"), "{message}");
@@ -45,6 +48,7 @@ fn a_missing_model_says_what_was_tried() {
 
 #[test]
 fn a_corrupt_gguf_names_the_file() {
+    let _one = mlx_lock();
     let file = temp("corrupt").join("broken.gguf");
     std::fs::write(
         &file,
@@ -60,6 +64,7 @@ fn a_corrupt_gguf_names_the_file() {
 
 #[test]
 fn a_truncated_safetensors_file_names_the_file() {
+    let _one = mlx_lock();
     let dir = tiny_qwen3_copy("truncated");
     let weights = dir.join("model.safetensors");
     let bytes = std::fs::read(&weights).unwrap();
@@ -73,6 +78,7 @@ fn a_truncated_safetensors_file_names_the_file() {
 
 #[test]
 fn an_unknown_architecture_lists_the_supported_ones() {
+    let _one = mlx_lock();
     let dir = tiny_qwen3_copy("arch");
     edit_config(&dir, |c| {
         c.insert("model_type".into(), "gpt9".into());
@@ -86,6 +92,7 @@ fn an_unknown_architecture_lists_the_supported_ones() {
 
 #[test]
 fn a_config_without_a_needed_key_names_it() {
+    let _one = mlx_lock();
     let dir = tiny_qwen3_copy("key");
     edit_config(&dir, |c| {
         c.remove("hidden_size");
@@ -99,6 +106,7 @@ fn a_config_without_a_needed_key_names_it() {
 
 #[test]
 fn a_missing_tensor_names_it_and_the_file() {
+    let _one = mlx_lock();
     let dir = tiny_qwen3_copy("layers");
     edit_config(&dir, |c| {
         c.insert("num_hidden_layers".into(), 3.into());
@@ -136,6 +144,7 @@ fn gguf_with_type(ty: u32) -> Vec<u8> {
 
 #[test]
 fn an_unsupported_gguf_quant_type_says_which_are_supported() {
+    let _one = mlx_lock();
     let file = temp("q4k").join("q4k.gguf");
     std::fs::write(&file, gguf_with_type(12)).unwrap();
     let message = error_of(lm::load(file.to_str().unwrap()));
@@ -147,6 +156,7 @@ fn an_unsupported_gguf_quant_type_says_which_are_supported() {
 
 #[test]
 fn a_truncated_gguf_is_caught_before_mlx_reads_it() {
+    let _one = mlx_lock();
     let file = temp("cut").join("cut.gguf");
     let mut bytes = gguf_with_type(2);
     bytes.truncate(bytes.len() - 100);

@@ -12,8 +12,18 @@ pub fn home(name: &str) -> PathBuf {
     dir
 }
 
+/// The `quest` binary under test, in the environment its cargo builds must see.
+pub fn quest_command() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_quest"));
+    // Cargo rebuilds what a build script watching RUSTC_BOOTSTRAP made (anyhow's does),
+    // so a test run under it (libtest's `--report-time` asks for it) would rebuild the
+    // exercises' dependencies once, and the next plain `cargo test` again.
+    command.env_remove("RUSTC_BOOTSTRAP");
+    command
+}
+
 pub fn quest(home: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_quest"))
+    quest_command()
         .args(args)
         .env("QUEST_HOME", home)
         .env("NO_COLOR", "1")
@@ -32,7 +42,7 @@ pub fn text(o: &Output) -> (String, String) {
 
 /// `quest` with its course read from `root` (`QUEST_ROOT`): a temporary course.
 pub fn quest_in(root: &Path, home: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_quest"))
+    quest_command()
         .args(args)
         .env("QUEST_ROOT", root)
         .env("QUEST_HOME", home)
@@ -73,35 +83,65 @@ pub fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-/// From what `quest submit` printed: the `--before X --after Y` of its card command
-/// for lesson `id`, and the `shows-here` answer this machine's measured ratio (the
-/// `(×1.23)` on the medians line) gives.
-pub fn card_numbers(stdout: &str, id: &str) -> (String, String, &'static str) {
+/// From what `quest submit` printed: the `--before X --after Y` of its card command for
+/// lesson `id`, as printed (the card takes the numbers the learner reads).
+pub fn card_numbers(stdout: &str, id: &str) -> (String, String) {
     let line = stdout
         .lines()
         .find(|l| l.contains(&format!("quest card {id} --before")))
         .unwrap_or_else(|| panic!("no card command in:\n{stdout}"));
     let words: Vec<&str> = line.split_whitespace().collect();
     let after = |flag: &str| words[words.iter().position(|w| *w == flag).unwrap() + 1].to_owned();
-    let shows = if submit_ratio(stdout) >= 1.10 {
-        "shows-here=yes"
-    } else {
-        "shows-here=no"
-    };
-    (after("--before"), after("--after"), shows)
+    (after("--before"), after("--after"))
 }
 
-/// The learner's measured ratio `quest submit` printed: the `(×1.23)` on its medians line.
-pub fn submit_ratio(stdout: &str) -> f64 {
-    let medians = stdout
-        .lines()
-        .find(|l| l.contains("medians:"))
-        .expect(stdout);
-    medians
-        .rsplit("(×")
-        .next()
-        .unwrap()
-        .trim_end_matches(')')
-        .parse()
-        .unwrap()
+/// The progress file of the learner at `home`.
+pub fn progress(home: &Path) -> quest::progress::State {
+    let path = home.join("progress.json");
+    let bytes =
+        std::fs::read(&path).unwrap_or_else(|e| panic!("no progress file {}: {e}", path.display()));
+    quest::progress::parse(&bytes).unwrap_or_else(|e| panic!("{}: {e:#}", path.display()))
+}
+
+/// The middle value (the mean of the two middle ones for an even count).
+pub fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let mid = sorted.len() / 2;
+    match sorted.len() {
+        0 => panic!("the median of nothing"),
+        n if n % 2 == 1 => sorted[mid],
+        _ => (sorted[mid - 1] + sorted[mid]) / 2.0,
+    }
+}
+
+/// The improvement (above 1: better, in the lesson's direction) that the latest
+/// submission of lesson `id` passing its checks measured, from the rounds quest
+/// recorded: unrounded, where `submit` prints two decimals (×1.10 for 1.095).
+pub fn recorded_improvement(root: &Path, home: &Path, id: &str) -> f64 {
+    let spec = quest::course::LessonSpec::load(&root.join("lessons"), id).unwrap();
+    let measure = spec.measure.expect("a lesson that measures");
+    let state = progress(home);
+    let measurement = state.lessons[id]
+        .submissions
+        .iter()
+        .rev()
+        .filter(|s| s.checks_passed)
+        .find_map(|s| s.measurement.as_ref())
+        .unwrap_or_else(|| panic!("{id}: no measured submission passed its checks"));
+    let (before, after) = (median(&measurement.before), median(&measurement.after));
+    match measure.expect {
+        quest::course::spec::Direction::Higher => after / before,
+        quest::course::spec::Direction::Lower => before / after,
+    }
+}
+
+/// The `yes`/`no` of "did the effect show here" for a measured `improvement`, by the
+/// threshold quest's card uses.
+pub fn shows(improvement: f64) -> &'static str {
+    if improvement >= quest::course::spec::EFFECT_SHOWS_RATIO {
+        "yes"
+    } else {
+        "no"
+    }
 }

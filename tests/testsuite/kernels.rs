@@ -1,4 +1,4 @@
-//! Every CUDA kernel of quest's compiles as quest compiles it itself (`lm::precompiled`),
+//! Every CUDA kernel of quest's compiles as quest compiles it itself (`kernels::precompiled`),
 //! here, without a GPU: `quest dev kernels --nvrtc` through NVRTC from PyPI, the same wheels
 //! MLX's CUDA build brings (pinned to the versions `mlx-cuda-13==0.32.2` resolved to), for
 //! the H200's architecture and an older one. A kernel that does not compile is found before
@@ -72,7 +72,7 @@ fn every_kernel_compiles_as_quest_compiles_it() {
     let out = std::env::temp_dir().join(format!("quest-test-kernels-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
     for arch in ["sm_90a", "sm_80"] {
-        let run = Command::new(env!("CARGO_BIN_EXE_quest"))
+        let run = crate::common::quest_command()
             .args(["dev", "kernels", "--out"])
             .arg(&out)
             .arg("--nvrtc")

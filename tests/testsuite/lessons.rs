@@ -34,6 +34,39 @@ fn the_authors_check_passes() {
     assert!(stdout.contains("the course holds together"), "{stdout}");
 }
 
+/// A solution that keeps every rule of its lesson but no longer compiles fails the
+/// author's check, by name: rules read the syntax tree, only a build says it compiles.
+#[test]
+fn the_authors_check_builds_every_solution() {
+    let root = crate::common::course_copy("dev-check-build");
+    let home = home("dev-check-build");
+    // The exercises' manifest, which the check also compares with the course.
+    let out = quest_in(&root, &home, &["dev", "update"]);
+    assert!(out.status.success(), "{:?}", crate::common::text(&out));
+    let solution = root.join("solutions/mlx-path/decode_loop.rs");
+    let source = std::fs::read_to_string(&solution).unwrap();
+    let line = "    let run = Exercise::from_env()?;\n";
+    assert!(
+        source.contains(line),
+        "the solution changed; update this test"
+    );
+    let broken = source.replace(line, &format!("{line}    let _: u32 = \"not a number\";\n"));
+    std::fs::write(&solution, broken).unwrap();
+
+    let out = quest_in(&root, &home, &["dev", "check"]);
+    let (stdout, stderr) = crate::common::text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    let expected = format!("✗ mlx-path: the {} does not build", solution.display());
+    assert!(stdout.contains(&expected), "no `{expected}` in:\n{stdout}");
+    // Nothing else is wrong with the copy: the build alone found it.
+    let problems: Vec<&str> = stdout.lines().filter(|l| l.starts_with('✗')).collect();
+    assert_eq!(problems.len(), 1, "{stdout}");
+    assert!(
+        stderr.contains("mismatched types"),
+        "cargo's own error: {stderr}"
+    );
+}
+
 #[test]
 fn both_languages_have_the_same_sections_and_code() {
     let course = Course::load(&lessons_dir()).unwrap();

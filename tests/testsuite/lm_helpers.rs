@@ -1,5 +1,6 @@
-//! What the in-process model tests share (golden, qwen3_5, batch, bits): one lock for MLX
-//! work, the fixtures, reading their JSON, comparing logits, and the lessons' greedy loop.
+//! What the in-process model tests share (golden, qwen3_5, batch, bits, slope, bad_models):
+//! one lock for MLX work, the fixtures, reading their JSON, comparing logits, and the
+//! lessons' greedy loop.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};

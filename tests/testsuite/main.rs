@@ -1,6 +1,7 @@
 //! quest's integration tests, as one test binary (like mdBook's testsuite): every
 //! extra binary would link MLX again, which costs real CI time on two cores.
 
+mod all_lessons;
 mod bad_models;
 mod batch;
 mod bench;
@@ -9,15 +10,12 @@ mod blas;
 mod cli;
 mod common;
 mod data_lessons;
-mod flow;
 mod golden;
-mod journey;
 mod kernels;
 mod lessons;
 mod lm_helpers;
 mod parser_robustness;
-mod physics;
-mod physics_batch;
+mod paths;
 mod prebuilt;
 mod progress_course;
 mod progress_processes;

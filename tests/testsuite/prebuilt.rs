@@ -5,7 +5,6 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::Command;
 
 use crate::common::{course_copy, home, text};
 
@@ -51,7 +50,7 @@ const RUN: [&str; 5] = [
 ];
 
 fn quest_prebuilt(root: &Path, prebuilt: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_quest"))
+    crate::common::quest_command()
         .args(args)
         .env("QUEST_ROOT", root)
         .env("QUEST_HOME", home(&format!("prebuilt-{}", args.len())))

@@ -3,8 +3,6 @@
 //! grow with the context, a recurrent state that does not — whether the context was
 //! prefilled or filled at random.
 
-use std::process::Command;
-
 use quest::bench::random::Shape;
 use quest::bench::slope::{self, Fill, SlopeOptions};
 use serde_json::{json, Value};
@@ -12,7 +10,7 @@ use serde_json::{json, Value};
 #[test]
 fn slope_prints_the_table_and_the_slope_and_writes_json() {
     let root = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_quest"))
+    let out = crate::common::quest_command()
         .args(["slope", "--shapes", "SmolLM2-135M", "--contexts", "2,8"])
         .args(["--max-tokens", "2", "--rounds", "1"])
         .env("QUEST_ROOT", root.path())
@@ -53,7 +51,7 @@ fn bad_arguments_are_refused_before_any_work() {
         (["--contexts", "0"], "not a context length"),
         (["--shapes", "GPT-5"], "unknown shape `GPT-5`"),
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_quest"))
+        let out = crate::common::quest_command()
             .arg("slope")
             .args(args)
             .output()
@@ -94,6 +92,7 @@ static TINY_ATTENTION: Shape = Shape {
 
 #[test]
 fn kv_bytes_grow_with_the_context_and_the_state_does_not() {
+    let _one = crate::lm_helpers::mlx_lock();
     let mut tables = Vec::new();
     for fill in [Fill::Prefill, Fill::Random] {
         let options = SlopeOptions {

@@ -1,0 +1,896 @@
+//! Every lesson of the course from `list` to a completed card, by one flow: listed in
+//! its track, a measured answer refused before anything was measured, run as the lesson
+//! gives it, refused by its own rules (snapshots, English and Korean), refused for each
+//! wrong edit its row names, passed with its honest edit, every wrong quiz answer and an
+//! invented number refused, the card completing the lesson once. The lessons are read
+//! from the course, so a new one is held to the same flow; what differs between lessons
+//! lives in its row of [`rows`]. Every edit goes to a copy of the course, never to the
+//! learner's exercises.
+//!
+//! Wiring, not speed: one round, few tokens, small shapes, and each lesson's `at_least`
+//! dropped from its copy (whether an effect shows is this machine's speed; the gate
+//! itself is proven on the sleepy fixture in data_lessons.rs). No answer or number here
+//! is copied from what quest printed as its verdict: measured answers are worked out
+//! from the rounds quest recorded or the report the exercise wrote.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Output;
+use std::sync::Mutex;
+
+use quest::course::spec::{Answer, MeasuredAnswer, TokenCheck};
+use quest::course::{sha256_hex, Course, Lang, Lesson};
+use quest::progress::{CodeKind, State};
+use serde_json::Value;
+
+use crate::common::{card_numbers, course_copy, home, progress, recorded_improvement, shows, text};
+
+/// Flows run at once: each is mostly waiting on a build (one at a time, quest's lock) or
+/// on an exercise process, so a few keep both CPUs busy without holding a model each.
+const FLOWS_AT_ONCE: usize = 3;
+
+/// Where a values exercise's instrumented copy writes its report for the test.
+const REPORT_COPY: &str = "QUEST_TEST_REPORT_COPY";
+
+/// The lesson's starting code and its solution, that a row's edits start from.
+struct Sources {
+    starting: String,
+    solution: String,
+}
+
+/// An edit the lesson refuses, and what the refusal says.
+struct Refusal {
+    /// What the edit does, for a failure's message.
+    what: &'static str,
+    edit: fn(&Sources) -> String,
+    /// `run` (the exercise built and run) or `submit`.
+    command: &'static str,
+    stdout: &'static [&'static str],
+    stderr: &'static [&'static str],
+    /// A snapshot of what it printed; `masked`: its numbers are this machine's.
+    snapshot: Option<&'static str>,
+    masked: bool,
+}
+
+/// What differs from lesson to lesson; everything else is the flow's.
+struct Row {
+    id: &'static str,
+    /// Given to every `run` and `submit`: fewer tokens, smaller shapes.
+    args: &'static [&'static str],
+    /// Environment for quest (and so for the exercise).
+    env: &'static [(&'static str, &'static str)],
+    /// The edit the lesson asks for, from its sources.
+    honest: fn(&Sources) -> String,
+    refusals: &'static [Refusal],
+    /// The answers that are the same on every machine (`question=choice`).
+    answers: &'static [&'static str],
+    /// More checks of the first run's output, and of the passing submission's (with the
+    /// progress file after it).
+    check_run: fn(&str),
+    check_passed: fn(&str, &State),
+    /// For a lesson with `values:`: the values its measured answers compare, worked out
+    /// here from the report the exercise wrote (its inputs and its own values).
+    values: fn(&Value) -> BTreeMap<String, f64>,
+    /// Anything more, once the lesson is complete.
+    after: fn(&Quest),
+}
+
+impl Row {
+    fn of(id: &'static str) -> Row {
+        Row {
+            id,
+            args: &[],
+            env: &[],
+            honest: |s| s.solution.clone(),
+            refusals: &[],
+            answers: &[],
+            check_run: |_| {},
+            check_passed: |_, _| {},
+            values: |_| BTreeMap::new(),
+            after: |_| {},
+        }
+    }
+}
+
+/// Eight tokens: enough for every token check, a fraction of the lesson's 32.
+const FEW_TOKENS: &[&str] = &["--max-tokens", "8"];
+
+/// The rows, slowest flow first (the physics lessons decode random models in two shapes,
+/// three times each), so that the last to finish started early.
+fn rows() -> Vec<Row> {
+    vec![
+        Row {
+            // The smallest full-attention shape beside the smallest hybrid.
+            args: &["--model", "SmolLM2-135M,Qwen3.5-0.8B", "--max-tokens", "2"],
+            env: &[("QUEST_CONTEXTS", "8,64")],
+            refusals: &[Refusal {
+                what: "every layer counted as full attention",
+                edit: |s| {
+                    s.solution.replace(
+                        "shape.num_hidden_layers / shape.full_attention_interval",
+                        "shape.num_hidden_layers",
+                    )
+                },
+                command: "submit",
+                stdout: &["✗"],
+                stderr: &["Some values differ"],
+                snapshot: Some("context_slope_values_refused"),
+                masked: true,
+            }],
+            answers: &["pays-slope=attention"],
+            // The full-attention shape's slope through its measured points, against the
+            // one its KV bytes predict (the exercise's own value).
+            values: |report| {
+                let full = report["inputs"]["shapes"]
+                    .as_array()
+                    .expect("the exercise's inputs hold its shapes")
+                    .iter()
+                    .find(|s| s["config"]["full_attention_interval"].as_u64().unwrap_or(1) <= 1)
+                    .expect("a full-attention shape among those measured");
+                let points: Vec<(f64, f64)> = full["points"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|p| (number(&p[0]), number(&p[1])))
+                    .collect();
+                let predicted = format!(
+                    "predicted_ms_per_1k[{}]",
+                    full["shape"]["name"].as_str().unwrap()
+                );
+                BTreeMap::from([
+                    (
+                        "full_measured_ms_per_1k".to_owned(),
+                        least_squares(&points).1 * 1000.0,
+                    ),
+                    (
+                        "full_predicted_ms_per_1k".to_owned(),
+                        number(&report["values"][&predicted]),
+                    ),
+                ])
+            },
+            ..Row::of("context-slope")
+        },
+        Row {
+            args: &["--model", "SmolLM2-135M,SmolLM2-360M", "--max-tokens", "3"],
+            refusals: &[Refusal {
+                what: "the solution forgetting the output head",
+                edit: |s| {
+                    s.solution.replace(
+                        "let matrices = layers * layer_matrices + head;",
+                        "let matrices = layers * layer_matrices;",
+                    )
+                },
+                command: "submit",
+                stdout: &["✗"],
+                stderr: &["Some values differ"],
+                snapshot: Some("decode_ceiling_values_refused"),
+                masked: true,
+            }],
+            answers: &["ceiling-is=bound"],
+            // The line through (bytes, ms per token): its intercept against the largest
+            // shape's bytes times its slope.
+            values: |report| {
+                let line: Vec<(f64, f64)> = report["inputs"]["points"]
+                    .as_array()
+                    .expect("the exercise's inputs hold its points")
+                    .iter()
+                    .map(|p| {
+                        let bytes =
+                            format!("bytes_per_token[{}]", p["shape"]["name"].as_str().unwrap());
+                        (
+                            number(&report["values"][&bytes]),
+                            number(&p["ms_per_token"]),
+                        )
+                    })
+                    .collect();
+                let (intercept, slope) = least_squares(&line);
+                let largest = line.iter().map(|p| p.0).fold(0.0, f64::max);
+                BTreeMap::from([
+                    ("fixed_term_ms".to_owned(), intercept),
+                    ("bytes_term_ms".to_owned(), largest * slope),
+                ])
+            },
+            ..Row::of("decode-ceiling")
+        },
+        Row {
+            args: FEW_TOKENS,
+            refusals: &[Refusal {
+                what: "4 bits in groups of 64, from a file already 4-bit: the answer is lost",
+                edit: |s| {
+                    s.starting
+                        .replace(
+                            "let (model, tokenizer) = lm::load(&run.model)?;",
+                            "let (mut model, tokenizer) = lm::load(&run.model)?;",
+                        )
+                        .replace(
+                            "    // REQUANTIZE: here.",
+                            "    model.requantize(lm::Layout::q4(64)?)?;\n    // REQUANTIZE: here.",
+                        )
+                },
+                command: "submit",
+                stdout: &["differ from the reference from token 0"],
+                // The lesson's own reason.
+                stderr: &["groups of 64"],
+                snapshot: None,
+                masked: false,
+            }],
+            answers: &["where=streaming"],
+            check_run: |stdout| {
+                if quest::device::Backend::detect() == quest::device::Backend::Cpu {
+                    assert!(
+                        stdout.contains("dense-f32 weights, 538 MB/token"),
+                        "{stdout}"
+                    );
+                }
+            },
+            check_passed: |stdout, _| {
+                let bytes_line = stdout
+                    .lines()
+                    .find(|l| l.contains("weights read per token (MB)"))
+                    .unwrap_or_else(|| panic!("no bytes line: {stdout}"));
+                if quest::device::Backend::detect() == quest::device::Backend::Cpu {
+                    assert!(bytes_line.contains("538.06 → 101.00 MB"), "{bytes_line}");
+                }
+            },
+            ..Row::of("bits-per-weight")
+        },
+        Row {
+            args: FEW_TOKENS,
+            honest: |s| without_sync(&s.starting),
+            refusals: &[
+                Refusal {
+                    what: "no sync, but the loop stops one token short",
+                    edit: |s| {
+                        without_sync(&s.starting).replace(
+                            "for _ in 1..run.max_tokens {",
+                            "for _ in 2..run.max_tokens {",
+                        )
+                    },
+                    command: "submit",
+                    stdout: &["differ from the reference from token 7"],
+                    stderr: &[],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "a build error, shown as cargo prints it",
+                    edit: |s| {
+                        s.starting.replace(
+                            "argmax_axis(lm::last_position(&logits), -1, None)?;",
+                            "argmax_axis(;",
+                        )
+                    },
+                    command: "run",
+                    stdout: &[],
+                    stderr: &["error", "did not build"],
+                    snapshot: None,
+                    masked: false,
+                },
+            ],
+            answers: &["term=fixed"],
+            check_run: |stdout| {
+                let results = &stdout[stdout.find("Output:").expect(stdout)..];
+                assert!(
+                    results.contains(" weights, ") && results.contains(" MB/token)"),
+                    "the run says which weight layout ran and its bytes per token: {results}"
+                );
+                assert_snapshot_redacted("run_mlx_path", results);
+            },
+            after: |quest| {
+                // The same run in Korean: the lesson, the UI and the numbers.
+                let out = quest.ko(&["run", "mlx-path", "--max-tokens", "4"]);
+                let (stdout, stderr) = text(&out);
+                assert!(out.status.success(), "{stderr}");
+                assert!(stdout.starts_with("MLX 경로"), "{stdout}");
+                assert!(
+                    stdout.contains("첫 토큰까지") && stdout.contains("tok/s"),
+                    "{stdout}"
+                );
+            },
+            ..Row::of("mlx-path")
+        },
+        Row {
+            args: FEW_TOKENS,
+            refusals: &[
+                Refusal {
+                    what: "four rows, but one forward per row inside each step",
+                    edit: |s| {
+                        s.starting
+                            .replace(
+                                "let prompts = lm::tokens_array(&prompt_ids);",
+                                "let prompts = mlx_rs::ops::broadcast_to(lm::tokens_array(&prompt_ids), &[4, prompt_ids.len() as i32])?;",
+                            )
+                            .replace(
+                                "let logits = model.forward(&y.reshape(&[batch, 1])?, &mut cache)?;",
+                                "let mut parts = Vec::new();\n        for row in 0..batch {\n            parts.push(model.forward(&y.index(row..row + 1).reshape(&[1, 1])?, &mut cache)?);\n        }\n        let logits = mlx_rs::ops::concatenate(&parts, 0)?;",
+                            )
+                    },
+                    command: "submit",
+                    stdout: &[],
+                    stderr: &["fix those lines"],
+                    snapshot: Some("batch_per_row_refused"),
+                    masked: false,
+                },
+                Refusal {
+                    what: "a batch of two: it keeps the rules, but the lesson asks for four",
+                    edit: |s| {
+                        s.solution.replace(
+                            "&[4, prompt_ids.len() as i32]",
+                            "&[2, prompt_ids.len() as i32]",
+                        )
+                    },
+                    command: "submit",
+                    stdout: &[
+                        "Your run decoded 2 sequence(s) at once; this lesson asks for a batch of 4",
+                    ],
+                    stderr: &[],
+                    snapshot: None,
+                    masked: false,
+                },
+            ],
+            answers: &["reads=weights-once"],
+            check_passed: |stdout, state| {
+                assert!(stdout.contains("decode tok/s per sequence"), "{stdout}");
+                let recorded = state.lessons["batch"]
+                    .runs
+                    .iter()
+                    .any(|run| run.metrics.contains_key("per_seq_tok_s"));
+                assert!(recorded, "no run recorded per_seq_tok_s");
+            },
+            ..Row::of("batch")
+        },
+        Row {
+            args: FEW_TOKENS,
+            answers: &["trade=memory", "grows=positions"],
+            ..Row::of("kv-cache")
+        },
+        Row {
+            args: FEW_TOKENS,
+            answers: &["paid-by=first-forward"],
+            ..Row::of("mapped-lazy")
+        },
+        Row {
+            args: FEW_TOKENS,
+            answers: &["skipped=head", "saved=arithmetic"],
+            ..Row::of("lazy-prefill")
+        },
+    ]
+}
+
+#[test]
+fn every_lesson_from_list_to_card() {
+    let course = Course::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("lessons")).unwrap();
+    let ids: Vec<&str> = course.lesson_ids().collect();
+    let rows = rows();
+    for id in &ids {
+        assert!(
+            rows.iter().any(|row| row.id == *id),
+            "lesson `{id}` has no row in all_lessons.rs: add one (its honest edit, its answers)"
+        );
+    }
+    for row in &rows {
+        assert!(
+            ids.contains(&row.id),
+            "all_lessons.rs has a row for `{}`, which the course does not list",
+            row.id
+        );
+    }
+    // A few at a time, slowest first; every lesson's failure is reported.
+    let queue = Mutex::new(rows.iter());
+    let failures = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..FLOWS_AT_ONCE {
+            scope.spawn(|| loop {
+                let Some(row) = queue.lock().unwrap().next() else {
+                    break;
+                };
+                let started = std::time::Instant::now();
+                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| flow(row)));
+                eprintln!("{}: {:.1} s", row.id, started.elapsed().as_secs_f64());
+                if let Err(panic) = outcome {
+                    let message = panic
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                        .unwrap_or_default();
+                    failures
+                        .lock()
+                        .unwrap()
+                        .push(format!("{}: {message}", row.id));
+                }
+            });
+        }
+    });
+    let failures = failures.into_inner().unwrap();
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// `quest` on one lesson's course copy, in a language.
+struct Quest<'a> {
+    root: &'a Path,
+    home: &'a Path,
+    env: Vec<(&'a str, String)>,
+}
+
+impl Quest<'_> {
+    fn with(&self, lang: Lang, args: &[&str]) -> Output {
+        crate::common::quest_command()
+            .args(["--lang", &lang.to_string()])
+            .args(args)
+            .env("QUEST_ROOT", self.root)
+            .env("QUEST_HOME", self.home)
+            .env("NO_COLOR", "1")
+            .env("COLUMNS", "80")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .output()
+            .unwrap()
+    }
+    fn en(&self, args: &[&str]) -> Output {
+        self.with(Lang::En, args)
+    }
+    fn ko(&self, args: &[&str]) -> Output {
+        self.with(Lang::Ko, args)
+    }
+}
+
+/// One lesson through the whole flow.
+fn flow(row: &Row) {
+    let id = row.id;
+    let root = course_copy(&format!("flow-{id}"));
+    drop_effect_gate(&root, id);
+    let home = home(&format!("flow-{id}"));
+    let report_copy = home.join("report-copy.json");
+    let mut env: Vec<(&str, String)> = row.env.iter().map(|(k, v)| (*k, (*v).to_owned())).collect();
+    env.push((REPORT_COPY, report_copy.display().to_string()));
+    let quest = Quest {
+        root: &root,
+        home: &home,
+        env,
+    };
+    let course = Course::load(&root.join("lessons")).unwrap();
+    let lesson = course.lesson(id, Lang::En).unwrap();
+    let spec = &lesson.spec;
+    let snake = id.replace('-', "_");
+
+    // Listed in its track.
+    let track = course
+        .tracks
+        .iter()
+        .find(|t| t.lessons.iter().any(|l| l == id))
+        .unwrap();
+    let (stdout, stderr) = text(&quest.en(&["list"]));
+    assert!(
+        stdout.contains(track.title.get(Lang::En)) && stdout.contains(id),
+        "{stdout}{stderr}"
+    );
+
+    // A measured answer before anything was measured: measure first.
+    if let Some(question) = spec
+        .quiz
+        .iter()
+        .find(|q| matches!(q.answer, Answer::Measured { .. }))
+    {
+        let answer = format!("{}={}", question.id, question.choices[0]);
+        let out = quest.en(&["card", id, "--answer", &answer]);
+        let (stdout, _) = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{stdout}");
+        assert!(
+            stdout.contains(&format!("run `quest submit {id}`")),
+            "{stdout}"
+        );
+    }
+
+    let Some(exercise) = lesson.exercise_path() else {
+        // A reading-only lesson: its quiz alone completes it.
+        complete(&quest, &lesson, row, &[], None);
+        return;
+    };
+    let sources = Sources {
+        starting: std::fs::read_to_string(&exercise).unwrap(),
+        solution: std::fs::read_to_string(lesson.solution_path().unwrap()).unwrap(),
+    };
+    let run = [&["run", id][..], row.args].concat();
+    let submit = [&["submit", id][..], row.args, &["--rounds", "1"]].concat();
+
+    // The starting code runs, after the lesson's text.
+    let out = quest.en(&run);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.starts_with(&lesson.meta.title), "{stdout}");
+    if spec.values.is_some() {
+        // quest marks each value it computed, ✗ where the exercise's differs.
+        assert!(
+            stdout.contains("Checking your values") && stdout.contains("✗"),
+            "{stdout}"
+        );
+        assert!(stdout.contains(&format!("`quest hint {id}`")), "{stdout}");
+        assert!(
+            !stdout.contains("Time to first token"),
+            "no decode timing of its own: {stdout}"
+        );
+    } else {
+        assert!(stdout.contains("Time to first token"), "{stdout}");
+    }
+    (row.check_run)(&stdout);
+
+    // The starting code breaks its own rules, in either language.
+    let out = quest.en(&submit);
+    let (refused, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{refused}{stderr}");
+    assert!(stderr.contains("fix those lines"), "{stderr}");
+    insta::assert_snapshot!(format!("{snake}_refused"), refused);
+    let out = quest.ko(&submit);
+    let (refused, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{refused}{stderr}");
+    insta::assert_snapshot!(format!("{snake}_refused_ko"), refused);
+
+    // Each wrong edit the row names is refused, saying why.
+    for refusal in row.refusals {
+        let source = (refusal.edit)(&sources);
+        assert!(
+            source != sources.starting && source != sources.solution,
+            "{id}: the edit `{}` no longer applies to the lesson's code; update its row",
+            refusal.what
+        );
+        std::fs::write(&exercise, &source).unwrap();
+        let args = match refusal.command {
+            "run" => [&["run", id, "--no-lesson"][..], row.args].concat(),
+            _ => submit.clone(),
+        };
+        let out = quest.en(&args);
+        let (stdout, stderr) = text(&out);
+        let what = refusal.what;
+        assert_eq!(out.status.code(), Some(1), "{what}:\n{stdout}{stderr}");
+        for said in refusal.stdout {
+            assert!(stdout.contains(said), "{what}: no `{said}` in\n{stdout}");
+        }
+        for said in refusal.stderr {
+            assert!(stderr.contains(said), "{what}: no `{said}` in\n{stderr}");
+        }
+        match refusal.snapshot {
+            Some(name) if refusal.masked => masked(&stdout, |s| insta::assert_snapshot!(name, s)),
+            Some(name) => insta::assert_snapshot!(name, stdout),
+            None => {}
+        }
+    }
+
+    // The honest edit passes every check.
+    let mut honest = (row.honest)(&sources);
+    if spec.values.is_some() {
+        honest = copying_its_report(&honest);
+    }
+    std::fs::write(&exercise, &honest).unwrap();
+    let _ = std::fs::remove_file(&report_copy);
+    let out = quest.en(&submit);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    let tokens = max_tokens(row, &lesson);
+    match spec.tokens {
+        TokenCheck::Exact => assert_same_tokens(&stdout, tokens),
+        TokenCheck::First(n) => assert_same_tokens(&stdout, n.min(tokens)),
+        TokenCheck::None => {}
+    }
+    if spec.values.is_some() {
+        assert!(
+            stdout.contains("Every value you computed is quest's."),
+            "{stdout}"
+        );
+        assert!(!stdout.contains("✗"), "{stdout}");
+    }
+    (row.check_passed)(&stdout, &progress(&home));
+    let report = spec.values.as_ref().map(|_| {
+        let text = std::fs::read_to_string(&report_copy).expect("the exercise's report copy");
+        serde_json::from_str::<Value>(&text).unwrap()
+    });
+    let numbers = spec
+        .card
+        .as_ref()
+        .filter(|card| !card.numbers.is_empty())
+        .map(|_| card_numbers(&stdout, id));
+    let code = sha256_hex(honest.as_bytes());
+    let measured = measured_answers(&root, &home, &lesson, &code, report.as_ref(), row);
+    complete(&quest, &lesson, row, &measured, numbers);
+    (row.after)(&quest);
+}
+
+/// The answers quest must find right for the code `code` on this machine, worked out
+/// from what was measured: the rounds quest recorded, the bytes its runs read, the
+/// values computed here from the exercise's report.
+fn measured_answers(
+    root: &Path,
+    home: &Path,
+    lesson: &Lesson,
+    code: &str,
+    report: Option<&Value>,
+    row: &Row,
+) -> Vec<String> {
+    let id = lesson.meta.id.as_str();
+    let mut answers = Vec::new();
+    for question in &lesson.spec.quiz {
+        let Answer::Measured { measured, from } = &question.answer else {
+            continue;
+        };
+        let choice = match measured {
+            MeasuredAnswer::EffectShows => shows(recorded_improvement(root, home, id)).to_owned(),
+            MeasuredAnswer::Improvement => {
+                let ratio = recorded_improvement(root, home, id);
+                let (choice, _) = from
+                    .iter()
+                    .filter(|(_, least)| ratio >= **least)
+                    .max_by(|a, b| a.1.total_cmp(b.1))
+                    .unwrap_or_else(|| panic!("{id}: no band holds ×{ratio}"));
+                choice.clone()
+            }
+            MeasuredAnswer::FewerBytesFaster => {
+                // The weight bytes per token the latest runs of each code read.
+                let state = progress(home);
+                let runs = &state.lessons[id].runs;
+                let read = |original: bool| {
+                    runs.iter()
+                        .rev()
+                        .filter(|r| (r.code.kind == CodeKind::Original) == original)
+                        .filter(|r| original || r.code.sha256 == code)
+                        .find_map(|r| r.metrics.get("weight_mb_per_token").copied())
+                        .unwrap_or_else(|| panic!("{id}: no run recorded its weight bytes"))
+                };
+                let (before, after) = (read(true), read(false));
+                let ratio = recorded_improvement(root, home, id);
+                let fewer_gained = if after < before {
+                    ratio
+                } else if before < after {
+                    1.0 / ratio
+                } else {
+                    0.0
+                };
+                shows(fewer_gained).to_owned()
+            }
+            MeasuredAnswer::Largest(of) => {
+                let values = (row.values)(report.expect("a values lesson's report"));
+                of.iter()
+                    .map(|(choice, name)| {
+                        let value = *values
+                            .get(name)
+                            .unwrap_or_else(|| panic!("{id}: its row computes no `{name}`"));
+                        (choice, value)
+                    })
+                    .max_by(|a, b| a.1.total_cmp(&b.1))
+                    .unwrap()
+                    .0
+                    .clone()
+            }
+        };
+        answers.push(format!("{}={choice}", question.id));
+    }
+    answers
+}
+
+/// The card: each wrong answer and an invented number refused, then the honest card
+/// completes the lesson, once.
+fn complete(
+    quest: &Quest,
+    lesson: &Lesson,
+    row: &Row,
+    measured: &[String],
+    numbers: Option<(String, String)>,
+) {
+    let id = lesson.meta.id.as_str();
+    let spec = &lesson.spec;
+    let mut answers: Vec<String> = row.answers.iter().map(|a| (*a).to_owned()).collect();
+    answers.extend(measured.iter().cloned());
+    for question in &spec.quiz {
+        assert!(
+            answers
+                .iter()
+                .any(|a| a.starts_with(&format!("{}=", question.id))),
+            "{id}: its row answers no `{}`",
+            question.id
+        );
+    }
+    let card = |numbers: Option<(&str, &str)>, answers: &[String]| {
+        let mut args = vec!["card".to_owned(), id.to_owned()];
+        if let Some((before, after)) = numbers {
+            args.extend([
+                "--before".into(),
+                before.into(),
+                "--after".into(),
+                after.into(),
+            ]);
+        }
+        for answer in answers {
+            args.extend(["--answer".to_owned(), answer.clone()]);
+        }
+        quest.en(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let numbers = numbers.as_ref().map(|(b, a)| (b.as_str(), a.as_str()));
+
+    // Each question answered wrong, the rest right: refused with that question's reason.
+    for question in &spec.quiz {
+        let right = answers
+            .iter()
+            .find_map(|a| a.strip_prefix(&format!("{}=", question.id)))
+            .unwrap();
+        let wrong = question.choices.iter().find(|c| *c != right).unwrap();
+        let mut given = answers.clone();
+        given.retain(|a| !a.starts_with(&format!("{}=", question.id)));
+        given.push(format!("{}={wrong}", question.id));
+        let out = card(numbers, &given);
+        let (stdout, _) = text(&out);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{id} {}={wrong}: {stdout}",
+            question.id
+        );
+        let reason = &lesson.meta.quiz[&question.id].wrong;
+        assert_eq!(stdout.trim(), reason.trim(), "{id} {}={wrong}", question.id);
+    }
+
+    // A number no run backs: three times the largest the starting code measured.
+    if let Some((before, after)) = numbers {
+        let metric = spec.measure.as_ref().unwrap().metric.key();
+        let state = progress(quest.home);
+        let largest = state.lessons[id]
+            .runs
+            .iter()
+            .filter(|r| r.code.kind == CodeKind::Original)
+            .filter_map(|r| r.metrics.get(metric).copied())
+            .fold(before.parse::<f64>().unwrap(), f64::max);
+        let invented = format!("{}", largest * 3.0);
+        let out = card(Some((&invented, after)), &answers);
+        let (stdout, _) = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{stdout}");
+        let tolerance = spec.card.as_ref().unwrap().tolerance * 100.0;
+        assert!(
+            stdout.contains(&format!("is not within {tolerance:.0} %")) && stdout.contains(before),
+            "{stdout}"
+        );
+    }
+
+    let out = card(numbers, &answers);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(
+        stdout.contains(&format!("Lesson {id} complete: +{} XP", spec.xp)),
+        "{stdout}"
+    );
+    let awarded = progress(quest.home).awards;
+    assert!(
+        awarded.contains_key(&format!("lesson:{id}:complete")),
+        "{awarded:?}"
+    );
+
+    // Again: nothing is awarded twice.
+    let out = card(numbers, &answers);
+    assert!(
+        text(&out).0.contains("already complete"),
+        "{}",
+        text(&out).0
+    );
+    assert_eq!(progress(quest.home).awards, awarded);
+    let (stdout, _) = text(&quest.en(&["list"]));
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.contains(id) && l.contains("[done]")),
+        "{stdout}"
+    );
+}
+
+/// The tokens each run writes: the row's `--max-tokens`, else the lesson's.
+fn max_tokens(row: &Row, lesson: &Lesson) -> usize {
+    row.args
+        .iter()
+        .position(|a| *a == "--max-tokens")
+        .map_or(lesson.spec.max_tokens, |at| {
+            row.args[at + 1].parse().unwrap()
+        })
+}
+
+fn assert_same_tokens(stdout: &str, n: usize) {
+    assert!(
+        stdout.contains(&format!("The same {n} greedy tokens as the reference")),
+        "{stdout}"
+    );
+}
+
+/// Takes the lesson's `at_least` out of its copy: the effect then need not show here.
+fn drop_effect_gate(root: &Path, id: &str) {
+    let path = root.join("lessons").join(id).join("lesson.yaml");
+    let yaml = std::fs::read_to_string(&path).unwrap();
+    let kept: Vec<&str> = yaml
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("at_least:"))
+        .collect();
+    std::fs::write(&path, kept.join("\n") + "\n").unwrap();
+}
+
+/// `source` that, where `QUEST_TEST_REPORT_COPY` names a file, also writes the report it
+/// gives quest there: the inputs quest measured, and the values the code computed.
+fn copying_its_report(source: &str) -> String {
+    let call = "run.report_values(";
+    let at = source
+        .rfind(call)
+        .expect("a values exercise reports with `run.report_values(…)`");
+    let end = at + source[at..].find(')').unwrap();
+    let arguments = &source[at + call.len()..end];
+    format!(
+        "{}if let Ok(copy) = std::env::var({REPORT_COPY:?}) {{
+        std::env::set_var(\"QUEST_REPORT\", copy);
+        quest::lab::Exercise::from_env()?.report_values({arguments})?;
+    }}
+    {}",
+        &source[..at],
+        &source[at..]
+    )
+}
+
+/// The least-squares line through `points`: (intercept, slope).
+fn least_squares(points: &[(f64, f64)]) -> (f64, f64) {
+    let n = points.len() as f64;
+    let (mean_x, mean_y) = (
+        points.iter().map(|p| p.0).sum::<f64>() / n,
+        points.iter().map(|p| p.1).sum::<f64>() / n,
+    );
+    let sxy: f64 = points.iter().map(|p| (p.0 - mean_x) * (p.1 - mean_y)).sum();
+    let sxx: f64 = points.iter().map(|p| (p.0 - mean_x).powi(2)).sum();
+    let slope = sxy / sxx;
+    (mean_y - slope * mean_x, slope)
+}
+
+fn number(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// The mlx-path lesson's edit: no sync inside the decode loop.
+fn without_sync(original: &str) -> String {
+    let hand = "    for _ in 1..run.max_tokens {
+        let logits = model.forward(&y.reshape(&[1, 1])?, &mut cache)?;
+        y = argmax_axis(lm::last_position(&logits), -1, None)?;
+        tokens.push(y.item_exact::<u32>()); // a GPU sync per token — the hand loop's cost
+    }";
+    assert!(
+        original.contains(hand),
+        "the exercise's decode loop changed; update this test"
+    );
+    original.replace(
+        hand,
+        "    let mut on_device = Vec::new();
+    for _ in 1..run.max_tokens {
+        let logits = model.forward(&y.reshape(&[1, 1])?, &mut cache)?;
+        y = argmax_axis(lm::last_position(&logits), -1, None)?;
+        mlx_rs::transforms::async_eval([&y])?;
+        on_device.push(y.clone());
+    }
+    tokens.extend(on_device.iter().map(|t| t.item_exact::<u32>()));",
+    )
+}
+
+/// What a refusal said, with this machine's numbers masked.
+fn masked(text: &str, body: impl FnOnce(&str)) {
+    insta::with_settings!({filters => vec![
+        // A number after a space, `(` or `=`, signed or not; not the digits of a name.
+        (r"([\s(])[+-]?\d+(\.\d+)?(e-?\d+)?", "$1[n]"),
+    ]}, {
+        body(text);
+    });
+}
+
+/// Timings vary run to run, and the device machine to machine; everything else in
+/// `quest run`'s output must not.
+fn assert_snapshot_redacted(name: &str, s: &str) {
+    let mut settings = insta::Settings::clone_current();
+    // The device, and the weight layout that depends on it (dense f32 on a CPU).
+    settings.add_filter(
+        r"(?m)^(Model: .*) \((?:cpu|metal|cuda)(?:, [^)]*)?\)$",
+        "$1 ([DEVICE], [WEIGHTS])",
+    );
+    // What ran the matmuls: the BLAS and the kernels it chose for this CPU, or on CUDA
+    // which of quest's kernels ran.
+    settings.add_filter(
+        r"(?m)^(?:CPU matmuls on|quest's own CUDA kernels): .*$",
+        "[WHAT RAN THE MATMULS]",
+    );
+    settings.add_filter(r"\d+\.\d+ ms", "[TTFT] ms");
+    settings.add_filter(r"\d+\.\d+ tok/s", "[RATE] tok/s");
+    settings.bind(|| insta::assert_snapshot!(name, s));
+}
