@@ -57,7 +57,7 @@ pub trait Decoded {
 
 impl Decoded for Model {
     fn weights(&self) -> (String, u64) {
-        (self.weights.clone(), self.weight_bytes() as u64)
+        (self.weights.name(), self.weight_bytes() as u64)
     }
     fn kernels(&self) -> Kernels {
         Model::kernels(self)
@@ -354,7 +354,7 @@ pub struct Report {
     pub rows: Vec<Vec<u32>>,
     pub text: String,
     /// How the model's matrices were held: `dense-f32`, `dense-f16` or `quantized` (see
-    /// `lm::WeightLayout`), or the layout `Model::requantize` put them in (`q4-g64`);
+    /// `lm::Hold`), or the layout `Model::requantize` put them in (`q4-g64`);
     /// empty in reports from before it was recorded.
     #[serde(default)]
     pub weights: String,

@@ -19,7 +19,7 @@ use crate::course::spec::Computation;
 use crate::device::Backend;
 use crate::lab::Exercise;
 pub use crate::lab::{base_name, key, Values};
-use crate::lm::WeightLayout;
+use crate::lm::Hold;
 use crate::stats::{least_squares, median};
 
 /// A model's shape: the numbers its `config.json` gives, as a learner counts bytes with them.
@@ -75,7 +75,7 @@ impl Shape {
 
 /// How many bytes one number takes in the layout that runs.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Layout {
+pub struct ByteSizes {
     /// Bytes per parameter of a weight matrix: 4 for dense f32 (the CPU's default), 0.625
     /// for 4 bits with an f16 scale and bias per 32 (a GPU's default).
     pub matrix_bytes: f64,
@@ -83,7 +83,7 @@ pub struct Layout {
     pub float_bytes: f64,
 }
 
-impl Layout {
+impl ByteSizes {
     /// The layout quest's random models run in here (`QUEST_WEIGHTS`, the backend).
     pub fn here() -> Result<Self> {
         let backend = Backend::detect();
@@ -91,8 +91,8 @@ impl Layout {
             mlx_rs::Dtype::Float32 => 4.0,
             _ => 2.0,
         };
-        let dense = WeightLayout::from_env()?.dense_on(backend);
-        Ok(Layout {
+        let dense = Hold::from_env()?.dense_on(backend);
+        Ok(ByteSizes {
             matrix_bytes: if dense {
                 float_bytes
             } else {
@@ -124,7 +124,7 @@ pub struct DecodeInputs {
     pub backend: String,
     /// The best of several timed copies on this device (read + write counted).
     pub bandwidth_gb_s: f64,
-    pub layout: Layout,
+    pub layout: ByteSizes,
     pub points: Vec<DecodePoint>,
 }
 
@@ -135,7 +135,7 @@ const ROUNDS: usize = 2;
 
 /// The shapes named in `QUEST_MODEL` (comma-separated; `quest run --model`), or
 /// `default` when the exercise runs with quest's default model (run by hand).
-fn shapes(model: &str, default: &str) -> Result<Vec<&'static random::Shape>> {
+fn shapes(model: &str, default: &str) -> Result<Vec<&'static random::PublicShape>> {
     let names = if model == crate::lm::DEFAULT_MODEL {
         default
     } else {
@@ -191,7 +191,7 @@ pub fn measure_decode(run: &Exercise, default: &str) -> Result<DecodeInputs> {
     Ok(DecodeInputs {
         backend: Backend::detect().name().into(),
         bandwidth_gb_s,
-        layout: Layout::here()?,
+        layout: ByteSizes::here()?,
         points,
     })
 }
@@ -210,7 +210,7 @@ pub struct SlopeShape {
 pub struct SlopeInputs {
     pub backend: String,
     pub bandwidth_gb_s: f64,
-    pub layout: Layout,
+    pub layout: ByteSizes,
     /// Tokens timed per round, and rounds per point.
     pub tokens: usize,
     pub rounds: usize,
@@ -281,7 +281,7 @@ pub fn measure_slope(
     Ok(SlopeInputs {
         backend: measured.backend,
         bandwidth_gb_s,
-        layout: Layout::here()?,
+        layout: ByteSizes::here()?,
         tokens: options.max_tokens,
         rounds: options.rounds,
         shapes,
@@ -291,7 +291,7 @@ pub fn measure_slope(
 /// The bytes of weights one decode step of `config`'s shape reads: every tensor of its
 /// layers, the final norm and the output head, counted from the tensor list quest's
 /// loader takes (not from a formula); the embedding table only when it is also the head.
-pub fn reference_weight_bytes(config: &Value, layout: &Layout) -> f64 {
+pub fn reference_weight_bytes(config: &Value, layout: &ByteSizes) -> f64 {
     random::decode_tensors(config)
         .iter()
         .map(|shape| {
@@ -472,7 +472,7 @@ mod tests {
     /// KV bytes one token adds to its caches.
     #[test]
     fn the_reference_counts_match_the_built_models() {
-        let layout = Layout::here().unwrap();
+        let layout = ByteSizes::here().unwrap();
         for config in [
             tiny("llama", true, None),
             tiny("qwen3", false, None),
@@ -538,7 +538,7 @@ mod tests {
     #[test]
     fn quest_computes_a_line_from_the_inputs() {
         let config = tiny("llama", true, None);
-        let layout = Layout {
+        let layout = ByteSizes {
             matrix_bytes: 4.0,
             float_bytes: 4.0,
         };

@@ -142,6 +142,66 @@ settings! {
         "the source file `quest-lab` is built from (quest sets it when it builds an exercise)";
 }
 
+/// A measurement command's default that differs between the CPU and a GPU: written once
+/// here, read by the command and shown in its `--help` ([`BackendDefault::help`]).
+#[derive(Debug)]
+pub struct BackendDefault {
+    pub cpu: &'static str,
+    pub gpu: &'static str,
+    /// Why it differs.
+    pub why: &'static str,
+}
+
+impl BackendDefault {
+    /// The default on a GPU (`true`) or the CPU.
+    pub fn on(&self, gpu: bool) -> &'static str {
+        if gpu {
+            self.gpu
+        } else {
+            self.cpu
+        }
+    }
+
+    /// `text` for `--help`, with both defaults.
+    pub fn help(&self, text: &str) -> String {
+        format!(
+            "{text}; default: {} on a CPU, {} on a GPU ({})",
+            self.cpu, self.gpu, self.why
+        )
+    }
+}
+
+/// `quest fit --shapes`.
+pub const FIT_SHAPES: BackendDefault = BackendDefault {
+    cpu: "SmolLM2-135M,SmolLM2-360M,Qwen3-0.6B",
+    gpu: "all",
+    why: "on a CPU the big shapes take minutes a token",
+};
+/// `quest slope --shapes`.
+pub const SLOPE_SHAPES: BackendDefault = BackendDefault {
+    cpu: "Qwen3-0.6B,Qwen3.5-0.8B",
+    gpu: "Qwen3-4B,Qwen3.5-4B",
+    why: "a 4-bit model on a CPU prefills at about its decode rate",
+};
+/// `quest slope --contexts`.
+pub const SLOPE_CONTEXTS: BackendDefault = BackendDefault {
+    cpu: "64,1024,2048,4096",
+    gpu: "256,1024,4096,8192",
+    why: "tokens in the cache when the timed decode starts",
+};
+/// `quest slope --fill`.
+pub const SLOPE_FILL: BackendDefault = BackendDefault {
+    cpu: "random",
+    gpu: "prefill",
+    why: "a CPU would prefill long contexts for minutes",
+};
+/// `quest batch --shapes` (without `--model`).
+pub const BATCH_SHAPES: BackendDefault = BackendDefault {
+    cpu: "none: the course's model",
+    gpu: "SmolLM2-135M,Qwen3-0.6B,Qwen3-4B,Qwen3.5-0.8B",
+    why: "a GPU box may hold no model files",
+};
+
 /// `$QUEST_CACHE`, else the platform cache dir (`~/.cache/quest` on Linux).
 pub fn cache_dir() -> Result<PathBuf> {
     if let Some(dir) = CACHE.os() {

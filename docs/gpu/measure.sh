@@ -27,14 +27,14 @@
 #   kept           `quest run` timed from the shell with quest's kernels kept on disk: the
 #                  first on the machine, then read from the cache, against MLX's ops
 #                  (QUEST_QMV/QKV/ATTEND=mlx) and against QUEST_KERNEL_CACHE=off, 64 and 256
-#                  tokens; `quest qmv` for matvec, qkv and attend; the flow; `quest fit
+#                  tokens; `quest kernel` for matvec, qkv and attend; the flow; `quest fit
 #                  --peer`, then `quest fit` with QUEST_KERNEL_CACHE=off.
 #   kept-defaults  the defaults as they are: `quest run` (first, kept, MLX's ops, kept), the
 #                  edit, submit and card, `quest fit --peer`.
 # In one process after a warm-up (TOKENS 64; ROUNDS 3 unless said):
 #   fit            `quest fit --shapes all` (ROUNDS 5), the Python peers on the same shapes
 #                  (as `peers`), and `quest slope`.
-#   qmv            `quest qmv` (SHAPES, default all; MODELS, real models, default the
+#   qmv            `quest kernel` (SHAPES, default all; MODELS, real models, default the
 #                  carried SmolLM2; ROUNDS 5), then `quest fit` on FIT (default Qwen3-4B,Qwen3-8B; "" skips
 #                  it) with QUEST_QMV=mlx and =quest, and the Python peers on FIT.
 #   fits           `quest fit --shapes SHAPES` (default all), one process per binary of BINS
@@ -54,10 +54,10 @@
 #   peers          mlx-lm's generate_step and the original lesson's Python hand loop on
 #                  PEER_SHAPES (default: every shape of `quest fit --configs`), the same
 #                  prompt as quest fit's (python.txt, py-<shape>.json, py-all.json).
-#   kernels        `quest qmv --kernel K --shapes QMV_SHAPES` (default all) for K in KERNELS
+#   kernels        `quest kernel --kernel K --shapes QMV_SHAPES` (default all) for K in KERNELS
 #                  (default "matvec qkv attend"): speed interleaved in one process,
 #                  logits compared step by step.
-#   check          docs/gpu/qmv_check.sh on SmolLM2's real weights for each kernel of CHECKS
+#   check          docs/gpu/kernel_check.sh on SmolLM2's real weights for each kernel of CHECKS
 #                  (default "matvec qkv attend"), then `quest run mlx-path` on it with
 #                  RUN_ENV (default: quest's defaults): the text must name Paris.
 #   journey        the journey lessons' exercises (prebuilt) on the real SmolLM2, 16 tokens.
@@ -261,9 +261,9 @@ kept() {
   N=256 timed_run run8-kept-256 TERM=dumb
   N=256 timed_run run9-mlx-ops-256 "${mlx_ops[@]}"
   N=256 timed_run run10-kept-256 TERM=dumb
-  step "quest qmv: the kept kernels against MLX's ops"
+  step "quest kernel: the kept kernels against MLX's ops"
   for k in matvec qkv attend; do
-    timeout 100 quest qmv --kernel "$k" --shapes Qwen3-0.6B,Qwen3-8B --max-tokens 32 --rounds 2 2>&1 |
+    timeout 100 quest kernel --kernel "$k" --shapes Qwen3-0.6B,Qwen3-8B --max-tokens 32 --rounds 2 2>&1 |
       tee "$o/qmv-$k.txt" | tail -8
   done
   step "the learner's flow"
@@ -307,10 +307,10 @@ qmv() {
   r=$(rounds 5)
   if smollm2; then real=smollm2-135m-instruct; fi
   for m in ${MODELS-$real}; do models+=(--model "$m"); done
-  step "quest qmv: quest's matvec against MLX's"
-  timeout 300 quest qmv --shapes "${SHAPES:-all}" "${models[@]}" --max-tokens "$T" --rounds "$r" 2>&1 |
+  step "quest kernel: quest's matvec against MLX's"
+  timeout 300 quest kernel --shapes "${SHAPES:-all}" "${models[@]}" --max-tokens "$T" --rounds "$r" 2>&1 |
     tee "$o/qmv.txt"
-  cp target/quest-bench/qmv-cuda.json "$o/" 2>/dev/null
+  cp target/quest-bench/kernel-matvec-cuda.json "$o/" 2>/dev/null
   [ -n "$fit_shapes" ] || return 0
   step "quest fit with each matvec, then the Python peers"
   fits_by_qmv "$fit_shapes" "$r" "mlx quest" quest
@@ -423,20 +423,20 @@ peers() {
 kernels() {
   local r
   r=$(rounds 3)
-  step "quest qmv per kernel"
+  step "quest kernel per kernel"
   for k in ${KERNELS:-matvec qkv attend}; do
-    echo "-- quest qmv --kernel $k"
-    timeout 300 quest qmv --kernel "$k" --shapes "${QMV_SHAPES:-all}" --max-tokens "$T" --rounds "$r" 2>&1 |
+    echo "-- quest kernel --kernel $k"
+    timeout 300 quest kernel --kernel "$k" --shapes "${QMV_SHAPES:-all}" --max-tokens "$T" --rounds "$r" 2>&1 |
       grep -v '^quest:' | tee "$o/qmv-$k.txt"
-    cp "target/quest-bench/qmv-$k-cuda.json" "$o/" 2>/dev/null
+    cp "target/quest-bench/kernel-$k-cuda.json" "$o/" 2>/dev/null
   done 2>&1 | tee -a "$o/kernels.txt"
 }
 
 check() {
   step check
   for k in ${CHECKS:-matvec qkv attend}; do
-    KERNEL=$k OUT=$o timeout 240 bash "$HERE/qmv_check.sh" 2>&1 | tail -12
-    echo "qmv_check.sh KERNEL=$k: rc=${PIPESTATUS[0]}"
+    KERNEL=$k OUT=$o timeout 240 bash "$HERE/kernel_check.sh" 2>&1 | tail -12
+    echo "kernel_check.sh KERNEL=$k: rc=${PIPESTATUS[0]}"
   done 2>&1 | tee -a "$o/check.txt"
   # shellcheck disable=SC2086 # RUN_ENV is several assignments
   env ${RUN_ENV:-} timeout 60 quest run mlx-path --no-lesson --max-tokens 16 2>&1 |

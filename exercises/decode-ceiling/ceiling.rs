@@ -8,13 +8,13 @@
 
 use anyhow::Result;
 use quest::lab::{Exercise, Values};
-use quest::physics::{self, DecodePoint, Layout};
+use quest::physics::{self, ByteSizes, DecodePoint};
 
 /// The shapes measured when the exercise runs by hand (`quest run` names the lesson's).
 const SHAPES: &str = "SmolLM2-135M,SmolLM2-360M,Qwen3-0.6B";
 
 /// Bytes one decode step reads: every weight it multiplies by, and the KV cache.
-fn bytes_per_token(point: &DecodePoint, layout: &Layout) -> f64 {
+fn bytes_per_token(point: &DecodePoint, layout: &ByteSizes) -> f64 {
     let s = &point.shape;
     let (h, layers) = (s.hidden_size as f64, s.num_hidden_layers as f64);
     let q = (s.num_attention_heads * s.head_dim) as f64; // query width

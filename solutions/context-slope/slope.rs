@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 use quest::lab::{Exercise, Values};
-use quest::physics::{self, Layout, Shape};
+use quest::physics::{self, ByteSizes, Shape};
 
 /// The shapes measured when the exercise runs by hand (`quest run` names the lesson's):
 /// a full-attention model and a hybrid of about the same size.
@@ -11,7 +11,7 @@ const SHAPES: &str = "Qwen3-0.6B,Qwen3.5-0.8B";
 const CONTEXTS: &[usize] = &[64, 2048, 4096];
 
 /// The bytes of KV cache one more token of context adds to every later decode step.
-fn kv_bytes_per_context_token(shape: &Shape, layout: &Layout) -> f64 {
+fn kv_bytes_per_context_token(shape: &Shape, layout: &ByteSizes) -> f64 {
     // Only every `full_attention_interval`-th layer keeps a KV cache; the others (Qwen3.5's
     // gated delta layers) keep a state of fixed size.
     let attention_layers = shape.num_hidden_layers / shape.full_attention_interval;

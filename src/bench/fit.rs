@@ -82,7 +82,7 @@ pub struct LayoutFit {
 }
 
 pub struct FitOptions {
-    pub shapes: Vec<&'static random::Shape>,
+    pub shapes: Vec<&'static random::PublicShape>,
     /// Each shape is measured in each of these layouts ([`crate::lm::Model::requantize`]);
     /// empty: as made (4-bit, dense on a CPU by default; see [`random::model`]).
     pub layouts: Vec<Layout>,
@@ -123,7 +123,7 @@ pub fn run(options: &FitOptions, mut progress: impl FnMut(&str)) -> Result<Fit> 
             Some(peer) => {
                 anyhow::ensure!(layout.is_none(), PEER_WITH_LAYOUTS);
                 progress(&format!("{}: starting mlx-lm beside it…", shape.name));
-                let weights = if model.weights.starts_with("dense") {
+                let weights = if model.weights.is_dense() {
                     "dense"
                 } else {
                     "quantized"
@@ -159,7 +159,7 @@ pub fn run(options: &FitOptions, mut progress: impl FnMut(&str)) -> Result<Fit> 
             |runs: &[Measured]| median(&runs.iter().map(|r| r.decode_tok_s).collect::<Vec<_>>());
         let point = ShapePoint {
             shape: shape.name.into(),
-            layout: model.weights.clone(),
+            layout: model.weights.name(),
             bytes_per_token,
             hand_tok_s: rate(&hand),
             pipelined_tok_s: rate(&pipelined),

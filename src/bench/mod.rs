@@ -7,10 +7,10 @@
 pub mod bandwidth;
 pub mod batch;
 pub mod fit;
+pub mod kernel;
 pub mod loops;
 pub mod peer;
 pub mod plot;
-pub mod qmv;
 // Random-weights models live in `lm` (`--model random:<shape>` loads them too).
 pub use crate::lm::random;
 pub mod slope;
@@ -19,13 +19,63 @@ use serde::Serialize;
 
 use crate::lab::Report;
 
+/// The loops `quest bench` sets side by side, in the order it runs and prints them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum LoopId {
+    #[serde(rename = "rust-starting")]
+    RustStarting,
+    #[serde(rename = "rust-solution")]
+    RustSolution,
+    #[serde(rename = "yours")]
+    Yours,
+    #[serde(rename = "py-hand")]
+    PyHand,
+    #[serde(rename = "py-generate")]
+    PyGenerate,
+    #[serde(rename = "py-generate-stock")]
+    PyGenerateStock,
+}
+
+impl LoopId {
+    /// Its row's label.
+    pub fn label(self) -> &'static str {
+        match self {
+            LoopId::RustStarting => "Rust: the lesson's starting code",
+            LoopId::RustSolution => "Rust: the lesson's solution",
+            LoopId::Yours => "your exercise",
+            LoopId::PyHand => "Python hand loop (mlx-lm model)",
+            LoopId::PyGenerate => "mlx-lm generate_step",
+            LoopId::PyGenerateStock => {
+                "mlx-lm generate_step, stock mlx-cpu wheel, 4-bit (pip as is)"
+            }
+        }
+    }
+
+    /// A Python peer's row (on a random-weights model it draws its own weights).
+    pub fn is_python(self) -> bool {
+        matches!(
+            self,
+            LoopId::PyHand | LoopId::PyGenerate | LoopId::PyGenerateStock
+        )
+    }
+}
+
 /// One loop's measured rounds.
 #[derive(Clone, Debug, Serialize)]
 pub struct LoopRuns {
-    /// Short id: `rust-starting`, `rust-solution`, `yours`, `py-hand`, `py-generate`.
-    pub id: String,
+    pub id: LoopId,
     pub label: String,
     pub runs: Vec<Measured>,
+}
+
+impl LoopRuns {
+    pub fn new(id: LoopId) -> Self {
+        LoopRuns {
+            id,
+            label: id.label().into(),
+            runs: Vec::new(),
+        }
+    }
 }
 
 /// One run of one loop.
@@ -116,8 +166,13 @@ impl BenchResult {
     pub fn baseline(&self) -> Option<&LoopRuns> {
         self.loops
             .iter()
-            .find(|l| l.id == "py-generate")
-            .or_else(|| self.loops.iter().find(|l| l.id == "rust-starting"))
+            .find(|l| l.id == LoopId::PyGenerate)
+            .or_else(|| self.loops.iter().find(|l| l.id == LoopId::RustStarting))
+    }
+
+    /// The loop `id`'s rounds, when it ran.
+    pub fn find(&self, id: LoopId) -> Option<&LoopRuns> {
+        self.loops.iter().find(|l| l.id == id)
     }
 
     /// The terminal table.

@@ -36,7 +36,7 @@ pub enum Fill {
 }
 
 pub struct SlopeOptions {
-    pub shapes: Vec<&'static random::Shape>,
+    pub shapes: Vec<&'static random::PublicShape>,
     pub fill: Fill,
     /// Prompt lengths to decode after.
     pub contexts: Vec<usize>,

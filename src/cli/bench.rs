@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 
 use quest::bench::peer::{Peer, PeerBuild, PeerModel};
-use quest::bench::{bandwidth, plot, BenchResult, Ceiling, LoopRuns, Measured};
+use quest::bench::{bandwidth, plot, BenchResult, Ceiling, LoopId, LoopRuns, Measured};
 use quest::course::{Lesson, Metric};
 use quest::device::Backend;
 use quest::lab::{self, RunRequest};
@@ -57,10 +57,10 @@ pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
         bandwidth_gb_s: bandwidth::measure()?,
     };
     // The peers run the layout the Rust loops run.
-    let peer_weights = if model.weights == "quantized" {
-        "quantized"
-    } else {
+    let peer_weights = if model.weights.is_dense() {
         "dense"
+    } else {
+        "quantized"
     };
     // The BLAS matters on the CPU only: on a GPU the matmuls are MLX's own kernels.
     let runs_on = match Backend::detect() {
@@ -78,16 +78,14 @@ pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
     let (exercise, _, code) = current_exercise(lesson)?;
     let binaries = [
         (
-            "rust-starting",
-            "Rust: the lesson's starting code",
+            LoopId::RustStarting,
             build(ctx, &starting_code_file(lesson)?.0, true)?,
         ),
         (
-            "rust-solution",
-            "Rust: the lesson's solution",
+            LoopId::RustSolution,
             build(ctx, &solution_path(lesson)?, true)?,
         ),
-        ("yours", "your exercise", build(ctx, &exercise, true)?),
+        (LoopId::Yours, build(ctx, &exercise, true)?),
     ];
     let peer = if options.python {
         let model = match lm::random::Spec::parse(&model_spec) {
@@ -127,33 +125,19 @@ pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
         eprintln!("quest: benchmarking the Rust side alone ({note})");
     }
 
-    let mut loops: Vec<LoopRuns> = binaries
-        .iter()
-        .map(|(id, label, _)| LoopRuns {
-            id: (*id).into(),
-            label: (*label).into(),
-            runs: vec![],
-        })
-        .collect();
+    let mut loops: Vec<LoopRuns> = binaries.iter().map(|(id, _)| LoopRuns::new(*id)).collect();
     if peer.is_ok() {
-        loops.push(LoopRuns {
-            id: "py-hand".into(),
-            label: "Python hand loop (mlx-lm model)".into(),
-            runs: vec![],
-        });
-        loops.push(LoopRuns {
-            id: "py-generate".into(),
-            label: "mlx-lm generate_step".into(),
-            runs: vec![],
-        });
+        loops.extend([LoopId::PyHand, LoopId::PyGenerate].map(LoopRuns::new));
     }
     if stock.is_some() {
-        loops.push(LoopRuns {
-            id: "py-generate-stock".into(),
-            label: "mlx-lm generate_step, stock mlx-cpu wheel, 4-bit (pip as is)".into(),
-            runs: vec![],
-        });
+        loops.push(LoopRuns::new(LoopId::PyGenerateStock));
     }
+    // Each round's run goes to its loop's row by name.
+    let push = |loops: &mut Vec<LoopRuns>, id: LoopId, run: Measured| {
+        if let Some(row) = loops.iter_mut().find(|l| l.id == id) {
+            row.runs.push(run);
+        }
+    };
 
     // Warm-up (not counted), then interleaved rounds: A B C D E, A B C D E, …
     eprintln!(
@@ -165,26 +149,25 @@ pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
         max_tokens: 4,
         ..request.clone()
     };
-    for (_, _, binary) in &binaries {
+    for (_, binary) in &binaries {
         lab::run(binary, &warm).map_err(|e| explain_killed(ctx, e))?;
     }
     for round in 0..options.rounds {
-        for (i, (_, _, binary)) in binaries.iter().enumerate() {
-            loops[i].runs.push(Measured::from(
-                lab::run(binary, &request).map_err(|e| explain_killed(ctx, e))?,
-            ));
+        for (id, binary) in &binaries {
+            let run = lab::run(binary, &request).map_err(|e| explain_killed(ctx, e))?;
+            push(&mut loops, *id, Measured::from(run));
         }
         if let Ok((peer, path)) = &peer {
             let [hand, generate] = peer
                 .round(path, &prompt_ids, max_tokens, true, peer_weights)
                 .map_err(|e| explain_killed(ctx, e))?;
-            loops[3].runs.push(hand);
-            loops[4].runs.push(generate);
+            push(&mut loops, LoopId::PyHand, hand);
+            push(&mut loops, LoopId::PyGenerate, generate);
             if let Some(stock) = &stock {
                 let generate = stock
                     .round_generate(path, &prompt_ids, max_tokens, true)
                     .map_err(|e| explain_killed(ctx, e))?;
-                loops[5].runs.push(generate);
+                push(&mut loops, LoopId::PyGenerateStock, generate);
             }
         }
         let rates: Vec<String> = loops
@@ -208,13 +191,11 @@ pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
         date: quest::progress::Timestamp::now().to_string(),
     };
     report(&result);
-    let dir = &options.out;
-    std::fs::create_dir_all(dir)?;
-    let json = dir.join(format!("{id}.json"));
-    let svg = dir.join(format!("{id}.svg"));
-    std::fs::write(&json, serde_json::to_vec_pretty(&result)?)?;
+    println!();
+    write_json(&options.out, id, &result)?;
+    let svg = options.out.join(format!("{id}.svg"));
     std::fs::write(&svg, plot::svg(&result))?;
-    println!("\nJSON: {}\nplot: {}", json.display(), svg.display());
+    println!("plot: {}", svg.display());
     record_against_library(ctx, lesson, code, &result)
 }
 
@@ -236,8 +217,9 @@ fn record_against_library(
     code: CodeRef,
     result: &BenchResult,
 ) -> Result<()> {
-    let find = |id: &str| result.loops.iter().find(|l| l.id == id);
-    let (Some(yours), Some(library)) = (find("yours"), find("py-generate")) else {
+    let (Some(yours), Some(library)) =
+        (result.find(LoopId::Yours), result.find(LoopId::PyGenerate))
+    else {
         return Ok(());
     };
     let (library_tok_s, mine) = (library.summary().median_tok_s, yours.summary());
@@ -246,7 +228,7 @@ fn record_against_library(
         state.lesson_mut(&lesson.meta.id).runs.push(Run {
             at: Timestamp::now(),
             code,
-            backend: format!("mlx-{}", result.backend),
+            backend: quest::device::Backend::recorded_name(&result.backend),
             tokens_generated: result.max_tokens as u32,
             prompt_tokens: result.prompt_tokens as u32,
             lang: ctx.lang,
@@ -279,7 +261,7 @@ fn report(result: &BenchResult) {
     let tokens_equal = result
         .loops
         .iter()
-        .filter(|l| l.id != "py-generate-stock" && !(random && l.id.starts_with("py-")))
+        .filter(|l| l.id != LoopId::PyGenerateStock && !(random && l.id.is_python()))
         .all(|l| {
             l.runs
                 .iter()
@@ -328,12 +310,8 @@ pub struct FitArgs {
 pub fn fit(root: &std::path::Path, args: &FitArgs) -> Result<()> {
     use quest::bench::fit;
     let backend = Backend::detect();
-    // On a CPU the big shapes take minutes a token; default to the small ones there.
-    let default = if backend == Backend::Cpu {
-        "SmolLM2-135M,SmolLM2-360M,Qwen3-0.6B"
-    } else {
-        "all"
-    };
+    let gpu = backend != Backend::Cpu;
+    let default = quest::settings::FIT_SHAPES.on(gpu);
     let names = args.shapes.clone().unwrap_or_else(|| default.into());
     let shapes = parse_fit_shapes(&names)?;
     let layouts = match &args.bits {
@@ -364,12 +342,11 @@ pub fn fit(root: &std::path::Path, args: &FitArgs) -> Result<()> {
         "measured copy bandwidth on the {}: {bandwidth:.1} GB/s",
         backend.name()
     );
-    let dir = root.join("target/quest-bench");
-    std::fs::create_dir_all(&dir)?;
-    let json = dir.join(format!("fit-{}.json", backend.name()));
-    std::fs::write(&json, serde_json::to_vec_pretty(&result)?)?;
-    println!("JSON: {}", json.display());
-    Ok(())
+    write_json(
+        &root.join("target/quest-bench"),
+        &format!("fit-{}", backend.name()),
+        &result,
+    )
 }
 
 /// Comma-separated whole numbers of at least 1; `what` says what one is, for the error.
@@ -384,7 +361,7 @@ fn parse_counts(list: &str, what: &str) -> Result<Vec<usize>> {
 
 /// Comma-separated shape names, or `all`: the six of `quest fit` (for the commands that run
 /// every fit shape; `slope` and `batch` take names only).
-fn parse_fit_shapes(names: &str) -> Result<Vec<&'static quest::bench::random::Shape>> {
+fn parse_fit_shapes(names: &str) -> Result<Vec<&'static quest::bench::random::PublicShape>> {
     if names == "all" {
         Ok(quest::bench::random::SHAPES.iter().collect())
     } else {
@@ -393,7 +370,7 @@ fn parse_fit_shapes(names: &str) -> Result<Vec<&'static quest::bench::random::Sh
 }
 
 /// Comma-separated shape names.
-fn parse_shapes(names: &str) -> Result<Vec<&'static quest::bench::random::Shape>> {
+fn parse_shapes(names: &str) -> Result<Vec<&'static quest::bench::random::PublicShape>> {
     use quest::bench::random;
     names
         .split(',')
@@ -410,7 +387,7 @@ fn parse_shapes(names: &str) -> Result<Vec<&'static quest::bench::random::Shape>
         .collect()
 }
 
-pub struct QmvArgs {
+pub struct KernelArgs {
     pub kernel: quest::kernels::Kernel,
     pub shapes: Option<String>,
     pub models: Vec<String>,
@@ -418,10 +395,10 @@ pub struct QmvArgs {
     pub rounds: usize,
 }
 
-/// `quest qmv`: one of quest's CUDA kernels against the MLX ops it replaces.
-pub fn qmv(root: &std::path::Path, args: &QmvArgs) -> Result<()> {
-    use quest::bench::{qmv, random};
-    use quest::lm::WeightLayout;
+/// `quest kernel`: one of quest's CUDA kernels against the MLX ops it replaces.
+pub fn kernel(root: &std::path::Path, args: &KernelArgs) -> Result<()> {
+    use quest::bench::{kernel, random};
+    use quest::lm::Hold;
     // The arguments first, then the machine: a mistake in them is said on any machine.
     // With real models named and no shapes, only the real models.
     let default_shapes = if args.models.is_empty() { "all" } else { "" };
@@ -432,33 +409,33 @@ pub fn qmv(root: &std::path::Path, args: &QmvArgs) -> Result<()> {
         parse_fit_shapes(&names)?
     };
     if shapes.is_empty() && args.models.is_empty() {
-        anyhow::bail!("`quest qmv` has nothing to compare: name shapes (`--shapes all`) or a model (`--model`)");
+        anyhow::bail!("`quest kernel` has nothing to compare: name shapes (`--shapes all`) or a model (`--model`)");
     }
     let backend = Backend::detect();
     if backend != Backend::Cuda {
         anyhow::bail!(
-            "`quest qmv` compares CUDA kernels; this build runs MLX on the {} (it needs \
+            "`quest kernel` compares CUDA kernels; this build runs MLX on the {} (it needs \
              quest built against MLX's CUDA wheel, on a machine with an NVIDIA GPU)",
             backend.name()
         );
     }
-    let options = qmv::QmvOptions {
+    let options = kernel::KernelOptions {
         kernel: args.kernel,
         max_tokens: args.max_tokens,
         rounds: args.rounds,
     };
     let mut points = Vec::new();
     let mut compare = |name: &str, model: &quest::lm::Model, prompt: &[u32]| -> Result<()> {
-        let point = qmv::compare(name, model, prompt, &options)?;
+        let point = kernel::compare(name, model, prompt, &options)?;
         // The table's row for this model, as progress.
-        let table = qmv::table(std::slice::from_ref(&point));
+        let table = kernel::table(std::slice::from_ref(&point));
         eprintln!("quest: {}", table.lines().nth(1).unwrap_or(""));
         points.push(point);
         Ok(())
     };
     for name in &args.models {
         eprintln!("quest: {name}: loading…");
-        let (model, tokenizer) = quest::lm::load_with(name, WeightLayout::Quantized)?;
+        let (model, tokenizer) = quest::lm::load_with(name, Hold::Quantized)?;
         let text = tokenizer.apply_chat_template(
             &[quest::lm::Message::user(quest::lab::DEFAULT_PROMPT)],
             true,
@@ -471,13 +448,12 @@ pub fn qmv(root: &std::path::Path, args: &QmvArgs) -> Result<()> {
         eprintln!("quest: {}: making random 4-bit weights…", shape.name);
         compare(shape.name, &random::model(&(shape.config)(), 0)?, &prompt)?;
     }
-    println!("{}", qmv::table(&points));
-    let dir = root.join("target/quest-bench");
-    std::fs::create_dir_all(&dir)?;
-    let json = dir.join(format!("qmv-{}-cuda.json", args.kernel.name()));
-    std::fs::write(&json, serde_json::to_vec_pretty(&points)?)?;
-    println!("JSON: {}", json.display());
-    Ok(())
+    println!("{}", kernel::table(&points));
+    write_json(
+        &root.join("target/quest-bench"),
+        &format!("kernel-{}-cuda", args.kernel.name()),
+        &points,
+    )
 }
 
 pub struct SlopeArgs {
@@ -492,23 +468,23 @@ pub struct SlopeArgs {
 pub fn slope(root: &std::path::Path, args: &SlopeArgs) -> Result<()> {
     use quest::bench::slope;
     let backend = Backend::detect();
-    // On a CPU a 4-bit model prefills at about its decode rate (a token costs a second, not a
-    // millisecond): the small pair there, and the context filled with random keys and values.
-    let (default_shapes, default_contexts) = if backend == Backend::Cpu {
-        ("Qwen3-0.6B,Qwen3.5-0.8B", "64,1024,2048,4096")
-    } else {
-        ("Qwen3-4B,Qwen3.5-4B", "256,1024,4096,8192")
-    };
+    let gpu = backend != Backend::Cpu;
+    let (default_shapes, default_contexts) = (
+        quest::settings::SLOPE_SHAPES.on(gpu),
+        quest::settings::SLOPE_CONTEXTS.on(gpu),
+    );
     let shapes = parse_shapes(args.shapes.as_deref().unwrap_or(default_shapes))?;
     let contexts = parse_counts(
         args.contexts.as_deref().unwrap_or(default_contexts),
         "a context length (a whole number of tokens, at least 1)",
     )?;
-    let fill = args.fill.unwrap_or(if backend == Backend::Cpu {
-        slope::Fill::Random
-    } else {
-        slope::Fill::Prefill
-    });
+    let fill = match args.fill {
+        Some(fill) => fill,
+        None => match quest::settings::SLOPE_FILL.on(gpu) {
+            "random" => slope::Fill::Random,
+            _ => slope::Fill::Prefill,
+        },
+    };
     let options = slope::SlopeOptions {
         shapes,
         fill,
@@ -519,12 +495,11 @@ pub fn slope(root: &std::path::Path, args: &SlopeArgs) -> Result<()> {
     let bandwidth = bandwidth::measure()?;
     let result = slope::run(&options, bandwidth, |line| eprintln!("quest: {line}"))?;
     println!("{}", result.table());
-    let dir = root.join("target/quest-bench");
-    std::fs::create_dir_all(&dir)?;
-    let json = dir.join(format!("slope-{}.json", backend.name()));
-    std::fs::write(&json, serde_json::to_vec_pretty(&result)?)?;
-    println!("JSON: {}", json.display());
-    Ok(())
+    write_json(
+        &root.join("target/quest-bench"),
+        &format!("slope-{}", backend.name()),
+        &result,
+    )
 }
 
 pub struct BatchArgs {
@@ -550,7 +525,7 @@ pub fn batch(args: &BatchArgs) -> Result<()> {
     let shapes = match (&args.model, &args.shapes) {
         (Some(_), Some(_)) => anyhow::bail!("give --model or --shapes, not both"),
         (None, None) if backend != Backend::Cpu => {
-            Some("SmolLM2-135M,Qwen3-0.6B,Qwen3-4B,Qwen3.5-0.8B".to_owned())
+            Some(quest::settings::BATCH_SHAPES.gpu.to_owned())
         }
         (_, shapes) => shapes.clone(),
     };
@@ -601,13 +576,17 @@ pub fn batch(args: &BatchArgs) -> Result<()> {
     };
     let table = result.table();
     println!("{table}");
-    std::fs::create_dir_all(&args.out)?;
-    let json = args.out.join(format!("batch-{}.json", backend.name()));
-    std::fs::write(&json, serde_json::to_vec_pretty(&result)?)?;
-    std::fs::write(
-        args.out.join(format!("batch-{}.txt", backend.name())),
-        &table,
-    )?;
+    let name = format!("batch-{}", backend.name());
+    write_json(&args.out, &name, &result)?;
+    std::fs::write(args.out.join(format!("{name}.txt")), &table)?;
+    Ok(())
+}
+
+/// Writes a measurement's result as `DIR/NAME.json` and says where.
+fn write_json(dir: &std::path::Path, name: &str, result: &impl serde::Serialize) -> Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let json = dir.join(format!("{name}.json"));
+    std::fs::write(&json, serde_json::to_vec_pretty(result)?)?;
     println!("JSON: {}", json.display());
     Ok(())
 }

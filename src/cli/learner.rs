@@ -139,7 +139,7 @@ pub fn run_record(report: &Report, code: CodeRef, lang: Lang) -> Run {
     Run {
         at: Timestamp::now(),
         code,
-        backend: format!("mlx-{}", report.backend),
+        backend: quest::device::Backend::recorded_name(&report.backend),
         tokens_generated: report.generated_tokens as u32,
         prompt_tokens: report.prompt_tokens as u32,
         lang,

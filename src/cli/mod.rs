@@ -31,7 +31,7 @@ struct Cli {
     /// How a quantized model's matrices are held: `auto` (dense f32 on a CPU, quantized on
     /// a GPU), `dense` or `quantized` (sets QUEST_WEIGHTS for the runs it starts).
     #[arg(long, global = true, value_parser = parse_weights)]
-    weights: Option<quest::lm::WeightLayout>,
+    weights: Option<quest::lm::Hold>,
     #[command(subcommand)]
     command: Command,
 }
@@ -86,10 +86,6 @@ enum Command {
         /// A quiz answer, `QUESTION=CHOICE` (repeat for each question).
         #[arg(long = "answer", value_parser = parse_answer)]
         answers: Vec<(String, String)>,
-        /// Short for `--answer term=…`: which term of `time per token = fixed + bytes /
-        /// bandwidth` changed.
-        #[arg(long)]
-        term: Option<String>,
     },
     /// For course authors: check every lesson, or regenerate what derives from them.
     #[command(subcommand)]
@@ -120,9 +116,7 @@ enum Command {
     /// Fit `time per token = fixed + bytes / bandwidth` on this machine from random-weights
     /// models of several sizes, with the hand and pipelined loops side by side.
     Fit {
-        /// Comma-separated shapes (SmolLM2-135M, SmolLM2-360M, Qwen3-0.6B, Qwen3-1.7B,
-        /// Qwen3-4B, Qwen3-8B) or `all`; default: the small ones on a CPU, all on a GPU.
-        #[arg(long)]
+        #[arg(long, help = quest::settings::FIT_SHAPES.help("Comma-separated shapes (SmolLM2-135M, SmolLM2-360M, Qwen3-0.6B, Qwen3-1.7B, Qwen3-4B, Qwen3-8B) or `all`"))]
         shapes: Option<String>,
         #[arg(long, default_value_t = 16)]
         max_tokens: usize,
@@ -147,17 +141,11 @@ enum Command {
     /// Decode tok/s as the context grows, full attention beside Qwen3.5's hybrid layout:
     /// the context slope, from random-weights models.
     Slope {
-        /// Comma-separated shapes (any of `quest fit`'s, or Qwen3.5-0.8B, Qwen3.5-4B);
-        /// default: Qwen3-0.6B,Qwen3.5-0.8B on a CPU, Qwen3-4B,Qwen3.5-4B on a GPU.
-        #[arg(long)]
+        #[arg(long, help = quest::settings::SLOPE_SHAPES.help("Comma-separated shapes (any of `quest fit`'s, or Qwen3.5-0.8B, Qwen3.5-4B)"))]
         shapes: Option<String>,
-        /// Comma-separated context lengths (tokens in the cache when the timed decode starts);
-        /// default: 64,1024,2048,4096 on a CPU, 256,1024,4096,8192 on a GPU.
-        #[arg(long)]
+        #[arg(long, help = quest::settings::SLOPE_CONTEXTS.help("Comma-separated context lengths"))]
         contexts: Option<String>,
-        /// How the context gets into the cache: `prefill` (through the model) or `random`
-        /// (random keys and values, no prefill); default: random on a CPU, prefill on a GPU.
-        #[arg(long, value_enum)]
+        #[arg(long, value_enum, help = quest::settings::SLOPE_FILL.help("How the context gets into the cache: `prefill` (through the model) or `random` (random keys and values, no prefill)"))]
         fill: Option<quest::bench::slope::Fill>,
         /// Tokens decoded (and timed) per round.
         #[arg(long, default_value_t = 8)]
@@ -172,9 +160,7 @@ enum Command {
         /// A model (name, GGUF, MLX directory; default: the course's model on a CPU).
         #[arg(long)]
         model: Option<String>,
-        /// Comma-separated random-weights shapes instead (any of `quest fit`'s or
-        /// `quest slope`'s); default on a GPU: SmolLM2-135M,Qwen3-0.6B,Qwen3-4B,Qwen3.5-0.8B.
-        #[arg(long)]
+        #[arg(long, help = quest::settings::BATCH_SHAPES.help("Comma-separated random-weights shapes instead (any of `quest fit`'s or `quest slope`'s)"))]
         shapes: Option<String>,
         /// Comma-separated batch sizes.
         #[arg(long, default_value = "1,2,4,8")]
@@ -191,7 +177,8 @@ enum Command {
     /// q/k/v heads, a decode step's attention) against the MLX ops
     /// it replaces, on random-weights shapes and real models — decode speed interleaved,
     /// logits compared step by step.
-    Qmv {
+    #[command(alias = "qmv")]
+    Kernel {
         /// Which kernel: matvec (QUEST_QMV), qkv (QUEST_QKV) or attend (QUEST_ATTEND).
         #[arg(long, default_value = "matvec")]
         kernel: quest::kernels::Kernel,
@@ -235,7 +222,7 @@ fn parse_answer(text: &str) -> Result<(String, String), String> {
         .ok_or_else(|| format!("`{text}`: write an answer as QUESTION=CHOICE, e.g. term=fixed"))
 }
 
-fn parse_weights(text: &str) -> Result<quest::lm::WeightLayout, String> {
+fn parse_weights(text: &str) -> Result<quest::lm::Hold, String> {
     text.parse()
 }
 
@@ -376,7 +363,7 @@ fn dispatch(cli: Cli) -> Result<()> {
         };
         return bench::batch(&args);
     }
-    if let Command::Qmv {
+    if let Command::Kernel {
         kernel,
         shapes,
         model,
@@ -384,14 +371,14 @@ fn dispatch(cli: Cli) -> Result<()> {
         rounds,
     } = cli.command
     {
-        let args = bench::QmvArgs {
+        let args = bench::KernelArgs {
             kernel,
             shapes,
             models: model,
             max_tokens: max_tokens.max(2),
             rounds: rounds.max(1),
         };
-        return bench::qmv(&root, &args);
+        return bench::kernel(&root, &args);
     }
     let course = Course::load(&root.join("lessons"))?;
     let mut ctx = Ctx {
@@ -442,17 +429,13 @@ fn dispatch(cli: Cli) -> Result<()> {
             before,
             after,
             answers,
-            term,
         } => {
             let lesson = ctx.lesson(&lesson)?;
             let numbers = [("before", before), ("after", after)]
                 .into_iter()
                 .filter_map(|(key, value)| Some((key.to_owned(), value?)))
                 .collect();
-            let answers = answers
-                .into_iter()
-                .chain(term.map(|term| ("term".to_owned(), term)))
-                .collect();
+            let answers = answers.into_iter().collect();
             submit::card(&ctx, &lesson, submit::CardInput { numbers, answers })
         }
         Command::Status { verbose, .. } => status::status(&ctx, verbose, false),
@@ -487,7 +470,7 @@ fn dispatch(cli: Cli) -> Result<()> {
         | Command::Fit { .. }
         | Command::Slope { .. }
         | Command::Batch { .. }
-        | Command::Qmv { .. }
+        | Command::Kernel { .. }
         | Command::Dev(_) => unreachable!(),
     }
 }

@@ -234,10 +234,8 @@ pub enum TokenCheck {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Measure {
+    /// Measured for the lesson's starting code (the baseline, always) and the learner's.
     pub metric: Metric,
-    /// What the learner's numbers are compared with.
-    #[serde(default)]
-    pub baseline: Baseline,
     /// Which way the lesson expects the metric to move.
     pub expect: Direction,
     /// The improvement (a ratio ≥ 1, in the expected direction) a submission must
@@ -253,14 +251,6 @@ pub struct Measure {
 
 fn default_rounds() -> usize {
     3
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Baseline {
-    /// The lesson's starting code, exactly as the lesson gives it.
-    #[default]
-    Original,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -23,9 +23,9 @@
 //! Used for one activation row (decode), 4 bits, float16, `k` a multiple of 32 and group
 //! sizes that are multiples of 32; everything else, and every backend but CUDA, goes to
 //! MLX's `quantized_matmul`. On by default on CUDA: on SmolLM2's real weights the same
-//! greedy tokens as MLX's (logits within 1.7e-2, docs/gpu/qmv_check.sh), and in one
+//! greedy tokens as MLX's (logits within 1.7e-2, docs/gpu/kernel_check.sh), and in one
 //! interleaved run ×1.04–1.53 MLX's on all six shapes (docs/gpu/2026-12-01-attend). `QUEST_QMV=mlx` turns it
-//! off ([`super::Kernels`]); `quest qmv` compares both on the models at hand.
+//! off ([`super::Kernels`]); `quest kernel` compares both on the models at hand.
 
 use std::cell::RefCell;
 

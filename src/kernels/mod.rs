@@ -18,7 +18,7 @@
 //!
 //! Where they are on by default (`auto`): where they are kept compiled ([`kept_compiled`]),
 //! and in a process that warms its graphs up before its clocks start ([`Process::Warmed`]:
-//! `quest fit`, `qmv`, `slope`, `batch`; there MLX compiles them from source once, which
+//! `quest fit`, `kernel`, `slope`, `batch`; there MLX compiles them from source once, which
 //! costs the host less per call). Elsewhere every new process would pay the compile again,
 //! which cannot pay (docs/benchmarks.md has the numbers), and MLX's ops run.
 

@@ -37,12 +37,12 @@ use crate::device::{require_built_backend, Backend};
 /// How a quantized model's matrices are held in memory.
 ///
 /// On the CPU, MLX's quantized matmul is its own scalar code and compute-bound, while a
-/// dense float matmul runs on the BLAS: so by default ([`WeightLayout::Auto`]) the CPU
+/// dense float matmul runs on the BLAS: so by default ([`Hold::Auto`]) the CPU
 /// dequantizes 4-bit / Q4_0 / Q4_1 / Q8_0 weights to f32 once at load (about 4 bytes a
 /// parameter), and a GPU keeps them quantized as stored. `QUEST_WEIGHTS` (`quest
 /// --weights`) chooses: `auto`, `dense` or `quantized`. Float models load as stored.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum WeightLayout {
+pub enum Hold {
     #[default]
     Auto,
     /// Dequantize every quantized matrix to the float dtype at load.
@@ -51,14 +51,14 @@ pub enum WeightLayout {
     Quantized,
 }
 
-impl WeightLayout {
+impl Hold {
     pub const CHOICES: &'static str = "auto, dense or quantized";
 
     pub fn as_str(self) -> &'static str {
         match self {
-            WeightLayout::Auto => "auto",
-            WeightLayout::Dense => "dense",
-            WeightLayout::Quantized => "quantized",
+            Hold::Auto => "auto",
+            Hold::Dense => "dense",
+            Hold::Quantized => "quantized",
         }
     }
 
@@ -70,25 +70,68 @@ impl WeightLayout {
     /// Whether quantized matrices become dense on `backend`.
     pub fn dense_on(self, backend: Backend) -> bool {
         match self {
-            WeightLayout::Auto => backend == Backend::Cpu,
-            WeightLayout::Dense => true,
-            WeightLayout::Quantized => false,
+            Hold::Auto => backend == Backend::Cpu,
+            Hold::Dense => true,
+            Hold::Quantized => false,
         }
     }
 }
 
-impl std::str::FromStr for WeightLayout {
+impl std::str::FromStr for Hold {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
-            "auto" => Ok(WeightLayout::Auto),
-            "dense" => Ok(WeightLayout::Dense),
-            "quantized" => Ok(WeightLayout::Quantized),
+            "auto" => Ok(Hold::Auto),
+            "dense" => Ok(Hold::Dense),
+            "quantized" => Ok(Hold::Quantized),
             other => Err(format!(
                 "unknown weight layout `{other}`; use {}",
-                WeightLayout::CHOICES
+                Hold::CHOICES
             )),
         }
+    }
+}
+
+/// How a loaded model's matrices are held: quantized as the file stored them, dense in a
+/// float dtype, or put in a [`Layout`] by [`Model::requantize`]. Named in reports as
+/// `quantized`, `dense-f32` / `dense-f16`, or the layout (`q4-g64`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Held {
+    AsStored,
+    Dense(mlx_rs::Dtype),
+    Requantized(Layout),
+}
+
+impl Held {
+    /// Whether every matrix is a float matrix (what the BLAS multiplies on a CPU).
+    pub fn is_dense(self) -> bool {
+        matches!(self, Held::Dense(_) | Held::Requantized(Layout::Dense))
+    }
+
+    pub fn name(self) -> String {
+        match self {
+            Held::AsStored => "quantized".into(),
+            Held::Dense(dtype) => weights::dense_name(dtype),
+            Held::Requantized(layout) => layout.name(),
+        }
+    }
+}
+
+impl std::fmt::Display for Held {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+impl PartialEq<&str> for Held {
+    fn eq(&self, other: &&str) -> bool {
+        self.name() == *other
+    }
+}
+
+impl PartialEq<String> for Held {
+    fn eq(&self, other: &String) -> bool {
+        self.name() == *other
     }
 }
 
@@ -182,14 +225,14 @@ impl std::fmt::Display for Layout {
 
 /// Loads a model and its tokenizer: a known name, a GGUF file, an MLX directory or a
 /// Hugging Face repo id from the local cache. Every weight is read in and evaluated (as
-/// mlx-lm's `load` does; [`load_lazy`] evaluates nothing), in the layout `QUEST_WEIGHTS` asks for ([`WeightLayout`]: by default dense f32
+/// mlx-lm's `load` does; [`load_lazy`] evaluates nothing), in the layout `QUEST_WEIGHTS` asks for ([`Hold`]: by default dense f32
 /// on the CPU, quantized as stored on a GPU).
 pub fn load(model: &str) -> Result<(Model, Tokenizer)> {
-    load_with(model, WeightLayout::from_env()?)
+    load_with(model, Hold::from_env()?)
 }
 
 /// [`load`] with an explicit weight layout.
-pub fn load_with(model: &str, layout: WeightLayout) -> Result<(Model, Tokenizer)> {
+pub fn load_with(model: &str, layout: Hold) -> Result<(Model, Tokenizer)> {
     load_source(model, layout, false)
 }
 
@@ -200,15 +243,15 @@ pub fn load_with(model: &str, layout: WeightLayout) -> Result<(Model, Tokenizer)
 /// is only recorded. The first forward pass computes them, once: its arrays keep the
 /// results, so later passes run as after [`load`]. Same layout, same tokens.
 pub fn load_lazy(model: &str) -> Result<(Model, Tokenizer)> {
-    load_lazy_with(model, WeightLayout::from_env()?)
+    load_lazy_with(model, Hold::from_env()?)
 }
 
 /// [`load_lazy`] with an explicit weight layout.
-pub fn load_lazy_with(model: &str, layout: WeightLayout) -> Result<(Model, Tokenizer)> {
+pub fn load_lazy_with(model: &str, layout: Hold) -> Result<(Model, Tokenizer)> {
     load_source(model, layout, true)
 }
 
-fn load_source(model: &str, layout: WeightLayout, lazy: bool) -> Result<(Model, Tokenizer)> {
+fn load_source(model: &str, layout: Hold, lazy: bool) -> Result<(Model, Tokenizer)> {
     // A random-weights model has nothing to defer: lazily or not, it is made now.
     if let Some(spec) = random::Spec::parse(model) {
         let _ = lazy;
@@ -225,7 +268,7 @@ fn load_source(model: &str, layout: WeightLayout, lazy: bool) -> Result<(Model, 
 
 /// Readies `weights` for this machine before a model is built from them: OpenBLAS's
 /// thread count ([`crate::device::blas::init`]) and whether quantized matrices become dense.
-pub fn prepare(weights: &mut Weights, layout: WeightLayout) -> Result<()> {
+pub fn prepare(weights: &mut Weights, layout: Hold) -> Result<()> {
     require_built_backend()?;
     crate::device::blas::init()?;
     weights.dense = layout.dense_on(Backend::detect());
@@ -238,7 +281,7 @@ pub fn make_prompt_cache(model: &Model) -> Vec<LayerCache> {
     model.make_cache()
 }
 
-pub fn load_dir_with(dir: &Path, layout: WeightLayout) -> Result<(Model, Tokenizer)> {
+pub fn load_dir_with(dir: &Path, layout: Hold) -> Result<(Model, Tokenizer)> {
     let model = model_dir(dir, layout, false)?;
     let tokenizer = Tokenizer::from_dir(dir)?;
     Ok((model, tokenizer))
@@ -246,14 +289,14 @@ pub fn load_dir_with(dir: &Path, layout: WeightLayout) -> Result<(Model, Tokeniz
 
 /// The model alone, for directories without a tokenizer (random-weights test models).
 pub fn load_model_dir(dir: &Path) -> Result<Model> {
-    load_model_dir_with(dir, WeightLayout::from_env()?)
+    load_model_dir_with(dir, Hold::from_env()?)
 }
 
-pub fn load_model_dir_with(dir: &Path, layout: WeightLayout) -> Result<Model> {
+pub fn load_model_dir_with(dir: &Path, layout: Hold) -> Result<Model> {
     model_dir(dir, layout, false)
 }
 
-fn model_dir(dir: &Path, layout: WeightLayout, lazy: bool) -> Result<Model> {
+fn model_dir(dir: &Path, layout: Hold, lazy: bool) -> Result<Model> {
     let config_path = dir.join("config.json");
     let text = std::fs::read_to_string(&config_path)
         .with_context(|| format!("could not read {}", config_path.display()))?;
@@ -285,7 +328,7 @@ fn model_dir(dir: &Path, layout: WeightLayout, lazy: bool) -> Result<Model> {
     Ok(model)
 }
 
-fn gguf_file(file: &Path, layout: WeightLayout, lazy: bool) -> Result<(Model, Tokenizer)> {
+fn gguf_file(file: &Path, layout: Hold, lazy: bool) -> Result<(Model, Tokenizer)> {
     let gguf = gguf::Gguf::open(file)?;
     let config = gguf.config()?;
     let mut weights = gguf.weights(&config, Backend::detect().float_dtype())?;

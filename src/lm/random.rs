@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 
 use crate::device::Backend;
 use crate::lm::weights::Weights;
-use crate::lm::{Model, Tokenizer, WeightLayout};
+use crate::lm::{Hold, Model, Tokenizer};
 
 /// How `--model` names a random-weights model: `random:<shape>[@bits]`.
 pub const PREFIX: &str = "random:";
@@ -26,7 +26,7 @@ pub const SEED: u64 = 0;
 pub const BITS: &[i32] = &[4, 8];
 
 /// A named architecture shape (`model_type` llama, qwen3 or qwen3_5), as in its `config.json`.
-pub struct Shape {
+pub struct PublicShape {
     pub name: &'static str,
     pub config: fn() -> Value,
 }
@@ -65,28 +65,28 @@ fn qwen3_5(
 }
 
 /// Shapes of public full-attention models, smallest first (what `quest fit` runs).
-pub const SHAPES: &[Shape] = &[
-    Shape {
+pub const SHAPES: &[PublicShape] = &[
+    PublicShape {
         name: "SmolLM2-135M",
         config: || llama(576, 30, 9, 3, 1536, 49152),
     },
-    Shape {
+    PublicShape {
         name: "SmolLM2-360M",
         config: || llama(960, 32, 15, 5, 2560, 49152),
     },
-    Shape {
+    PublicShape {
         name: "Qwen3-0.6B",
         config: || qwen3(1024, 28, 16, 8, 3072, true),
     },
-    Shape {
+    PublicShape {
         name: "Qwen3-1.7B",
         config: || qwen3(2048, 28, 16, 8, 6144, true),
     },
-    Shape {
+    PublicShape {
         name: "Qwen3-4B",
         config: || qwen3(2560, 36, 32, 8, 9728, true),
     },
-    Shape {
+    PublicShape {
         name: "Qwen3-8B",
         config: || qwen3(4096, 36, 32, 8, 12288, false),
     },
@@ -95,12 +95,12 @@ pub const SHAPES: &[Shape] = &[
 /// Shapes of public hybrid models (Qwen3.5, dense), smallest first: each pairs with a
 /// full-attention shape above of about the same weight bytes (0.8B with Qwen3-0.6B, 4B
 /// with Qwen3-4B), for `quest slope`.
-pub const HYBRID_SHAPES: &[Shape] = &[
-    Shape {
+pub const HYBRID_SHAPES: &[PublicShape] = &[
+    PublicShape {
         name: "Qwen3.5-0.8B",
         config: || qwen3_5(1024, 24, 8, 2, 3584, 16, 16),
     },
-    Shape {
+    PublicShape {
         name: "Qwen3.5-4B",
         config: || qwen3_5(2560, 32, 16, 4, 9216, 16, 32),
     },
@@ -117,7 +117,7 @@ pub fn configs() -> Value {
 }
 
 /// A shape by name (any case), full-attention or hybrid.
-pub fn shape(name: &str) -> Option<&'static Shape> {
+pub fn shape(name: &str) -> Option<&'static PublicShape> {
     SHAPES
         .iter()
         .chain(HYBRID_SHAPES)
@@ -221,7 +221,7 @@ fn tensor_shapes(config: &Value) -> Vec<(String, Vec<i32>)> {
 /// `random:<shape>[@bits]`, parsed: which shape, how many bits.
 #[derive(Clone, Copy)]
 pub struct Spec {
-    pub shape: &'static Shape,
+    pub shape: &'static PublicShape,
     pub bits: i32,
 }
 
@@ -253,7 +253,7 @@ impl Spec {
     }
 
     /// The model (seeded with [`SEED`]) and a stand-in tokenizer for its vocabulary.
-    pub fn load(&self, layout: WeightLayout) -> Result<(Model, Tokenizer)> {
+    pub fn load(&self, layout: Hold) -> Result<(Model, Tokenizer)> {
         let config = (self.shape.config)();
         let vocab = config["vocab_size"].as_u64().unwrap_or(32_000) as u32;
         let model = model_with(&config, SEED, self.bits, layout)?;
@@ -275,11 +275,11 @@ pub fn model(config: &Value, seed: u64) -> Result<Model> {
 /// no more than one float matrix exists at a time. Only matrices are quantized; vectors
 /// (norms, Qwen3.5's `A_log` and `dt_bias`) are ones and the conv1d kernel stays float.
 pub fn model_bits(config: &Value, seed: u64, bits: i32) -> Result<Model> {
-    model_with(config, seed, bits, WeightLayout::from_env()?)
+    model_with(config, seed, bits, Hold::from_env()?)
 }
 
 /// [`model_bits`] in an explicit weight layout (dense f32 on the CPU by default).
-pub fn model_with(config: &Value, seed: u64, bits: i32, layout: WeightLayout) -> Result<Model> {
+pub fn model_with(config: &Value, seed: u64, bits: i32, layout: Hold) -> Result<Model> {
     crate::lm::require_built_backend()?;
     mlx_rs::random::seed(seed)?;
     let dtype = Backend::detect().float_dtype();

@@ -37,7 +37,7 @@ pub struct Weights {
     /// The dtype float tensors are cast to (f32 on CPU: bf16 is slow there and sums in bf16).
     pub float_dtype: Dtype,
     /// Dequantize quantized matrices to `float_dtype` as they are taken (see
-    /// [`crate::lm::WeightLayout`]).
+    /// [`crate::lm::Hold`]).
     pub dense: bool,
     /// Leave every weight a lazy array: nothing is read, cast, dequantized or stacked
     /// at load; the first forward pass that needs a weight computes it, once (see
@@ -59,14 +59,14 @@ impl Weights {
         }
     }
 
-    /// What the model built from these weights will hold: `quantized` when some matrix
-    /// stays quantized, else `dense-f32` / `dense-f16` / `dense-bf16`.
-    pub fn layout_name(&self) -> String {
+    /// What the model built from these weights will hold: quantized as stored when some
+    /// matrix stays quantized, else dense in the float dtype.
+    pub fn held(&self) -> crate::lm::Held {
         let quantized = self.tensors.keys().any(|k| k.ends_with(".scales"));
         if quantized && !self.dense {
-            return "quantized".into();
+            return crate::lm::Held::AsStored;
         }
-        dense_name(self.float_dtype)
+        crate::lm::Held::Dense(self.float_dtype)
     }
 
     pub fn source(&self) -> &Path {

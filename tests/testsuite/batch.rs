@@ -6,7 +6,7 @@
 use mlx_rs::ops::indexing::argmax_axis;
 use mlx_rs::Array;
 use quest::bench::random;
-use quest::lm::{self, Model, WeightLayout};
+use quest::lm::{self, Hold, Model};
 use serde_json::Value;
 
 use crate::lm_helpers::{fixture, ids, max_abs_diff, measured, mlx_lock, read_json};
@@ -111,21 +111,21 @@ fn check_cases(model: &Model, model_prefix: &str) {
 #[test]
 fn smollm2_batches_match_mlx_lm_dense() {
     let _one = mlx_lock();
-    let (model, _) = lm::load_with(lm::DEFAULT_MODEL, WeightLayout::Dense).unwrap();
+    let (model, _) = lm::load_with(lm::DEFAULT_MODEL, Hold::Dense).unwrap();
     check_cases(&model, "smollm2");
 }
 
 #[test]
 fn smollm2_batches_match_mlx_lm_quantized() {
     let _one = mlx_lock();
-    let (model, _) = lm::load_with(lm::DEFAULT_MODEL, WeightLayout::Quantized).unwrap();
+    let (model, _) = lm::load_with(lm::DEFAULT_MODEL, Hold::Quantized).unwrap();
     check_cases(&model, "smollm2");
 }
 
 #[test]
 fn qwen3_5_batches_match_mlx_lm() {
     let _one = mlx_lock();
-    let model = lm::load_model_dir_with(&fixture("qwen3_5-tiny-f32"), WeightLayout::Auto).unwrap();
+    let model = lm::load_model_dir_with(&fixture("qwen3_5-tiny-f32"), Hold::Auto).unwrap();
     check_cases(&model, "qwen3_5");
 }
 
@@ -182,8 +182,8 @@ fn qwen3_rows_of_a_batch_decode_as_alone() {
         vec![5, 400, 3, 77, 250, 1, 90, 12],
     ];
     for (dir, layout) in [
-        ("qwen3-tiny-f32", WeightLayout::Auto),
-        ("qwen3-tiny-4bit", WeightLayout::Quantized),
+        ("qwen3-tiny-f32", Hold::Auto),
+        ("qwen3-tiny-4bit", Hold::Quantized),
     ] {
         let model = lm::load_model_dir_with(&fixture(dir), layout).unwrap();
         rows_decode_as_alone(&model, &prompts, 12);
@@ -195,7 +195,7 @@ fn qwen3_rows_of_a_batch_decode_as_alone() {
 #[test]
 fn a_step_of_another_batch_is_refused() {
     let _one = mlx_lock();
-    let model = lm::load_model_dir_with(&fixture("qwen3-tiny-f32"), WeightLayout::Auto).unwrap();
+    let model = lm::load_model_dir_with(&fixture("qwen3-tiny-f32"), Hold::Auto).unwrap();
     let mut cache = lm::make_prompt_cache(&model);
     let prompts = lm::tokens_rows(&[vec![1, 2, 3], vec![4, 5, 6]]).unwrap();
     model.forward(&prompts, &mut cache).unwrap();

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use mlx_rs::ops::indexing::argmax_axis;
-use quest::lm::{self, Layout, Message, Model, WeightLayout};
+use quest::lm::{self, Hold, Layout, Message, Model};
 
 use crate::lm_helpers::{greedy, mlx_lock};
 
@@ -19,7 +19,7 @@ fn lesson_greedy(model: &Model, tokenizer: &lm::Tokenizer, n: usize) -> Vec<u32>
 }
 
 fn smollm2_in(layout: Layout) -> (Model, lm::Tokenizer) {
-    let (mut model, tokenizer) = lm::load_with(lm::DEFAULT_MODEL, WeightLayout::Dense).unwrap();
+    let (mut model, tokenizer) = lm::load_with(lm::DEFAULT_MODEL, Hold::Dense).unwrap();
     model.requantize(layout).unwrap();
     (model, tokenizer)
 }
@@ -57,7 +57,7 @@ fn bytes_per_token_follow_the_layout() {
         assert_eq!(expected_bytes(Layout::q4(64).unwrap()), 84_190_464);
         assert_eq!(expected_bytes(Layout::q4(32).unwrap()), 101_000_448);
     }
-    let (mut model, _) = lm::load_with(lm::DEFAULT_MODEL, WeightLayout::Dense).unwrap();
+    let (mut model, _) = lm::load_with(lm::DEFAULT_MODEL, Hold::Dense).unwrap();
     for layout in [
         Layout::Dense,
         Layout::q8(32).unwrap(),
@@ -115,7 +115,7 @@ fn requantized_smollm2_writes_dense_tokens() {
 #[test]
 fn a_group_that_does_not_divide_the_model_is_refused() {
     let _one = mlx_lock();
-    let (mut model, _) = lm::load_with(lm::DEFAULT_MODEL, WeightLayout::Dense).unwrap();
+    let (mut model, _) = lm::load_with(lm::DEFAULT_MODEL, Hold::Dense).unwrap();
     let error = format!(
         "{:#}",
         model.requantize(Layout::q4(128).unwrap()).unwrap_err()
@@ -176,10 +176,8 @@ fn requantized_to_q4_g32_is_mlx_lm_s_4bit_model() {
                 .map(|v| v.as_u64().unwrap() as u32)
                 .collect()
         };
-        let mut model =
-            lm::load_model_dir_with(&fixtures.join(f32_dir), WeightLayout::Dense).unwrap();
-        let stored =
-            lm::load_model_dir_with(&fixtures.join(q4_dir), WeightLayout::Quantized).unwrap();
+        let mut model = lm::load_model_dir_with(&fixtures.join(f32_dir), Hold::Dense).unwrap();
+        let stored = lm::load_model_dir_with(&fixtures.join(q4_dir), Hold::Quantized).unwrap();
         model.requantize(Layout::q4(32).unwrap()).unwrap();
         assert_eq!(model.weights, "q4-g32");
         assert_eq!(model.weight_bytes(), stored.weight_bytes(), "{f32_dir}");

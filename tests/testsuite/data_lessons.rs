@@ -150,7 +150,14 @@ fn a_lesson_made_of_data_runs_submits_and_completes() {
     refused(&before, "term=bytes", "Sleeping reads no bytes.");
     refused(&before, "terms=fixed", "no question `terms`");
     let out = quest(&[
-        "card", "sleepy", "--before", &before, "--after", &after, "--term", "fixed",
+        "card",
+        "sleepy",
+        "--before",
+        &before,
+        "--after",
+        &after,
+        "--answer",
+        "term=fixed",
     ]);
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}{stderr}");

@@ -3,13 +3,13 @@
 //! must agree within `LOGIT_TOLERANCE`.
 //!
 //! The fixtures come from mlx-lm's quantized layout. quest runs each quantized model in
-//! both layouts (`lm::WeightLayout`): `quantized` as mlx-lm does, and `dense` (dequantized
+//! both layouts (`lm::Hold`): `quantized` as mlx-lm does, and `dense` (dequantized
 //! to the float dtype at load, the CPU default); the same tokens and tolerance hold for
 //! both.
 
 use mlx_rs::ops::indexing::IndexOp;
 use mlx_rs::Array;
-use quest::lm::{self, KvCache, Message, WeightLayout};
+use quest::lm::{self, Hold, KvCache, Message};
 
 use crate::lm_helpers::{fixture, greedy, ids, max_abs_diff, measured, mlx_lock, read_json};
 
@@ -25,19 +25,19 @@ const LOGIT_TOLERANCE: f32 = 3e-4;
 
 #[test]
 fn smollm2_gguf_dense_matches_mlx_lm() {
-    check_smollm2(WeightLayout::Dense, "dense-f32");
+    check_smollm2(Hold::Dense, "dense-f32");
 }
 
 #[test]
 fn smollm2_gguf_quantized_matches_mlx_lm() {
-    check_smollm2(WeightLayout::Quantized, "quantized");
+    check_smollm2(Hold::Quantized, "quantized");
 }
 
 /// The CPU default is dense f32; on a GPU the default keeps the file's quantized layout.
 #[test]
 fn the_default_layout_is_dense_on_the_cpu() {
     let _one = mlx_lock();
-    let model = lm::load_model_dir_with(&fixture("qwen3-tiny-4bit"), WeightLayout::Auto).unwrap();
+    let model = lm::load_model_dir_with(&fixture("qwen3-tiny-4bit"), Hold::Auto).unwrap();
     let expected = match quest::device::Backend::detect() {
         quest::device::Backend::Cpu => "dense-f32",
         _ => "quantized",
@@ -52,15 +52,15 @@ fn the_default_layout_is_dense_on_the_cpu() {
 /// weights, and the tokens and logits are those of the eager load.
 #[test]
 fn smollm2_gguf_lazy_matches_mlx_lm() {
-    check_smollm2_loaded(WeightLayout::Dense, "dense-f32", true);
-    check_smollm2_loaded(WeightLayout::Quantized, "quantized", true);
+    check_smollm2_loaded(Hold::Dense, "dense-f32", true);
+    check_smollm2_loaded(Hold::Quantized, "quantized", true);
 }
 
-fn check_smollm2(layout: WeightLayout, expected_layout: &str) {
+fn check_smollm2(layout: Hold, expected_layout: &str) {
     check_smollm2_loaded(layout, expected_layout, false)
 }
 
-fn check_smollm2_loaded(layout: WeightLayout, expected_layout: &str, lazy: bool) {
+fn check_smollm2_loaded(layout: Hold, expected_layout: &str, lazy: bool) {
     let _one = mlx_lock();
     let g = read_json(&fixture("smollm2").join("golden.json"));
     let load = if lazy {
@@ -70,7 +70,7 @@ fn check_smollm2_loaded(layout: WeightLayout, expected_layout: &str, lazy: bool)
     };
     let (model, tokenizer) = load(lm::DEFAULT_MODEL, layout).unwrap();
     assert_eq!(model.weights, expected_layout);
-    if layout == WeightLayout::Dense {
+    if layout == Hold::Dense {
         // 134.5M parameters at 4 bytes: what a decode step reads.
         let mb = model.weight_bytes() as f64 / 1e6;
         assert!((530.0..550.0).contains(&mb), "{mb} MB of dense weights");
@@ -122,7 +122,7 @@ fn check_smollm2_loaded(layout: WeightLayout, expected_layout: &str, lazy: bool)
     );
 }
 
-fn check_tiny_qwen3(dir: &str, layout: WeightLayout) {
+fn check_tiny_qwen3(dir: &str, layout: Hold) {
     let _one = mlx_lock();
     let g = read_json(&fixture(dir).join("golden.json"));
     let model = lm::load_model_dir_with(&fixture(dir), layout).unwrap();
@@ -152,17 +152,17 @@ fn check_tiny_qwen3(dir: &str, layout: WeightLayout) {
 
 #[test]
 fn qwen3_float32_matches_mlx_lm() {
-    check_tiny_qwen3("qwen3-tiny-f32", WeightLayout::Auto);
+    check_tiny_qwen3("qwen3-tiny-f32", Hold::Auto);
 }
 
 #[test]
 fn qwen3_4bit_quantized_matches_mlx_lm() {
-    check_tiny_qwen3("qwen3-tiny-4bit", WeightLayout::Quantized);
+    check_tiny_qwen3("qwen3-tiny-4bit", Hold::Quantized);
 }
 
 #[test]
 fn qwen3_4bit_dense_matches_mlx_lm() {
-    check_tiny_qwen3("qwen3-tiny-4bit", WeightLayout::Dense);
+    check_tiny_qwen3("qwen3-tiny-4bit", Hold::Dense);
 }
 
 #[test]

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use mlx_rs::{Array, Dtype};
 use quest::lm::weights::Weights;
-use quest::lm::{self, LayerCache, Message, Model, WeightLayout};
+use quest::lm::{self, Hold, LayerCache, Message, Model};
 use serde_json::Value;
 
 use crate::lm_helpers::{fixture, greedy, ids, max_abs_diff, measured, mlx_lock, read_json};
@@ -40,7 +40,7 @@ fn log_softmax(logits: &[f32]) -> Vec<f32> {
         .collect()
 }
 
-fn check_against_mlx_lm(dir: &str, layout: WeightLayout) {
+fn check_against_mlx_lm(dir: &str, layout: Hold) {
     let _one = mlx_lock();
     let g = read_json(&fixture(dir).join("golden.json"));
     let (model, tokenizer) = lm::load_dir_with(&fixture(dir), layout).unwrap();
@@ -99,19 +99,19 @@ fn check_against_mlx_lm(dir: &str, layout: WeightLayout) {
 
 #[test]
 fn qwen3_5_float32_matches_mlx_lm() {
-    check_against_mlx_lm("qwen3_5-tiny-f32", WeightLayout::Auto);
+    check_against_mlx_lm("qwen3_5-tiny-f32", Hold::Auto);
 }
 
 /// mlx-lm's layout; and the same file dequantized to dense floats at load (the CPU
 /// default), within the same tolerance.
 #[test]
 fn qwen3_5_4bit_quantized_matches_mlx_lm() {
-    check_against_mlx_lm("qwen3_5-tiny-4bit", WeightLayout::Quantized);
+    check_against_mlx_lm("qwen3_5-tiny-4bit", Hold::Quantized);
 }
 
 #[test]
 fn qwen3_5_4bit_dense_matches_mlx_lm() {
-    check_against_mlx_lm("qwen3_5-tiny-4bit", WeightLayout::Dense);
+    check_against_mlx_lm("qwen3_5-tiny-4bit", Hold::Dense);
 }
 
 fn f32_tensors() -> HashMap<String, Array> {

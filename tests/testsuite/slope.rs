@@ -3,7 +3,7 @@
 //! grow with the context, a recurrent state that does not — whether the context was
 //! prefilled or filled at random.
 
-use quest::bench::random::Shape;
+use quest::bench::random::PublicShape;
 use quest::bench::slope::{self, Fill, SlopeOptions};
 use serde_json::{json, Value};
 
@@ -81,11 +81,11 @@ fn tiny_attention() -> Value {
            "tie_word_embeddings": true})
 }
 
-static TINY_HYBRID: Shape = Shape {
+static TINY_HYBRID: PublicShape = PublicShape {
     name: "tiny-hybrid",
     config: tiny_hybrid,
 };
-static TINY_ATTENTION: Shape = Shape {
+static TINY_ATTENTION: PublicShape = PublicShape {
     name: "tiny-attention",
     config: tiny_attention,
 };

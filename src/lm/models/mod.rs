@@ -62,9 +62,9 @@ fn read_config<T: serde::de::DeserializeOwned>(
 /// A loaded language model.
 pub struct Model {
     pub model_type: String,
-    /// `dense-f32`, `dense-f16` or `quantized`: how the matrices are held (see
-    /// [`crate::lm::WeightLayout`]); after [`Model::requantize`], that layout (`q4-g64`).
-    pub weights: String,
+    /// How the matrices are held (see [`crate::lm::Hold`]); after
+    /// [`Model::requantize`], that layout.
+    pub weights: crate::lm::Held,
     decoder: Box<dyn Decode>,
     /// Which of quest's CUDA kernels its graphs use (none off CUDA).
     kernels: Cell<Kernels>,
@@ -89,7 +89,7 @@ impl Model {
                 known.join(", ")
             );
         };
-        let layout = weights.layout_name();
+        let layout = weights.held();
         Ok(Self {
             model_type,
             weights: layout,
@@ -141,7 +141,7 @@ impl Model {
         self.decoder
             .requantize(layout, dtype)
             .with_context(|| format!("requantizing the model to {layout}"))?;
-        self.weights = layout.name();
+        self.weights = crate::lm::Held::Requantized(layout);
         Ok(())
     }
 

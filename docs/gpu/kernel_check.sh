@@ -4,7 +4,7 @@
 # attention), on the GPU device
 # machine, from a course copy with the CUDA quest on PATH (docs/gpu/device.sh run '…'):
 #
-#   KERNEL=matvec bash docs/gpu/qmv_check.sh
+#   KERNEL=matvec bash docs/gpu/kernel_check.sh
 #
 # 1. MLX's own ops and quest's kernel each decode the real model correctly: the prompt's
 #    answer names Paris.
@@ -24,15 +24,15 @@ case $KERNEL in
   matvec) SWITCH=QUEST_QMV ;;
   qkv) SWITCH=QUEST_QKV ;;
   attend) SWITCH=QUEST_ATTEND ;;
-  *) echo "qmv_check.sh: KERNEL is matvec, qkv or attend, not $KERNEL" >&2; exit 2 ;;
+  *) echo "kernel_check.sh: KERNEL is matvec, qkv or attend, not $KERNEL" >&2; exit 2 ;;
 esac
 mkdir -p "$OUT"
 for way in mlx quest; do
   env "$SWITCH=$way" quest run mlx-path --no-lesson --model "$MODEL" --max-tokens 16 2>&1 \
     | grep -E "^(Output|Model|Decode)" | tee "$OUT/run-$KERNEL-$way.txt"
 done
-quest qmv --kernel "$KERNEL" --model "$MODEL" --max-tokens 64 --rounds 3 2>&1 | tee "$OUT/check-$KERNEL.txt"
-cp "target/quest-bench/qmv-$KERNEL-cuda.json" "$OUT/check-$KERNEL.json"
+quest kernel --kernel "$KERNEL" --model "$MODEL" --max-tokens 64 --rounds 3 2>&1 | tee "$OUT/check-$KERNEL.txt"
+cp "target/quest-bench/kernel-$KERNEL-cuda.json" "$OUT/check-$KERNEL.json"
 python3 - "$OUT/check-$KERNEL.json" "$TOL" "$OUT/run-$KERNEL-mlx.txt" "$OUT/run-$KERNEL-quest.txt" <<'PY'
 import json, sys
 points, tol = json.load(open(sys.argv[1])), float(sys.argv[2])

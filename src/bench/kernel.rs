@@ -1,4 +1,4 @@
-//! `quest qmv`: one of quest's CUDA kernels ([`crate::kernels`]: the 4-bit matvec,
+//! `quest kernel`: one of quest's CUDA kernels ([`crate::kernels`]: the 4-bit matvec,
 //! the decode step's q/k/v heads or attention, the add + norm) against the MLX ops it
 //! replaces. One model, both ways:
 //! the pipelined loop decodes with each, interleaved round by round; then both decode the
@@ -19,7 +19,7 @@ use crate::stats::median;
 
 /// One model, with MLX's ops and with quest's kernel.
 #[derive(Debug, Serialize)]
-pub struct QmvPoint {
+pub struct KernelPoint {
     pub model: String,
     /// Which of quest's kernels ([`Kernel::name`]).
     pub kernel: String,
@@ -37,13 +37,13 @@ pub struct QmvPoint {
     pub same_tokens: bool,
 }
 
-impl QmvPoint {
+impl KernelPoint {
     pub fn ratio(&self) -> f64 {
         self.quest_tok_s / self.mlx_tok_s
     }
 }
 
-pub struct QmvOptions {
+pub struct KernelOptions {
     pub kernel: Kernel,
     pub max_tokens: usize,
     pub rounds: usize,
@@ -54,11 +54,11 @@ pub fn compare(
     name: &str,
     model: &Model,
     prompt: &[u32],
-    options: &QmvOptions,
-) -> Result<QmvPoint> {
+    options: &KernelOptions,
+) -> Result<KernelPoint> {
     if Backend::detect() != Backend::Cuda {
         bail!(
-            "`quest qmv` compares CUDA kernels; this build runs MLX on the {} (build with \
+            "`quest kernel` compares CUDA kernels; this build runs MLX on the {} (build with \
              QUEST_MLX=cuda on a machine with an NVIDIA GPU)",
             Backend::detect().name()
         );
@@ -92,7 +92,7 @@ pub fn compare(
     let (max_logits_rel_diff, same_argmax, steps) =
         side_by_side(kernel, model, prompt, &mlx[0].tokens)?;
     model.set_kernels(chosen);
-    Ok(QmvPoint {
+    Ok(KernelPoint {
         model: name.into(),
         kernel: kernel.name().into(),
         bytes_per_token,
@@ -151,7 +151,7 @@ fn side_by_side(
 }
 
 /// The comparison as a table.
-pub fn table(points: &[QmvPoint]) -> String {
+pub fn table(points: &[KernelPoint]) -> String {
     let mut out = format!(
         "{:<22} {:>7} {:>9} {:>11} {:>12} {:>7} {:>14} {:>11} {:>11}\n",
         "model",
