@@ -147,7 +147,7 @@ pub fn run(options: &FitOptions, mut progress: impl FnMut(&str)) -> Result<Fit> 
             hand.push(loops::hand(&model, &prompt, options.max_tokens)?);
             pipelined.push(loops::pipelined(&model, &prompt, options.max_tokens)?);
             // The host's split in a round of its own: one run of it moved by a third
-            // between runs on the GPU (docs/benchmarks.md, issue #12, session 6).
+            // between runs on the GPU (docs/gpu/2026-12-01-attend).
             host_runs.push(loops::pipelined_split(&model, &prompt, options.max_tokens)?);
             if let Some(peer) = &mut peer {
                 mlx_lm.push(peer.round()?);
