@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use anyhow::Result;
-use mlx_rs::ops::quantize;
 use mlx_rs::transforms::eval;
+use mlx_rs::Array;
 use serde_json::{json, Value};
 
 use crate::device::Backend;
@@ -289,13 +289,13 @@ pub fn model_with(config: &Value, seed: u64, bits: i32, layout: Hold) -> Result<
             tensors.insert(name, mlx_rs::ops::ones_dtype(&shape, dtype)?);
             continue;
         }
-        let w = mlx_rs::random::normal::<f32>(&shape[..], None, 0.02, None)?.as_dtype(dtype)?;
         if shape.len() != 2 {
+            let w = mlx_rs::random::normal::<f32>(&shape[..], None, 0.02, None)?.as_dtype(dtype)?;
             eval([&w])?;
             tensors.insert(name, w);
             continue;
         }
-        let (q, scales, biases) = quantize(&w, 32, bits)?;
+        let (q, scales, biases) = random_quantized(shape[0], shape[1], 32, bits, dtype)?;
         eval([&q, &scales, &biases])?;
         let prefix = name.trim_end_matches(".weight");
         tensors.insert(format!("{prefix}.scales"), scales);
@@ -308,6 +308,40 @@ pub fn model_with(config: &Value, seed: u64, bits: i32, layout: Hold) -> Result<
     crate::lm::prepare(&mut weights, layout)?;
     let model = Model::from_config(&config, weights)?;
     Ok(model)
+}
+
+/// A random `bits`-bit `[rows, cols]` matrix as MLX's `quantize` packs one: each weight a
+/// uniform random level, `32 / bits` of them to a `uint32` word (the first in the lowest
+/// bits), with one scale and bias for every group that make the weights zero-mean with a
+/// standard deviation of 0.02. Made directly in the packed form: drawing normal floats and
+/// quantizing them took most of a large shape's making (about 30 s for Qwen3.5-0.8B on
+/// a CPU core), and decode speed depends on the bytes, not on the values.
+fn random_quantized(
+    rows: i32,
+    cols: i32,
+    group_size: i32,
+    bits: i32,
+    dtype: mlx_rs::Dtype,
+) -> Result<(Array, Array, Array)> {
+    let per_word = 32 / bits;
+    let levels = 1i32 << bits;
+    let drawn = mlx_rs::random::randint::<_, u32>(
+        Array::from(0i32),
+        Array::from(levels),
+        &[rows, cols / per_word, per_word][..],
+        None,
+    )?;
+    let places: Vec<u32> = (0..per_word).map(|j| 1u32 << (bits * j)).collect();
+    let places = Array::from_slice(&places, &[per_word]);
+    // Distinct bit ranges: the sum is the bitwise or, exactly, in uint32.
+    let packed = drawn.multiply(&places)?.sum_axes(&[-1], false)?;
+    // A uniform level over 0..levels has variance (levels² - 1) / 12.
+    let scale = 0.02 / (((levels * levels - 1) as f32) / 12.0).sqrt();
+    let bias = -scale * (levels - 1) as f32 / 2.0;
+    let groups = [rows, cols / group_size];
+    let scales = Array::full::<f32>(&groups, Array::from(scale))?.as_dtype(dtype)?;
+    let biases = Array::full::<f32>(&groups, Array::from(bias))?.as_dtype(dtype)?;
+    Ok((packed, scales, biases))
 }
 
 /// The ids a random model decodes from (any ids below its vocabulary do).
@@ -327,6 +361,36 @@ pub(crate) fn tiny_llama() -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The packed random matrix is one MLX reads as `bits`-bit weights: dequantized, its
+    /// values are the levels of one scale and bias, zero-mean, with a standard deviation
+    /// of 0.02, and every level occurs.
+    #[test]
+    fn random_quantized_weights_are_what_mlx_dequantizes() {
+        for bits in [4, 8] {
+            let (q, scales, biases) =
+                random_quantized(64, 256, 32, bits, mlx_rs::Dtype::Float32).unwrap();
+            assert_eq!(q.shape(), [64, 256 * bits / 32]);
+            let w = mlx_rs::ops::dequantize(&q, &scales, &biases, 32, bits).unwrap();
+            let values: Vec<f32> = w.as_slice::<f32>().to_vec();
+            let n = values.len() as f32;
+            let mean = values.iter().sum::<f32>() / n;
+            let std = (values.iter().map(|v| (v - mean).powi(2)).sum::<f32>() / n).sqrt();
+            assert!(
+                mean.abs() < 1e-3 && (std - 0.02).abs() < 2e-3,
+                "{bits}: {mean} {std}"
+            );
+            let scale = scales.as_slice::<f32>()[0];
+            let bias = biases.as_slice::<f32>()[0];
+            let mut levels: Vec<i64> = values
+                .iter()
+                .map(|v| ((v - bias) / scale).round() as i64)
+                .collect();
+            levels.sort();
+            levels.dedup();
+            assert_eq!(levels, (0..1i64 << bits).collect::<Vec<_>>(), "{bits}");
+        }
+    }
 
     #[test]
     fn random_names_parse_with_their_bits_and_unknown_ones_name_the_choices() {
