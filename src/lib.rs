@@ -13,49 +13,55 @@ pub mod render;
 pub mod settings;
 pub mod stats;
 
+/// Every `.rs` file under `src/`, as (its path relative to `src/`, its text): for the
+/// tests that read the code itself.
+#[cfg(test)]
+pub(crate) fn rust_sources() -> Vec<(std::path::PathBuf, String)> {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    let mut stack = vec![src.clone()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                files.push((path.strip_prefix(&src).unwrap().to_path_buf(), text));
+            }
+        }
+    }
+    files
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::{BTreeMap, BTreeSet};
-    use std::path::Path;
 
     /// The rooms depend one way (docs/ARCHITECTURE.md): from each module's `crate::…`
     /// paths (outside its tests), the graph between top-level modules has no cycle.
     #[test]
     fn no_module_depends_on_one_that_depends_on_it() {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
         let mut deps: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        let mut stack = vec![src.clone()];
-        while let Some(dir) = stack.pop() {
-            for entry in std::fs::read_dir(dir).unwrap() {
-                let path = entry.unwrap().path();
-                if path.is_dir() {
-                    stack.push(path);
-                    continue;
-                }
-                let rel = path
-                    .strip_prefix(&src)
-                    .unwrap()
-                    .to_string_lossy()
-                    .into_owned();
-                let top = rel
-                    .split('/')
-                    .next()
-                    .unwrap()
-                    .trim_end_matches(".rs")
-                    .to_owned();
-                if ["lib", "main", "cli"].contains(&top.as_str()) || !rel.ends_with(".rs") {
-                    continue;
-                }
-                let text = std::fs::read_to_string(&path).unwrap();
-                let code = text.split("#[cfg(test)]\nmod tests").next().unwrap();
-                for (at, _) in code.match_indices("crate::") {
-                    let name: String = code[at + 7..]
-                        .chars()
-                        .take_while(|c| c.is_ascii_lowercase() || *c == '_')
-                        .collect();
-                    if name != top && !name.is_empty() {
-                        deps.entry(top.clone()).or_default().insert(name);
-                    }
+        for (rel, text) in super::rust_sources() {
+            let rel = rel.to_string_lossy();
+            let top = rel
+                .split('/')
+                .next()
+                .unwrap()
+                .trim_end_matches(".rs")
+                .to_owned();
+            if ["lib", "main", "cli"].contains(&top.as_str()) {
+                continue;
+            }
+            let code = text.split("#[cfg(test)]\nmod tests").next().unwrap();
+            for (at, _) in code.match_indices("crate::") {
+                let name: String = code[at + 7..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                    .collect();
+                if name != top && !name.is_empty() {
+                    deps.entry(top.clone()).or_default().insert(name);
                 }
             }
         }

@@ -66,21 +66,6 @@ impl Setting {
             .parse()
             .map_err(|e| anyhow::anyhow!("{}={value}: {e}", self.name))
     }
-
-    /// The value set, parsed; `None` when unset.
-    pub fn parse_set<T>(&self) -> Result<Option<T>>
-    where
-        T: std::str::FromStr,
-        T::Err: std::fmt::Display,
-    {
-        self.raw()
-            .map(|value| {
-                value
-                    .parse()
-                    .map_err(|e| anyhow::anyhow!("{}={value}: {e}", self.name))
-            })
-            .transpose()
-    }
 }
 
 macro_rules! settings {
@@ -261,33 +246,21 @@ mod tests {
 
     #[test]
     fn no_code_reads_a_quest_variable_but_through_the_table() {
-        // Walk src/: a literal "QUEST_…" passed to env::var outside this file is a
-        // second source of a default.
-        fn walk(dir: &std::path::Path, found: &mut Vec<String>) {
-            for entry in std::fs::read_dir(dir).unwrap() {
-                let path = entry.unwrap().path();
-                if path.is_dir() {
-                    walk(&path, found);
-                } else if path.extension().is_some_and(|e| e == "rs")
-                    && !path.ends_with("settings.rs")
+        // A literal "QUEST_…" passed to env::var outside this file is a second source of
+        // a default.
+        let mut found = Vec::new();
+        for (path, text) in crate::rust_sources() {
+            if path.ends_with("settings.rs") {
+                continue;
+            }
+            for (i, line) in text.lines().enumerate() {
+                if (line.contains("env::var(\"QUEST_") || line.contains("env::var_os(\"QUEST_"))
+                    && !line.trim_start().starts_with("//")
                 {
-                    let text = std::fs::read_to_string(&path).unwrap();
-                    for (i, line) in text.lines().enumerate() {
-                        if (line.contains("env::var(\"QUEST_")
-                            || line.contains("env::var_os(\"QUEST_"))
-                            && !line.trim_start().starts_with("//")
-                        {
-                            found.push(format!("{}:{}", path.display(), i + 1));
-                        }
-                    }
+                    found.push(format!("src/{}:{}", path.display(), i + 1));
                 }
             }
         }
-        let mut found = Vec::new();
-        walk(
-            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
-            &mut found,
-        );
         assert!(
             found.is_empty(),
             "read outside the settings table: {found:?}"

@@ -120,13 +120,14 @@ fn side_by_side(
     for cache in &mut caches {
         model.forward(&lm::tokens_array(prompt), cache)?;
     }
+    let warmed = Kernels::for_process(Process::Warmed)?;
     let (mut worst, mut agree) = (0.0f64, 0);
     let steps = tokens.len().saturating_sub(1);
     for &token in &tokens[..steps] {
         let input = lm::tokens_array(&[token]);
         let mut logits = Vec::new();
         for (choice, cache) in [Impl::Mlx, Impl::Quest].into_iter().zip(&mut caches) {
-            model.set_kernels(Kernels::for_process(Process::Warmed)?.with(kernel, choice));
+            model.set_kernels(warmed.with(kernel, choice));
             let l = lm::last_position(&model.forward(&input, cache)?)
                 .as_dtype(Dtype::Float32)?
                 .reshape(&[-1])?;

@@ -161,18 +161,10 @@ mod tests {
     fn every_ui_key_is_used_and_every_used_key_exists() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         let course = Course::load(&root.join("lessons")).unwrap();
-        let mut source = String::new();
-        let mut stack = vec![root.join("src")];
-        while let Some(dir) = stack.pop() {
-            for entry in std::fs::read_dir(dir).unwrap() {
-                let path = entry.unwrap().path();
-                if path.is_dir() {
-                    stack.push(path);
-                } else if path.extension().is_some_and(|e| e == "rs") {
-                    source += &std::fs::read_to_string(&path).unwrap();
-                }
-            }
-        }
+        let source: String = crate::rust_sources()
+            .into_iter()
+            .map(|(_, text)| text)
+            .collect();
         let literal = |key: &str| source.contains(&format!("\"{key}\""));
         let families: Vec<String> = crate::course::Metric::ALL
             .iter()
