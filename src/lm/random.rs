@@ -281,7 +281,13 @@ pub fn model_bits(config: &Value, seed: u64, bits: i32) -> Result<Model> {
 /// [`model_bits`] in an explicit weight layout (dense f32 on the CPU by default).
 pub fn model_with(config: &Value, seed: u64, bits: i32, layout: Hold) -> Result<Model> {
     crate::lm::require_built_backend()?;
-    mlx_rs::random::seed(seed)?;
+    // One key per tensor, split off in the order the tensors are listed.
+    let mut key = mlx_rs::random::key(seed)?;
+    let mut next_key = || -> Result<Array> {
+        let (this, rest) = mlx_rs::random::split(&key, 2)?;
+        key = rest;
+        Ok(this)
+    };
     let dtype = Backend::detect().float_dtype();
     let mut tensors = HashMap::new();
     for (name, shape) in tensor_shapes(config) {
@@ -290,12 +296,14 @@ pub fn model_with(config: &Value, seed: u64, bits: i32, layout: Hold) -> Result<
             continue;
         }
         if shape.len() != 2 {
-            let w = mlx_rs::random::normal::<f32>(&shape[..], None, 0.02, None)?.as_dtype(dtype)?;
+            let w = mlx_rs::random::normal::<f32>(&shape[..], None, 0.02, &next_key()?)?
+                .as_dtype(dtype)?;
             eval([&w])?;
             tensors.insert(name, w);
             continue;
         }
-        let (q, scales, biases) = random_quantized(shape[0], shape[1], 32, bits, dtype)?;
+        let (q, scales, biases) =
+            random_quantized(shape[0], shape[1], 32, bits, dtype, &next_key()?)?;
         eval([&q, &scales, &biases])?;
         let prefix = name.trim_end_matches(".weight");
         tensors.insert(format!("{prefix}.scales"), scales);
@@ -313,28 +321,22 @@ pub fn model_with(config: &Value, seed: u64, bits: i32, layout: Hold) -> Result<
 /// A random `bits`-bit `[rows, cols]` matrix as MLX's `quantize` packs one: each weight a
 /// uniform random level, `32 / bits` of them to a `uint32` word (the first in the lowest
 /// bits), with one scale and bias for every group that make the weights zero-mean with a
-/// standard deviation of 0.02. Made directly in the packed form: drawing normal floats and
-/// quantizing them took most of a large shape's making (about 30 s for Qwen3.5-0.8B on
-/// a CPU core), and decode speed depends on the bytes, not on the values.
+/// standard deviation of 0.02. Made directly in the packed form, from random words: every
+/// bit of a uniformly random word is a fair coin, so each of its `bits`-wide fields is a
+/// uniform level, independent of the others. Drawing a level at a time (or normal floats
+/// to quantize) costs a hash per weight instead of one per word: Qwen3.5-0.8B's matrices
+/// took several times longer to make on a CPU core.
 fn random_quantized(
     rows: i32,
     cols: i32,
     group_size: i32,
     bits: i32,
     dtype: mlx_rs::Dtype,
+    key: &Array,
 ) -> Result<(Array, Array, Array)> {
     let per_word = 32 / bits;
     let levels = 1i32 << bits;
-    let drawn = mlx_rs::random::randint::<_, u32>(
-        Array::from(0i32),
-        Array::from(levels),
-        &[rows, cols / per_word, per_word][..],
-        None,
-    )?;
-    let places: Vec<u32> = (0..per_word).map(|j| 1u32 << (bits * j)).collect();
-    let places = Array::from_slice(&places, &[per_word]);
-    // Distinct bit ranges: the sum is the bitwise or, exactly, in uint32.
-    let packed = drawn.multiply(&places)?.sum_axes(&[-1], false)?;
+    let packed = random_words(&[rows, cols / per_word], key)?;
     // A uniform level over 0..levels has variance (levels² - 1) / 12.
     let scale = 0.02 / (((levels * levels - 1) as f32) / 12.0).sqrt();
     let bias = -scale * (levels - 1) as f32 / 2.0;
@@ -342,6 +344,28 @@ fn random_quantized(
     let scales = Array::full::<f32>(&groups, Array::from(scale))?.as_dtype(dtype)?;
     let biases = Array::full::<f32>(&groups, Array::from(bias))?.as_dtype(dtype)?;
     Ok((packed, scales, biases))
+}
+
+/// `shape` uniformly random `uint32` words drawn with `key`: MLX's `random.bits`, which
+/// mlx-rs does not wrap.
+fn random_words(shape: &[i32], key: &Array) -> Result<Array> {
+    let stream = mlx_rs::Stream::thread_local_or_default();
+    let mut words = unsafe { mlx_sys::mlx_array_new() };
+    // SAFETY: `words` is a fresh handle that MLX fills; `key` and `stream` outlive the call.
+    let status = unsafe {
+        mlx_sys::mlx_random_bits(
+            &mut words,
+            shape.as_ptr(),
+            shape.len(),
+            4,
+            key.as_ptr(),
+            stream.as_ptr(),
+        )
+    };
+    // SAFETY: the handle is owned from here on (freed on drop), whatever MLX returned.
+    let words = unsafe { Array::from_ptr(words) };
+    anyhow::ensure!(status == 0, "mlx: random bits of shape {shape:?} failed");
+    Ok(words)
 }
 
 /// The ids a random model decodes from (any ids below its vocabulary do).
@@ -368,8 +392,15 @@ mod tests {
     #[test]
     fn random_quantized_weights_are_what_mlx_dequantizes() {
         for bits in [4, 8] {
-            let (q, scales, biases) =
-                random_quantized(64, 256, 32, bits, mlx_rs::Dtype::Float32).unwrap();
+            let (q, scales, biases) = random_quantized(
+                64,
+                256,
+                32,
+                bits,
+                mlx_rs::Dtype::Float32,
+                &mlx_rs::random::key(1).unwrap(),
+            )
+            .unwrap();
             assert_eq!(q.shape(), [64, 256 * bits / 32]);
             let w = mlx_rs::ops::dequantize(&q, &scales, &biases, 32, bits).unwrap();
             let values: Vec<f32> = w.as_slice::<f32>().to_vec();
