@@ -12,6 +12,7 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use clap::Subcommand;
 
+use quest::check::figures::{self, Evidence};
 use quest::check::rules;
 use quest::course::{first_difference, Course, Lang, Lesson, TranslationStatus};
 use quest::progress::{load_achievements, LevelCurve};
@@ -22,6 +23,10 @@ pub enum DevCommand {
     /// code fails its rules, solutions keep them, both build, the exercises' manifest
     /// current.
     Check,
+    /// Only the part of `check` that reads the lessons' figures: every measured figure
+    /// found, with its unit, in a result file the lesson names (or listed as derived,
+    /// quoted or given in its `figures:`). Fast: builds and runs nothing.
+    Figures,
     /// Write `exercises/Cargo.toml` (one binary per exercise) from the course, and the
     /// README's table of settings from src/settings.rs.
     Update,
@@ -135,6 +140,25 @@ pub fn run(root: &Path, command: &DevCommand) -> Result<()> {
             }
             Ok(())
         }
+        DevCommand::Figures => {
+            let mut problems = Vec::new();
+            for id in course.lesson_ids() {
+                let lessons: Vec<Lesson> = Lang::ALL
+                    .iter()
+                    .filter_map(|lang| course.lesson(id, *lang).ok())
+                    .collect();
+                problems.extend(untraced_figures(root, &lessons));
+            }
+            for problem in &problems {
+                println!("✗ {problem}");
+            }
+            if problems.is_empty() {
+                println!("✓ every figure of every lesson is traced");
+                Ok(())
+            } else {
+                bail!("{} untraced figures", problems.len())
+            }
+        }
         DevCommand::Check => {
             let (problems, notes) = check(root, &course);
             for note in &notes {
@@ -238,6 +262,7 @@ fn check(root: &Path, course: &Course) -> (Vec<String>, Vec<String>) {
                 Err(e) => problems.push(format!("{id} ({lang}): {e:#}")),
             }
         }
+        problems.extend(untraced_figures(root, &lessons));
         for lesson in &lessons {
             if let Err(e) = lesson.check_exercise_blocks() {
                 problems.push(format!("{e:#}"));
@@ -272,6 +297,96 @@ fn check(root: &Path, course: &Course) -> (Vec<String>, Vec<String>) {
         Err(e) => problems.push(format!("{e:#}")),
     }
     (problems, notes)
+}
+
+/// The lesson's figures, in every language, that no result file it names holds
+/// (`check::figures`): its `sources:` and the `docs/` paths either language names.
+fn untraced_figures(root: &Path, lessons: &[Lesson]) -> Vec<String> {
+    let Some(spec) = lessons.first().map(|l| &l.spec) else {
+        return Vec::new();
+    };
+    let mut problems = Vec::new();
+    let mut paths: Vec<std::path::PathBuf> = spec.sources.clone();
+    for lesson in lessons {
+        for path in docs_paths(&lesson.source) {
+            if !paths.iter().any(|p| p.as_os_str() == path.as_str()) {
+                paths.push(path.into());
+            }
+        }
+    }
+    let mut texts = Vec::new();
+    for path in &paths {
+        let full = root.join(path);
+        if !full.exists() {
+            problems.push(format!(
+                "{}: names the result file {}, which does not exist",
+                lessons[0].path.display(),
+                path.display()
+            ));
+        }
+        texts.extend(result_texts(&full));
+    }
+    let evidence = Evidence::from_texts(texts.iter().map(String::as_str));
+    let derived = spec
+        .figures
+        .derived
+        .iter()
+        .map(|(figure, formulas)| (figure.clone(), formulas.to_vec()))
+        .collect();
+    let accepted = [&spec.figures.quoted[..], &spec.figures.given[..]].concat();
+    for lesson in lessons {
+        let figures = figures::figures_in(&lesson.source);
+        for (figure, why) in figures::untraced(&figures, &evidence, &derived, &accepted) {
+            problems.push(format!(
+                "{}:{}: `{}` is {why}: name the result file it comes from (`sources:` in \
+                 lesson.yaml, or its docs/ path in the text), or list it under `figures:` \
+                 (`derived:` with its arithmetic, `quoted:` from the source page, `given:` \
+                 set by the lesson itself)",
+                lesson.path.display(),
+                figure.line,
+                figure.text
+            ));
+        }
+    }
+    problems
+}
+
+/// The `docs/…` paths a lesson's text names.
+fn docs_paths(text: &str) -> Vec<String> {
+    let mut paths = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("docs/") {
+        let starts_word =
+            at == 0 || !rest[..at].ends_with(|c: char| c.is_alphanumeric() || c == '/');
+        let path: String = rest[at..]
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || matches!(c, '/' | '.' | '-' | '_'))
+            .collect();
+        let path = path.trim_end_matches('.').to_owned();
+        if starts_word && !paths.contains(&path) {
+            paths.push(path.clone());
+        }
+        rest = &rest[at + path.len().max(5)..];
+    }
+    paths
+}
+
+/// The text of a result file, or of every text file under a folder.
+fn result_texts(path: &Path) -> Vec<String> {
+    if path.is_dir() {
+        let mut entries: Vec<_> = std::fs::read_dir(path)
+            .map(|dir| dir.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        entries.sort();
+        return entries.iter().flat_map(|p| result_texts(p)).collect();
+    }
+    match std::fs::read(path) {
+        // Text only: SVG plots and binaries hold no figures a lesson quotes.
+        Ok(bytes) if !bytes.contains(&0) && path.extension().is_none_or(|e| e != "svg") => {
+            vec![String::from_utf8_lossy(&bytes).into_owned()]
+        }
+        _ => Vec::new(),
+    }
 }
 
 /// A translation shows the same code as the English lesson.

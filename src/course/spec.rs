@@ -61,6 +61,47 @@ pub struct LessonSpec {
     pub values: Option<ValuesSpec>,
     #[serde(default)]
     pub quiz: Vec<Question>,
+    /// Result files (or folders of them, relative to the project root) that the lesson's
+    /// measured figures come from, besides the `docs/` paths its text names.
+    #[serde(default)]
+    pub sources: Vec<PathBuf>,
+    /// Figures that are not in a result file: derived ones with their arithmetic, the
+    /// source page's own quoted.
+    #[serde(default)]
+    pub figures: FiguresSpec,
+}
+
+/// `figures:` — the lesson's figures that no result file holds as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FiguresSpec {
+    /// A figure as written (`×1.74`, `17–28 %`) → the arithmetic on numbers of the
+    /// result files that gives it (one formula per number of a range).
+    #[serde(default)]
+    pub derived: BTreeMap<String, OneOrMore>,
+    /// The source page's own figures, quoted as it gives them.
+    #[serde(default)]
+    pub quoted: Vec<String>,
+    /// Figures the lesson sets itself, not measured: a threshold (`10 %`), a size it picks.
+    #[serde(default)]
+    pub given: Vec<String>,
+}
+
+/// One string, or a list of them.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMore {
+    One(String),
+    More(Vec<String>),
+}
+
+impl OneOrMore {
+    pub fn to_vec(&self) -> Vec<String> {
+        match self {
+            OneOrMore::One(one) => vec![one.clone()],
+            OneOrMore::More(more) => more.clone(),
+        }
+    }
 }
 
 /// `values:` — the exercise reports the inputs it was given and the values it computed
