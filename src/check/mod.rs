@@ -3,4 +3,5 @@
 //! of the progress file: callers hand it plain numbers.
 
 pub mod card;
+pub mod glossary;
 pub mod rules;
