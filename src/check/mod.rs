@@ -4,4 +4,5 @@
 
 pub mod card;
 pub mod figures;
+pub mod glossary;
 pub mod rules;

@@ -1,7 +1,7 @@
 //! `quest dev`: for course authors (like rustlings' `dev check`). `check` proves the
 //! course holds together — every lesson loads in every language, translations are
-//! current, every starting exercise fails its own rules and every solution keeps them,
-//! and both build;
+//! current and keep the glossary's terms, every starting exercise fails its own rules
+//! and every solution keeps them, and both build;
 //! `update` writes what derives from the course (the exercises' Cargo manifest);
 //! `kernels` writes quest's CUDA kernels as MLX would compile them, to compile off the GPU.
 //! English only: authors read it, learners never do.
@@ -13,7 +13,7 @@ use anyhow::{bail, Context, Result};
 use clap::Subcommand;
 
 use quest::check::figures::{self, Evidence};
-use quest::check::rules;
+use quest::check::{glossary, rules};
 use quest::course::{first_difference, Course, Lang, Lesson, TranslationStatus};
 use quest::progress::{load_achievements, LevelCurve};
 
@@ -280,9 +280,20 @@ fn check(root: &Path, course: &Course) -> (Vec<String>, Vec<String>) {
                 if let Some(problem) = same_code(source, translation) {
                     problems.push(problem);
                 }
+                let found = glossary::lesson(&course.glossary, translation, Some(source));
+                problems.extend(found.iter().map(ToString::to_string));
             }
             check_code(root, source, &mut problems, &mut notes);
         }
+    }
+    let course_file = course.dir.join(quest::course::COURSE_FILE);
+    match std::fs::read_to_string(&course_file) {
+        Ok(text) => problems.extend(
+            glossary::course_file(&course.glossary, &course_file, &text)
+                .iter()
+                .map(ToString::to_string),
+        ),
+        Err(e) => problems.push(format!("{}: {e}", course_file.display())),
     }
     match exercises_manifest(course) {
         Ok(expected) => {

@@ -5,6 +5,7 @@
 //! checks it.
 
 mod exercise;
+mod glossary;
 mod lang;
 mod lesson;
 mod sections;
@@ -20,6 +21,7 @@ use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 
 pub use exercise::{first_difference, Difference, EXERCISE_ATTR};
+pub use glossary::{Glossary, Hit, Term, GLOSSARY_FILE};
 pub use lang::{Lang, Localized};
 pub use lesson::{FrontMatter, Lesson, QuestionText, Quote, TOKENS_MESSAGE};
 pub use sections::{markdown_options, CodeBlock, Section, INTRO, REQUIRED_SECTIONS};
@@ -41,6 +43,9 @@ pub struct Course {
     pub levels: serde_yaml::Value,
     #[serde(default)]
     pub achievements: serde_yaml::Value,
+    /// `lessons/glossary.yaml`: one Korean term for each idea (none without the file).
+    #[serde(skip)]
+    pub glossary: Glossary,
     /// The folder `quest.yaml` was read from.
     #[serde(skip)]
     pub dir: PathBuf,
@@ -63,6 +68,7 @@ impl Course {
         let mut course: Course =
             serde_yaml::from_str(&text).map_err(|error| yaml_error::located(&path, 1, error))?;
         course.dir = lessons_dir.to_path_buf();
+        course.glossary = Glossary::load(lessons_dir)?;
         course.check_lesson_ids(&path)?;
         Ok(course)
     }
