@@ -4,7 +4,7 @@
 //! card. The CLI parses, runs, calls these, prints and records.
 
 use crate::check::card::{check_claim, correct_answer, Evidence, Refused};
-use crate::course::spec::{CardNumber, LessonSpec, TokenCheck};
+use crate::course::spec::{CardNumber, Direction, FeedRule, LessonSpec, Move, TokenCheck};
 use crate::course::{Lesson, Metric};
 use crate::device::BackendKind;
 use crate::progress::{Card, CodeKind, CodeRef, LessonRecord};
@@ -28,6 +28,87 @@ pub fn first_difference(solution: &[u32], learner: &[u32], n: usize) -> Option<u
         &learner[..n.min(learner.len())],
     );
     (0..expected.len().max(got.len())).find(|&i| expected.get(i) != got.get(i))
+}
+
+/// A feed rule the run broke, from what the model recorded of its forward calls.
+#[derive(Debug, PartialEq)]
+pub enum FeedProblem<'a> {
+    /// The run recorded no forward call: its report was not handed the model it ran.
+    NotRecorded,
+    /// The first token came from a forward call of `positions` positions.
+    FirstToken {
+        rule: &'a FeedRule,
+        positions: usize,
+        limit: usize,
+    },
+    /// Decode step `step` (1 is the first after the first token) fed `positions`.
+    Step {
+        rule: &'a FeedRule,
+        step: usize,
+        positions: usize,
+        limit: usize,
+    },
+}
+
+/// What is wrong with what the run fed the model: `prefill` are the positions (per
+/// sequence) of each forward call before the first token, `steps` of each after it
+/// (see `lab::Report`). One problem per rule, at the first call that breaks it.
+pub fn feed_problems<'a>(
+    rules: &'a [FeedRule],
+    prefill: &[usize],
+    steps: &[usize],
+) -> Vec<FeedProblem<'a>> {
+    if rules.is_empty() {
+        return Vec::new();
+    }
+    if prefill.is_empty() {
+        return vec![FeedProblem::NotRecorded];
+    }
+    let mut problems = Vec::new();
+    for rule in rules {
+        if let (Some(limit), Some(&positions)) = (rule.first_token, prefill.last()) {
+            if positions > limit {
+                problems.push(FeedProblem::FirstToken {
+                    rule,
+                    positions,
+                    limit,
+                });
+            }
+        }
+        if let Some(limit) = rule.step {
+            if let Some((i, &positions)) = steps.iter().enumerate().find(|(_, &p)| p > limit) {
+                problems.push(FeedProblem::Step {
+                    rule,
+                    step: i + 1,
+                    positions,
+                    limit,
+                });
+            }
+        }
+    }
+    problems
+}
+
+/// The `moves` of the lesson's measurement that the learner's code did not make: each
+/// with the starting code's median and the learner's (`None` where the runs did not
+/// report the metric). `median` gives a metric's median for the starting code
+/// (`false`) or the learner's (`true`).
+pub fn unmoved(
+    moves: &[Move],
+    median: impl Fn(crate::course::Metric, bool) -> Option<f64>,
+) -> Vec<(&Move, Option<f64>, Option<f64>)> {
+    moves
+        .iter()
+        .filter_map(|m| {
+            let (before, after) = (median(m.metric, false), median(m.metric, true));
+            let moved = match (before, after, m.expect) {
+                (Some(b), Some(a), Direction::Lower) => a < b,
+                (Some(b), Some(a), Direction::Higher) => a > b,
+                _ => false,
+            };
+            (!moved).then_some((m, before, after))
+        })
+        .collect()
 }
 
 /// What the interleaved measurement says of the lesson's effect.
@@ -185,6 +266,83 @@ mod tests {
         assert_eq!(tokens_compared(TokenCheck::Exact, 5, 7), Some(7));
         assert_eq!(tokens_compared(TokenCheck::First(6), 32, 32), Some(6));
         assert_eq!(tokens_compared(TokenCheck::None, 32, 32), None);
+    }
+
+    fn feeds(yaml: &str) -> Vec<FeedRule> {
+        serde_yaml::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn the_first_token_comes_from_the_last_prompt_position_alone() {
+        let rules = feeds("[{id: split-prefill, first_token: 1}]");
+        let split = &rules[0];
+        // The unchanged prefill (whatever it evaluates after): all 42 positions in one
+        // call, the first token from its logits.
+        assert_eq!(
+            feed_problems(&rules, &[42], &[1, 1, 1]),
+            [FeedProblem::FirstToken {
+                rule: split,
+                positions: 42,
+                limit: 1
+            }]
+        );
+        // The split: 41 positions, then the last alone; or in chunks, then the last.
+        assert_eq!(feed_problems(&rules, &[41, 1], &[1, 1]), []);
+        assert_eq!(feed_problems(&rules, &[16, 16, 9, 1], &[1]), []);
+        // A split that runs the last two together still reads two rows of the head.
+        assert_eq!(feed_problems(&rules, &[40, 2], &[1]).len(), 1);
+        // A run that recorded nothing is not taken on trust.
+        assert_eq!(feed_problems(&rules, &[], &[]), [FeedProblem::NotRecorded]);
+        assert_eq!(feed_problems(&[], &[], &[]), []);
+    }
+
+    #[test]
+    fn a_decode_step_feeds_one_position_whatever_makes_its_input() {
+        let rules = feeds("[{id: one-token, step: 1}]");
+        // One token a step, however the array was made (`y.reshape(&[1, 1])` or
+        // `lm::tokens_array(&[last])`): the model sees one position either way.
+        assert_eq!(feed_problems(&rules, &[42], &[1, 1, 1]), []);
+        // The whole sequence again at every step: refused at the first step, saying how many.
+        assert_eq!(
+            feed_problems(&rules, &[42], &[43, 44, 45]),
+            [FeedProblem::Step {
+                rule: &rules[0],
+                step: 1,
+                positions: 43,
+                limit: 1
+            }]
+        );
+        // The last two tokens from the third step on.
+        assert_eq!(
+            feed_problems(&rules, &[42], &[1, 1, 2, 2]),
+            [FeedProblem::Step {
+                rule: &rules[0],
+                step: 3,
+                positions: 2,
+                limit: 1
+            }]
+        );
+    }
+
+    #[test]
+    fn a_change_that_leaves_the_bytes_as_they_were_is_not_the_lessons_change() {
+        let moves: Vec<Move> =
+            serde_yaml::from_str("[{id: fewer-bytes, metric: weight_mb_per_token, expect: lower}]")
+                .unwrap();
+        let measured = |before: f64, after: f64| {
+            move |_: Metric, yours: bool| Some(if yours { after } else { before })
+        };
+        // `Layout::Dense` on the CPU, where the model already loads dense: the same bytes.
+        assert_eq!(
+            unmoved(&moves, measured(538.06, 538.06)),
+            [(&moves[0], Some(538.06), Some(538.06))]
+        );
+        // More bytes (8 bits over a model stored in 4) is the other way.
+        assert_eq!(unmoved(&moves, measured(101.0, 150.0)).len(), 1);
+        // q4 over dense: fewer.
+        assert_eq!(unmoved(&moves, measured(538.06, 101.0)), []);
+        // Not reported: not taken on trust.
+        assert_eq!(unmoved(&moves, |_, _| None).len(), 1);
     }
 
     fn spec(shows_on: &str, at_least: Option<f64>) -> LessonSpec {

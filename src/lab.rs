@@ -53,6 +53,10 @@ pub trait Decoded {
     /// The weight layout's name and the bytes of weights one step reads.
     fn weights(&self) -> (String, u64);
     fn kernels(&self) -> Kernels;
+    /// Every forward call it ran, in order (none for a loop that runs no model).
+    fn fed(&self) -> Vec<crate::lm::Fed> {
+        Vec::new()
+    }
 }
 
 impl Decoded for Model {
@@ -61,6 +65,9 @@ impl Decoded for Model {
     }
     fn kernels(&self) -> Kernels {
         Model::kernels(self)
+    }
+    fn fed(&self) -> Vec<crate::lm::Fed> {
+        Model::fed(self)
     }
 }
 
@@ -122,6 +129,7 @@ impl Exercise {
         );
         let kernels = model.kernels();
         let (weights, weight_bytes) = model.weights();
+        let (prefill_fed, steps_fed) = timer.split_fed(&model.fed());
         let report = Report {
             schema: REPORT_SCHEMA,
             model: self.model.clone(),
@@ -151,6 +159,8 @@ impl Exercise {
             quest_kernels_kept: kernels.kept(),
             inputs: serde_json::Value::Null,
             values: BTreeMap::new(),
+            prefill_fed,
+            steps_fed,
         };
         match &self.report_path {
             Some(path) => report.write(path),
@@ -214,6 +224,8 @@ impl Exercise {
             quest_kernels_kept: false,
             inputs: serde_json::to_value(inputs)?,
             values: values.0.clone(),
+            prefill_fed: Vec::new(),
+            steps_fed: Vec::new(),
         };
         match &self.report_path {
             Some(path) => report.write(path),
@@ -312,6 +324,18 @@ impl Timer {
         self.first_token.map_or(Duration::ZERO, |t| t - self.start)
     }
 
+    /// The positions (per sequence) of each forward call in `fed`, split at the first
+    /// token: the calls made before it (the prefill; the last is the one the first token
+    /// came from) and those after it (one per decode step). Without a first token, all
+    /// are the prefill's.
+    pub fn split_fed(&self, fed: &[crate::lm::Fed]) -> (Vec<usize>, Vec<usize>) {
+        let (before, after): (Vec<_>, Vec<_>) = fed
+            .iter()
+            .partition(|call| self.first_token.is_none_or(|first| call.at < first));
+        let positions = |calls: Vec<&crate::lm::Fed>| calls.iter().map(|c| c.positions).collect();
+        (positions(before), positions(after))
+    }
+
     /// Tokens after the first, over the time after the first: the steady decode rate.
     pub fn decode_tok_s(&self, tokens: usize) -> f64 {
         match (self.first_token, self.done) {
@@ -376,6 +400,14 @@ pub struct Report {
     /// The values it computed from them, by name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub values: BTreeMap<String, f64>,
+    /// The positions (per sequence) each forward call fed before the first token was on
+    /// the host, in order: the prefill, whose last call gave the first token's logits.
+    /// Empty when the run recorded no forward call (no model, or an older report).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prefill_fed: Vec<usize>,
+    /// The positions each forward call fed after the first token: one per decode step.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps_fed: Vec<usize>,
 }
 
 fn one() -> usize {
@@ -861,6 +893,8 @@ mod tests {
             quest_kernels_kept: false,
             inputs: serde_json::Value::Null,
             values: BTreeMap::new(),
+            prefill_fed: vec![4],
+            steps_fed: vec![],
         }
     }
 
@@ -906,6 +940,31 @@ mod tests {
         assert_eq!(segv.to_string(), "the Python peer was killed by SIGSEGV");
         assert!(!segv.is_illegal_instruction());
         assert!(Killed::from_status(Process::Exercise, &status("exit 3"), "error").is_none());
+    }
+
+    #[test]
+    fn forward_calls_are_split_at_the_first_token() {
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        let fed = |ms, positions| crate::lm::Fed {
+            at: at(ms),
+            rows: 1,
+            positions,
+        };
+        let calls = [fed(1, 41), fed(2, 1), fed(11, 1), fed(12, 1)];
+        let timer = Timer {
+            start: t0,
+            first_token: Some(at(10)),
+            tokens: Vec::new(),
+            done: None,
+        };
+        assert_eq!(timer.split_fed(&calls), (vec![41, 1], vec![1, 1]));
+        // Without a first token every call is the prefill's.
+        let unmarked = Timer {
+            first_token: None,
+            ..timer
+        };
+        assert_eq!(unmarked.split_fed(&calls), (vec![41, 1, 1, 1], vec![]));
     }
 
     #[test]

@@ -7,6 +7,13 @@
 //! `.item()` into a helper does not hide it. Without types, calls are known by name:
 //! `y.item()` is a host read whatever `y` is, and formatting anything (`format!`,
 //! `.to_string()`) counts as reading it — Display and Debug of an array evaluate it.
+//!
+//! A function is known by what it is, not by the name it is called by here: `use`
+//! renames (`use mlx_rs::transforms::eval as force;`, `use a::{b as c}`), a path through
+//! an imported module (`transforms::eval`), a glob import and a function bound to a
+//! local (`let f = eval;`) are resolved, so `force(…)` is a call of `eval`, whose full
+//! path is `mlx_rs::transforms::eval`. A rule's `call:` with `::` in it names that full
+//! path (`quest::stats::least_squares`); without, the function's own name.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -152,7 +159,13 @@ enum CallKind {
 /// One call in the source: `x.name(…)`, `path::name(…)` or `name!(…)`.
 #[derive(Clone, Debug)]
 struct Call {
+    /// The called function's own name, through any rename (`force` → `eval`).
     name: String,
+    /// The name written at the call, which a helper of this file is known by.
+    written: String,
+    /// The paths the call may resolve to (`mlx_rs::transforms::eval`): one, or one per
+    /// glob import a bare name may come from. Empty for a method.
+    paths: Vec<String>,
     kind: CallKind,
     line: usize,
     /// Set when reached by following a call into a helper of this file.
@@ -163,7 +176,14 @@ impl Call {
     fn matches(&self, pattern: &CallPattern) -> bool {
         let name = self.name.as_str();
         match pattern {
-            CallPattern::Call { call } => call.trim_end_matches('!') == name,
+            CallPattern::Call { call } => {
+                let call = call.trim_end_matches('!');
+                if call.contains("::") {
+                    self.paths.iter().any(|path| path == call)
+                } else {
+                    call == name
+                }
+            }
             CallPattern::Group(CallGroup::HostRead) => HOST_READS.contains(&name),
             CallPattern::Group(CallGroup::Eval) => name == "eval" && self.kind != CallKind::Macro,
             CallPattern::Group(CallGroup::Print) => {
@@ -195,28 +215,40 @@ struct Program<'a> {
     /// Bodies of `fn` items (free functions and methods) and of closures bound with
     /// `let name = |…| …`, by name.
     helpers: BTreeMap<String, Vec<Call>>,
+    aliases: Aliases,
 }
 
 impl<'a> Program<'a> {
     fn read(file: &'a syn::File) -> Self {
-        let mut finder = HelperFinder::default();
+        let mut aliases = Aliases::default();
+        aliases.visit_file(file);
+        let mut finder = HelperFinder {
+            aliases: &aliases,
+            helpers: BTreeMap::new(),
+        };
         finder.visit_file(file);
+        let helpers = finder.helpers;
         Program {
             file,
-            helpers: finder.helpers,
+            helpers,
+            aliases,
         }
+    }
+
+    fn calls_in(&self, visit: impl FnOnce(&mut Calls)) -> Vec<Call> {
+        calls_in(&self.aliases, visit)
     }
 
     fn region(&self, region: &Region) -> Option<RegionCalls> {
         match region {
             Region::File => Some(RegionCalls {
-                calls: calls_in(|calls| calls.visit_file(self.file)),
+                calls: self.calls_in(|calls| calls.visit_file(self.file)),
                 line: 1,
             }),
             Region::Fn(name) => {
                 let function = self.functions().find(|(ident, _)| ident == name)?;
                 Some(RegionCalls {
-                    calls: calls_in(|calls| calls.visit_block(function.1)),
+                    calls: self.calls_in(|calls| calls.visit_block(function.1)),
                     line: function.1.span().end().line,
                 })
             }
@@ -233,7 +265,7 @@ impl<'a> Program<'a> {
                     loops.visit_block(body);
                     loops.found.map(|found| (body, found))
                 })?;
-                let in_function = || calls_in(|calls| calls.visit_block(body));
+                let in_function = || self.calls_in(|calls| calls.visit_block(body));
                 Some(match region {
                     Region::Loop(_) => RegionCalls {
                         calls: found.calls,
@@ -295,10 +327,10 @@ impl<'a> Program<'a> {
     }
 
     fn follow(&self, call: &Call, origin: usize, seen: &mut BTreeSet<String>, out: &mut Vec<Call>) {
-        if call.kind == CallKind::Macro || !seen.insert(call.name.clone()) {
+        if call.kind == CallKind::Macro || !seen.insert(call.written.clone()) {
             return;
         }
-        let Some(body) = self.helpers.get(&call.name) else {
+        let Some(body) = self.helpers.get(&call.written) else {
             return;
         };
         for inner in body {
@@ -311,8 +343,11 @@ impl<'a> Program<'a> {
     }
 }
 
-fn calls_in(visit: impl FnOnce(&mut Calls)) -> Vec<Call> {
-    let mut calls = Calls::default();
+fn calls_in(aliases: &Aliases, visit: impl FnOnce(&mut Calls)) -> Vec<Call> {
+    let mut calls = Calls {
+        aliases,
+        calls: Vec::new(),
+    };
     visit(&mut calls);
     calls.calls
 }
@@ -338,7 +373,7 @@ impl LoopFinder<'_, '_> {
         if self.found.is_some() {
             return;
         }
-        let calls = calls_in(|calls| calls.visit_block(body));
+        let calls = self.program.calls_in(|calls| calls.visit_block(body));
         let expanded = self.program.expand(&calls);
         if expanded.iter().any(|call| call.name == self.target) {
             let mut nested = LoopFinder {
@@ -373,26 +408,26 @@ impl<'ast> Visit<'ast> for LoopFinder<'_, '_> {
 }
 
 /// Functions (free and in `impl` blocks) and named closures of the file.
-#[derive(Default)]
-struct HelperFinder {
+struct HelperFinder<'x> {
+    aliases: &'x Aliases,
     helpers: BTreeMap<String, Vec<Call>>,
 }
 
-impl<'ast> Visit<'ast> for HelperFinder {
+impl<'ast> Visit<'ast> for HelperFinder<'_> {
     fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
-        let calls = calls_in(|calls| calls.visit_block(&f.block));
+        let calls = calls_in(self.aliases, |calls| calls.visit_block(&f.block));
         self.helpers.insert(f.sig.ident.to_string(), calls);
         visit::visit_item_fn(self, f);
     }
     fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
-        let calls = calls_in(|calls| calls.visit_block(&f.block));
+        let calls = calls_in(self.aliases, |calls| calls.visit_block(&f.block));
         self.helpers.insert(f.sig.ident.to_string(), calls);
         visit::visit_impl_item_fn(self, f);
     }
     fn visit_local(&mut self, local: &'ast syn::Local) {
         if let (syn::Pat::Ident(name), Some(init)) = (&local.pat, &local.init) {
             if let syn::Expr::Closure(closure) = &*init.expr {
-                let calls = calls_in(|calls| calls.visit_expr(&closure.body));
+                let calls = calls_in(self.aliases, |calls| calls.visit_expr(&closure.body));
                 self.helpers.insert(name.ident.to_string(), calls);
             }
         }
@@ -400,54 +435,197 @@ impl<'ast> Visit<'ast> for HelperFinder {
     }
 }
 
-/// Method names, the last segment of called paths, and macro names, with lines.
+/// The names this file gives to items of other paths: `use` declarations (renamed,
+/// grouped, nested, anywhere in the file), their glob imports, and functions bound to a
+/// local (`let f = eval;`). One table for the whole file: a rename inside one function
+/// is taken to hold everywhere, which can only find more, never hide a call.
 #[derive(Default)]
-struct Calls {
+struct Aliases {
+    /// Local name → the path it stands for, as written in the `use` or the `let`.
+    names: BTreeMap<String, Vec<String>>,
+    /// The paths of `use path::*;`.
+    globs: Vec<Vec<String>>,
+}
+
+impl Aliases {
+    fn add_tree(&mut self, prefix: &mut Vec<String>, tree: &syn::UseTree) {
+        match tree {
+            syn::UseTree::Path(path) => {
+                prefix.push(path.ident.to_string());
+                self.add_tree(prefix, &path.tree);
+                prefix.pop();
+            }
+            syn::UseTree::Name(name) => {
+                let ident = name.ident.to_string();
+                if ident == "self" {
+                    if let Some(last) = prefix.last() {
+                        self.names.insert(last.clone(), prefix.clone());
+                    }
+                } else {
+                    let mut path = prefix.clone();
+                    path.push(ident.clone());
+                    self.names.insert(ident, path);
+                }
+            }
+            syn::UseTree::Rename(rename) => {
+                let mut path = prefix.clone();
+                let ident = rename.ident.to_string();
+                if ident == "self" {
+                    if prefix.is_empty() {
+                        return;
+                    }
+                } else {
+                    path.push(ident);
+                }
+                if rename.rename != "_" {
+                    self.names.insert(rename.rename.to_string(), path);
+                }
+            }
+            syn::UseTree::Glob(_) => self.globs.push(prefix.clone()),
+            syn::UseTree::Group(group) => {
+                for tree in &group.items {
+                    self.add_tree(prefix, tree);
+                }
+            }
+        }
+    }
+
+    /// The full path `written` stands for (its first segment's alias followed, to a few
+    /// levels), and the paths a bare name may come from through a glob import.
+    fn resolve(&self, written: &[String]) -> Vec<Vec<String>> {
+        let mut path = written.to_vec();
+        let mut renamed = false;
+        for _ in 0..8 {
+            let Some(target) = self.names.get(&path[0]) else {
+                break;
+            };
+            if target[..] == path[..1] {
+                break;
+            }
+            let mut longer = target.clone();
+            longer.extend_from_slice(&path[1..]);
+            path = longer;
+            renamed = true;
+        }
+        let mut paths = vec![path.clone()];
+        if !renamed {
+            // Not imported by name: it may come from a glob.
+            paths.extend(self.globs.iter().map(|glob| {
+                let mut through = glob.clone();
+                through.extend_from_slice(&path);
+                through
+            }));
+        }
+        paths
+    }
+}
+
+fn path_segments(path: &syn::Path) -> Vec<String> {
+    path.segments
+        .iter()
+        .map(|segment| segment.ident.to_string())
+        .filter(|segment| segment != "crate" && segment != "self")
+        .collect()
+}
+
+impl<'ast> Visit<'ast> for Aliases {
+    fn visit_item_use(&mut self, item: &'ast syn::ItemUse) {
+        self.add_tree(&mut Vec::new(), &item.tree);
+    }
+    /// `let f = eval;` (or `let f: fn(…) = mlx_rs::transforms::eval;`).
+    fn visit_local(&mut self, local: &'ast syn::Local) {
+        let name = match &local.pat {
+            syn::Pat::Ident(name) => Some(&name.ident),
+            syn::Pat::Type(typed) => match &*typed.pat {
+                syn::Pat::Ident(name) => Some(&name.ident),
+                _ => None,
+            },
+            _ => None,
+        };
+        if let (Some(name), Some(init)) = (name, &local.init) {
+            if let syn::Expr::Path(path) = &*init.expr {
+                let target = path_segments(&path.path);
+                if !target.is_empty() && target != [name.to_string()] {
+                    self.names.insert(name.to_string(), target);
+                }
+            }
+        }
+        visit::visit_local(self, local);
+    }
+}
+
+/// Method names, called paths (resolved through the file's aliases) and macro names,
+/// with lines.
+struct Calls<'x> {
+    aliases: &'x Aliases,
     calls: Vec<Call>,
 }
 
-impl Calls {
+impl Calls<'_> {
     fn push(&mut self, ident: &syn::Ident, kind: CallKind) {
         self.calls.push(Call {
             name: ident.to_string(),
+            written: ident.to_string(),
+            paths: Vec::new(),
             kind,
             line: ident.span().start().line,
             via: None,
         });
     }
+
+    /// A call of a path (a function, or a macro): known by what the path resolves to.
+    fn push_path(&mut self, path: &syn::Path, kind: CallKind) {
+        let Some(last) = path.segments.last() else {
+            return;
+        };
+        let written = path_segments(path);
+        if written.is_empty() {
+            return;
+        }
+        let paths = self.aliases.resolve(&written);
+        let name = paths[0]
+            .last()
+            .cloned()
+            .unwrap_or_else(|| last.ident.to_string());
+        self.calls.push(Call {
+            name,
+            written: last.ident.to_string(),
+            paths: paths.iter().map(|path| path.join("::")).collect(),
+            kind,
+            line: last.ident.span().start().line,
+            via: None,
+        });
+    }
 }
 
-impl<'ast> Visit<'ast> for Calls {
+impl<'ast> Visit<'ast> for Calls<'_> {
     fn visit_expr_method_call(&mut self, e: &'ast syn::ExprMethodCall) {
         self.push(&e.method, CallKind::Method);
         visit::visit_expr_method_call(self, e);
     }
     fn visit_expr_call(&mut self, e: &'ast syn::ExprCall) {
         match &*e.func {
-            syn::Expr::Path(path) => {
-                if let Some(last) = path.path.segments.last() {
-                    self.push(&last.ident, CallKind::Function);
-                }
-            }
+            syn::Expr::Path(path) => self.push_path(&path.path, CallKind::Function),
             func => self.visit_expr(func),
         }
         for arg in &e.args {
             self.visit_expr(arg);
         }
     }
-    /// `iter.map(LayerCache::state)`: a function passed by its path is called there.
+    /// `iter.map(LayerCache::state)`: a function passed by its path is called there; so
+    /// is one a local is bound to (`let f = eval;`), or a renamed one passed by name.
     fn visit_expr_path(&mut self, e: &'ast syn::ExprPath) {
-        if e.path.segments.len() > 1 {
-            if let Some(last) = e.path.segments.last() {
-                self.push(&last.ident, CallKind::Function);
-            }
+        let renamed = e.path.segments.len() == 1
+            && e.path
+                .get_ident()
+                .is_some_and(|ident| self.aliases.names.contains_key(&ident.to_string()));
+        if e.path.segments.len() > 1 || renamed {
+            self.push_path(&e.path, CallKind::Function);
         }
         visit::visit_expr_path(self, e);
     }
     fn visit_macro(&mut self, m: &'ast syn::Macro) {
-        if let Some(last) = m.path.segments.last() {
-            self.push(&last.ident, CallKind::Macro);
-        }
+        self.push_path(&m.path, CallKind::Macro);
         // Arguments of format macros are expressions too (`println!("{}", y.item())`).
         if let Ok(args) = m.parse_body_with(
             syn::punctuated::Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated,
@@ -714,6 +892,126 @@ fn helper() { println!("hi"); }"#;
         let by_method = source("eval(cache.iter().flat_map(|c| c.state()))?;");
         assert_eq!(check(&by_method, &rules), []);
         assert_eq!(check(&source("eval(&logits)?;"), &rules).len(), 1);
+    }
+
+    /// `NO_SYNC` with `eval` called in the loop by `call`, after `head` at the top of the
+    /// file (a `use`) or of `main` (a `let`).
+    fn renamed_eval(head: &str, local: &str, call: &str) -> Vec<(usize, String)> {
+        let source = format!(
+            "{head}\n{}",
+            NO_SYNC
+                .replace("fn main() {", &format!("fn main() {{\n    {local}"))
+                .replace("async_eval([&y])?;", &format!("{call}([&y])?;"))
+        );
+        ids(&source)
+    }
+
+    #[test]
+    fn a_forbidden_call_is_found_through_any_local_name() {
+        let sync = |line| vec![(line, "sync-in-loop".to_owned())];
+        // The case quoted in the lesson's review: a renamed import.
+        assert_eq!(
+            renamed_eval("use mlx_rs::transforms::eval as force;", "", "force"),
+            sync(9)
+        );
+        // Grouped and nested imports, renamed.
+        assert_eq!(
+            renamed_eval(
+                "use mlx_rs::transforms::{async_eval, eval as force};",
+                "",
+                "force"
+            ),
+            sync(9)
+        );
+        assert_eq!(
+            renamed_eval(
+                "use mlx_rs::{transforms::{eval as force}, Array};",
+                "",
+                "force"
+            ),
+            sync(9)
+        );
+        // A path to the same item, through the crate or an imported module.
+        assert_eq!(renamed_eval("", "", "mlx_rs::transforms::eval"), sync(9));
+        assert_eq!(
+            renamed_eval("use mlx_rs::transforms as t;", "", "t::eval"),
+            sync(9)
+        );
+        // A function bound to a local, directly or through a rename.
+        assert_eq!(renamed_eval("", "let f = eval;", "f"), sync(9));
+        assert_eq!(
+            renamed_eval(
+                "use mlx_rs::transforms::eval as force;",
+                "let f = force;",
+                "f"
+            ),
+            sync(9)
+        );
+        // A `use` inside the function counts too.
+        assert_eq!(
+            renamed_eval("", "use mlx_rs::transforms::eval as force;", "force"),
+            sync(9)
+        );
+        // A rename of something else is not `eval`: `async_eval` renamed stays allowed.
+        assert_eq!(
+            renamed_eval("use mlx_rs::transforms::async_eval as start;", "", "start"),
+            []
+        );
+        // Macros are resolved too.
+        let print = NO_SYNC.replace("async_eval([&y])?;", "say!(\"x\");");
+        let found = ids(&format!("use std::println as say;\n{print}"));
+        assert_eq!(found, [(8, "print-in-loop".to_owned())]);
+    }
+
+    #[test]
+    fn a_rule_may_name_a_full_path() {
+        let rules: Vec<Rule> = serde_yaml::from_str(
+            "[{id: own, forbid: [{call: quest::stats::least_squares}, {call: quest::physics::compute}], in: file}]",
+        )
+        .unwrap();
+        let found = |source: &str| -> Vec<String> {
+            check(source, &rules).into_iter().map(|f| f.call).collect()
+        };
+        let body = |call: &str| format!("fn main() {{ let line = {call}(&points); }}");
+        // Written in full, through an imported module, renamed, grouped, by glob, by a local.
+        assert_eq!(
+            found(&body("quest::stats::least_squares")),
+            ["least_squares"]
+        );
+        assert_eq!(
+            found(&format!(
+                "use quest::stats;\n{}",
+                body("stats::least_squares")
+            )),
+            ["least_squares"]
+        );
+        assert_eq!(
+            found(&format!(
+                "use quest::stats::least_squares as fit;\n{}",
+                body("fit")
+            )),
+            ["least_squares"]
+        );
+        assert_eq!(
+            found(&format!(
+                "use quest::{{physics::{{self, Shape}}, stats::{{least_squares as fit}}}};\n{}",
+                body("fit")
+            )),
+            ["least_squares"]
+        );
+        assert_eq!(
+            found(&format!("use quest::physics::*;\n{}", body("compute"))),
+            ["compute"]
+        );
+        assert_eq!(
+            found("use quest::physics;\nfn main() { let f = physics::compute; let v = f(c, &i); }"),
+            ["compute"]
+        );
+        // The learner's own function of the same name is not quest's.
+        assert_eq!(
+            found("fn least_squares(p: &[(f64, f64)]) -> (f64, f64) { (0.0, 0.0) }\nfn main() { least_squares(&points); }"),
+            Vec::<String>::new()
+        );
     }
 
     #[test]

@@ -11,9 +11,9 @@ use std::path::Path;
 use anyhow::{bail, Result};
 
 use quest::check::rules::{self, Finding};
-use quest::course::spec::CardNumber;
+use quest::course::spec::{CardNumber, FeedRule};
 use quest::course::{Lesson, Metric};
-use quest::grade::{self, CardProblem, Effect};
+use quest::grade::{self, CardProblem, Effect, FeedProblem};
 use quest::lab::{Report, Values};
 use quest::progress::{Card, CodeKind, CodeRef, Measurement, State, Submission, Timestamp};
 use quest::stats::median;
@@ -56,6 +56,52 @@ pub fn finding_text(ctx: &Ctx, lesson: &Lesson, finding: &Finding) -> String {
         .unwrap_or(Path::new("exercise"))
         .display();
     format!("{file}:{}: {text}{via}", finding.line)
+}
+
+/// What a broken feed rule says, in the learner's language, with the exercise's path.
+fn feed_text(ctx: &Ctx, lesson: &Lesson, problem: &FeedProblem) -> String {
+    let message = |rule: &FeedRule, fills: &[(&str, &str)]| {
+        let template = lesson
+            .meta
+            .messages
+            .get(&rule.id)
+            .map_or(rule.id.as_str(), String::as_str);
+        quest::course::fill_placeholders(template, fills)
+    };
+    let text = match problem {
+        FeedProblem::NotRecorded => ctx.ui("submit_feeds_unrecorded").to_owned(),
+        FeedProblem::FirstToken {
+            rule,
+            positions,
+            limit,
+        } => message(
+            rule,
+            &[
+                ("positions", &positions.to_string()),
+                ("limit", &limit.to_string()),
+            ],
+        ),
+        FeedProblem::Step {
+            rule,
+            step,
+            positions,
+            limit,
+        } => message(
+            rule,
+            &[
+                ("step", &step.to_string()),
+                ("positions", &positions.to_string()),
+                ("limit", &limit.to_string()),
+            ],
+        ),
+    };
+    let file = lesson
+        .spec
+        .exercise
+        .as_deref()
+        .unwrap_or(Path::new("exercise"))
+        .display();
+    format!("{file}: {text}")
 }
 
 pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()> {
@@ -113,6 +159,20 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
             record_submission(ctx, &mut learner, id, Some(code), Outcome::Failed, None)?;
             bail!(ctx.ui("submit_batch_failed").to_owned());
         }
+    }
+    // 3a. What the run fed the model, call by call, as the model recorded it.
+    if !spec.feeds.is_empty() {
+        println!("{}", ctx.ui("submit_checking_feeds"));
+        let problems =
+            grade::feed_problems(&spec.feeds, &first_run.prefill_fed, &first_run.steps_fed);
+        for problem in &problems {
+            println!("  {}", feed_text(ctx, lesson, problem));
+        }
+        if !problems.is_empty() {
+            record_submission(ctx, &mut learner, id, Some(code), Outcome::Failed, None)?;
+            bail!(ctx.ui("submit_feeds_failed").to_owned());
+        }
+        println!("  ✓ {}", ctx.ui("submit_feeds_ok"));
     }
     let compared = reference.as_ref().and_then(|reference| {
         grade::tokens_compared(spec.tokens, reference.tokens.len(), first_run.tokens.len())
@@ -233,6 +293,41 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
             before,
             after,
         };
+        // What the change is about moved, whatever the speed did.
+        let unmoved = grade::unmoved(&measure.moves, |metric, yours| {
+            let of = if yours { &code } else { &original_code };
+            let values: Vec<f64> = reports
+                .iter()
+                .filter(|(_, c)| c == of)
+                .filter_map(|(r, _)| r.metric(metric))
+                .collect();
+            (!values.is_empty()).then(|| median(&values))
+        });
+        for (moved, before, after) in &unmoved {
+            let shown = |v: &Option<f64>| v.map_or_else(|| "?".to_owned(), number);
+            let template = lesson
+                .meta
+                .messages
+                .get(&moved.id)
+                .map_or(moved.id.as_str(), String::as_str);
+            let text = quest::course::fill_placeholders(
+                template,
+                &[("before", &shown(before)), ("after", &shown(after))],
+            );
+            println!("  ✗ {text}");
+        }
+        if !unmoved.is_empty() {
+            record_runs(ctx, &mut learner, id, &reports, None)?;
+            record_submission(
+                ctx,
+                &mut learner,
+                id,
+                Some(code),
+                Outcome::Failed,
+                Some(taken),
+            )?;
+            bail!(ctx.ui("submit_moves_failed").to_owned());
+        }
         let backend = first_run.backend.as_str();
         match grade::effect(spec, backend, improvement) {
             Effect::Shown => {}

@@ -200,12 +200,14 @@ impl Lesson {
     /// exercise is shown in a code block.
     fn check_texts_for_spec(&self) -> Result<()> {
         let at = format!("{}:{}", self.path.display(), 1);
-        for rule in &self.spec.rules {
-            if !self.meta.messages.contains_key(&rule.id) {
-                bail!(
-                    "{at}: `messages:` has no text for rule `{}` of lesson.yaml",
-                    rule.id
-                );
+        let ids = self.spec.rules.iter().map(|rule| &rule.id);
+        let moves = self.spec.measure.iter().flat_map(|m| &m.moves);
+        let ids = ids
+            .chain(self.spec.feeds.iter().map(|feed| &feed.id))
+            .chain(moves.map(|m| &m.id));
+        for id in ids {
+            if !self.meta.messages.contains_key(id) {
+                bail!("{at}: `messages:` has no text for rule `{id}` of lesson.yaml");
             }
         }
         for question in &self.spec.quiz {

@@ -45,6 +45,10 @@ pub struct LessonSpec {
     pub solution: Option<PathBuf>,
     #[serde(default)]
     pub rules: Vec<Rule>,
+    /// What the run must have fed the model, judged from what the model recorded of each
+    /// forward call (the report's `prefill_fed` / `steps_fed`), not from the code's names.
+    #[serde(default)]
+    pub feeds: Vec<FeedRule>,
     #[serde(default, with = "serde_yaml::with::singleton_map")]
     pub tokens: TokenCheck,
     /// How many sequences the learner's run must decode together (its report's rows);
@@ -204,6 +208,24 @@ pub struct Rule {
     pub unless: Option<String>,
 }
 
+/// A rule about what the run fed the model: a limit on the positions (per sequence) of
+/// one kind of forward call. Its message (`messages:`, keyed by `id`) may name
+/// `{positions}` (what was fed), `{limit}` and, for a step, `{step}` (1 is the first
+/// decode step).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FeedRule {
+    pub id: String,
+    /// The forward call the first token came from (the last one before it) feeds at most
+    /// this many positions: the prefill's last call runs the last prompt token alone.
+    #[serde(default)]
+    pub first_token: Option<usize>,
+    /// Every decode step (each forward call after the first token) feeds at most this
+    /// many positions: the cache holds the rest.
+    #[serde(default)]
+    pub step: Option<usize>,
+}
+
 /// Which calls a rule is about: a group, or one named function, method or macro.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(untagged)]
@@ -288,6 +310,22 @@ pub struct Measure {
     /// Other metrics shown beside it (not checked).
     #[serde(default)]
     pub also: Vec<Metric>,
+    /// Metrics the learner's code must move, against the starting code's, in the
+    /// measurement (medians): what the lesson's change is about, whatever its speed —
+    /// a layout that leaves the bytes per token as they were changes nothing.
+    #[serde(default)]
+    pub moves: Vec<Move>,
+}
+
+/// `{id: fewer-bytes, metric: weight_mb_per_token, expect: lower}`: the learner's median
+/// must be strictly below (or above) the starting code's. Its message (`messages:`, keyed
+/// by `id`) may name `{before}` and `{after}`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Move {
+    pub id: String,
+    pub metric: Metric,
+    pub expect: Direction,
 }
 
 fn default_rounds() -> usize {
@@ -520,6 +558,26 @@ impl LessonSpec {
                     rule.id
                 );
             }
+        }
+        for feed in &self.feeds {
+            if !ids.insert(feed.id.as_str()) {
+                bail!("{at}: rule `{}` is listed twice", feed.id);
+            }
+            match (feed.first_token, feed.step) {
+                (Some(n), None) | (None, Some(n)) if n >= 1 => {}
+                _ => bail!(
+                    "{at}: feed rule `{}` needs one of `first_token:` or `step:`, a number of positions, 1 or more",
+                    feed.id
+                ),
+            }
+        }
+        for id in self.measure.iter().flat_map(|m| &m.moves).map(|m| &m.id) {
+            if !ids.insert(id.as_str()) {
+                bail!("{at}: rule `{id}` is listed twice");
+            }
+        }
+        if !self.feeds.is_empty() && self.exercise.is_none() {
+            bail!("{at}: `feeds` judge an exercise's run: it needs `exercise`");
         }
         for rule in &self.rules {
             if let Some(other) = &rule.unless {

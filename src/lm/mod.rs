@@ -28,7 +28,7 @@ use mlx_rs::Array;
 pub use cache::{KvCache, LayerCache, RecurrentCache};
 pub use fetch::DEFAULT_MODEL;
 pub use hub::ModelSource;
-pub use models::Model;
+pub use models::{Fed, Model};
 pub use tokenizer::{Message, Tokenizer};
 use weights::Weights;
 

@@ -148,3 +148,68 @@ fn the_course_has_levels_and_achievements() {
         .as_sequence()
         .is_some_and(|l| l.len() >= 6));
 }
+
+/// The lesson's rules on `source`: the rule ids that fired and the calls they name.
+fn findings(id: &str, source: &str) -> Vec<(String, String)> {
+    let course = Course::load(&lessons_dir()).unwrap();
+    let lesson = course.lesson(id, Lang::En).unwrap();
+    quest::check::rules::check(source, &lesson.spec.rules)
+        .into_iter()
+        .map(|f| (f.rule, f.call))
+        .collect()
+}
+
+fn solution(id: &str) -> String {
+    let course = Course::load(&lessons_dir()).unwrap();
+    let lesson = course.lesson(id, Lang::En).unwrap();
+    std::fs::read_to_string(lesson.solution_path().unwrap()).unwrap()
+}
+
+/// The physics lessons ask for the arithmetic: quest's public functions that do it are
+/// refused under any name they are imported by, not only the `reference_*` ones.
+#[test]
+fn the_physics_lessons_refuse_quests_own_arithmetic_under_any_name() {
+    let own = |call: &str| vec![("own-arithmetic".to_owned(), call.to_owned())];
+    let ceiling = solution("decode-ceiling");
+    assert_eq!(findings("decode-ceiling", &ceiling), []);
+    let fit = "let (fixed_ms, ms_per_byte) = fit_line(&points);";
+    assert!(ceiling.contains(fit));
+    // The line fitted by quest's statistics, renamed on import.
+    let renamed = format!(
+        "use quest::stats::least_squares as my_fit;\n{}",
+        ceiling.replace(fit, "let (fixed_ms, ms_per_byte) = my_fit(&points);")
+    );
+    assert_eq!(findings("decode-ceiling", &renamed), own("least_squares"));
+    // Through its module, grouped with another import.
+    let grouped = format!(
+        "use quest::{{stats::{{self, median}}}};\n{}",
+        ceiling.replace(
+            fit,
+            "let (fixed_ms, ms_per_byte) = stats::least_squares(&points);"
+        )
+    );
+    assert_eq!(findings("decode-ceiling", &grouped), own("least_squares"));
+    // quest's whole computation, bound to a local.
+    let whole = ceiling.replace(
+        fit,
+        "let f = physics::compute;\n    let _ = f(quest::course::spec::Computation::TimePerToken, &serde_json::Value::Null);\n    let (fixed_ms, ms_per_byte) = fit_line(&points);",
+    );
+    // Found where it is bound and where it is called.
+    assert_eq!(
+        findings("decode-ceiling", &whole),
+        [own("compute"), own("compute")].concat()
+    );
+
+    let slope = solution("context-slope");
+    assert_eq!(findings("context-slope", &slope), []);
+    let computed = slope.replace(
+        "    run.report_values(&inputs, &values, &text)",
+        "    use quest::physics::compute as quests;\n    let _ = quests(quest::course::spec::Computation::ContextSlope, &serde_json::Value::Null);\n    run.report_values(&inputs, &values, &text)",
+    );
+    assert_eq!(findings("context-slope", &computed), own("compute"));
+    let theil_sen = slope.replace(
+        "    run.report_values(&inputs, &values, &text)",
+        "    let _ = quest::stats::slope(&[1.0, 2.0, 3.0]);\n    run.report_values(&inputs, &values, &text)",
+    );
+    assert_eq!(findings("context-slope", &theil_sen), own("slope"));
+}

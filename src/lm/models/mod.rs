@@ -12,7 +12,8 @@ pub mod llama;
 pub mod qwen3;
 pub mod qwen3_5;
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use mlx_rs::Array;
@@ -68,6 +69,20 @@ pub struct Model {
     decoder: Box<dyn Decode>,
     /// Which of quest's CUDA kernels its graphs use (none off CUDA).
     kernels: Cell<Kernels>,
+    /// What every forward call fed, in order (see [`Model::fed`]).
+    fed: RefCell<Vec<Fed>>,
+}
+
+/// One forward call, as the model saw it: when, and the `[rows, positions]` it was fed.
+/// A report splits the calls at the first token (the prefill before, the decode steps
+/// after), so a lesson can judge what the loop did — how many positions a decode step
+/// fed, whether the first token came from the last prompt position alone — whatever the
+/// code calls its functions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fed {
+    pub at: Instant,
+    pub rows: usize,
+    pub positions: usize,
 }
 
 impl Model {
@@ -95,6 +110,7 @@ impl Model {
             weights: layout,
             decoder: (architecture.build)(config, weights)?,
             kernels: Cell::new(Kernels::for_process(Process::Fresh)?),
+            fed: RefCell::new(Vec::new()),
         })
     }
 
@@ -115,7 +131,20 @@ impl Model {
     /// states, per row), so every later step feeds `[B, 1]`. Rows never mix: row `i` of
     /// the logits is what a batch of one would give for row `i`'s tokens.
     pub fn forward(&self, tokens: &Array, cache: &mut [LayerCache]) -> Result<Array> {
-        self.decoder.forward(tokens, cache, &self.kernels.get())
+        let at = Instant::now();
+        let logits = self.decoder.forward(tokens, cache, &self.kernels.get())?;
+        let shape = tokens.shape();
+        self.fed.borrow_mut().push(Fed {
+            at,
+            rows: shape[0] as usize,
+            positions: shape[1] as usize,
+        });
+        Ok(logits)
+    }
+
+    /// Every forward call so far, in order: when, and how many rows and positions.
+    pub fn fed(&self) -> Vec<Fed> {
+        self.fed.borrow().clone()
     }
 
     /// One empty cache per layer: a KV cache for attention, a fixed-size state for gated delta.
@@ -165,6 +194,25 @@ mod tests {
             "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 32,
             "intermediate_size": 128, "vocab_size": 256, "rms_norm_eps": 1e-6,
             "rope_theta": 1000000.0, "tie_word_embeddings": true})
+    }
+
+    /// The model records what each forward call was fed, whatever made the input.
+    #[test]
+    fn every_forward_call_is_recorded_with_its_rows_and_positions() {
+        let model = random::model(&random::tiny_llama(), 7).unwrap();
+        let mut cache = model.make_cache();
+        model
+            .forward(&tokens_array(&[1, 2, 3, 4]), &mut cache)
+            .unwrap();
+        model.forward(&tokens_array(&[5]), &mut cache).unwrap();
+        let shaped = tokens_array(&[6]).reshape(&[1, 1]).unwrap();
+        model.forward(&shaped, &mut cache).unwrap();
+        let fed: Vec<(usize, usize)> = model.fed().iter().map(|f| (f.rows, f.positions)).collect();
+        assert_eq!(fed, [(1, 4), (1, 1), (1, 1)]);
+        // A call the model refuses (a batch of two against a cache of one) is not counted.
+        let two = tokens_array(&[1, 2]).reshape(&[2, 1]).unwrap();
+        assert!(model.forward(&two, &mut cache).is_err());
+        assert_eq!(model.fed().len(), 3);
     }
 
     /// Off CUDA quest's matvec never runs, so the folded step is MLX's ops in the folded
