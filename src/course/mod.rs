@@ -41,6 +41,10 @@ pub struct Course {
     pub levels: serde_yaml::Value,
     #[serde(default)]
     pub achievements: serde_yaml::Value,
+    /// A lesson finished with every quiz question right on its first answer earns this
+    /// share of its XP again (percent; none when absent).
+    #[serde(default)]
+    pub first_try_percent: u32,
     /// The folder `quest.yaml` was read from.
     #[serde(skip)]
     pub dir: PathBuf,
