@@ -1,13 +1,24 @@
 //! The decisions of `quest submit` and `quest card`, as pure functions over a lesson's
 //! data and the recorded history: which tokens must agree and where they first differ,
-//! whether the effect showed where the lesson says it shows, and what is wrong with a
-//! card. The CLI parses, runs, calls these, prints and records.
+//! whether the effect showed where the lesson says it shows, what is wrong with a card,
+//! and how quiz answers are judged.
+//!
+//! Every answer to a quiz question is recorded as an [`Attempt`], right or wrong. A
+//! prediction (`quest submit --predict q=choice`) is recorded before the measurement and
+//! judged by the first measurement after it; a card's answers are judged and recorded
+//! only once nothing else is wrong with the card (so a refused card tells nothing of its
+//! answers for free), and only then does the refusal say which were wrong. The lesson
+//! completes once every answer is right; only a right first answer (a measured one
+//! predicted) earns the first-try bonus (`LessonRecord::right_first_time`). The CLI
+//! parses, runs, calls these, prints and records.
 
 use crate::check::card::{check_claim, correct_answer, Evidence, Refused};
-use crate::course::spec::{CardNumber, Direction, FeedRule, LessonSpec, Move, TokenCheck};
+use crate::course::spec::{
+    Answer, CardNumber, Direction, FeedRule, LessonSpec, Move, Question, TokenCheck,
+};
 use crate::course::{Lesson, Metric};
 use crate::device::BackendKind;
-use crate::progress::{Card, CodeKind, CodeRef, LessonRecord};
+use crate::progress::{Attempt, Card, CodeKind, CodeRef, LessonRecord, Timestamp};
 use crate::stats::median;
 
 /// How many leading tokens of the learner's run must be the solution's, when any:
@@ -159,7 +170,9 @@ pub enum CardProblem {
     Wrong(String),
 }
 
-/// Everything wrong with `card` for lesson `lesson` and the learner's `code`.
+/// Everything wrong with `card` for lesson `lesson` and the learner's `code`. Wrong
+/// answers are named only when nothing else is wrong: a card refused for a number, a
+/// missing answer or a measurement still to make says nothing of its answers.
 pub fn card_problems(
     lesson: &Lesson,
     record: &LessonRecord,
@@ -220,15 +233,162 @@ pub fn card_problems(
             });
             continue;
         }
-        match correct_answer(question, &evidence(record, code)) {
-            None => problems.push(CardProblem::NotMeasured),
-            Some(right) if &right != answer => {
-                problems.push(CardProblem::Wrong(question.id.clone()))
-            }
-            Some(_) => {}
+        if correct_answer(question, &evidence(record, code)).is_none() {
+            problems.push(CardProblem::NotMeasured);
         }
     }
-    problems
+    if !problems.is_empty() {
+        return problems;
+    }
+    card_attempts(lesson, record, code, card, Timestamp::now())
+        .into_iter()
+        .filter(|attempt| attempt.right == Some(false))
+        .map(|attempt| CardProblem::Wrong(attempt.question))
+        .collect()
+}
+
+/// Whether the right answer to `question` is what this machine measures.
+pub fn is_measured(question: &Question) -> bool {
+    matches!(question.answer, Answer::Measured { .. })
+}
+
+/// The card's answers as attempts to record, each judged against what quest measured
+/// for `code` (`right: None` only where nothing was measured yet), in quiz order.
+pub fn card_attempts(
+    lesson: &Lesson,
+    record: &LessonRecord,
+    code: &CodeRef,
+    card: &Card,
+    at: Timestamp,
+) -> Vec<Attempt> {
+    let evidence = evidence(record, code);
+    lesson
+        .spec
+        .quiz
+        .iter()
+        .filter_map(|question| {
+            let choice = card.answers.get(&question.id)?;
+            Some(Attempt {
+                at,
+                question: question.id.clone(),
+                choice: choice.clone(),
+                predicted: false,
+                measured: is_measured(question),
+                right: correct_answer(question, &evidence).map(|right| &right == choice),
+            })
+        })
+        .collect()
+}
+
+/// Why `quest submit --predict` refused a prediction.
+#[derive(Debug, PartialEq)]
+pub enum PredictionProblem {
+    UnknownQuestion(String),
+    BadChoice {
+        question: String,
+        choice: String,
+    },
+    /// Named twice in one command.
+    Twice(String),
+    /// The question already has an answer (a card's, or another prediction): only a
+    /// first answer can be a prediction.
+    AlreadyAnswered {
+        question: String,
+        choice: String,
+    },
+    /// Its answer is what this machine measures, and quest has measured this lesson
+    /// already: it would be read off that measurement, not predicted.
+    AlreadyMeasured(String),
+}
+
+/// Whether quest has shown a measurement of this lesson: a submission whose checks
+/// passed (its numbers or values were printed), or one refused for an effect it measured.
+pub fn measured_already(record: &LessonRecord) -> bool {
+    record
+        .submissions
+        .iter()
+        .any(|s| s.checks_passed || s.measurement.is_some())
+}
+
+/// The predictions to record for `given` (question, choice), before anything runs: a
+/// fixed answer judged now, a measured one left for the measurement to judge. One the
+/// record already holds as it is (the same command again after a refused submission) is
+/// not recorded twice. Refused whole when any prediction is.
+pub fn predictions(
+    lesson: &Lesson,
+    record: &LessonRecord,
+    given: &[(String, String)],
+    at: Timestamp,
+) -> Result<Vec<Attempt>, Vec<PredictionProblem>> {
+    let mut problems = Vec::new();
+    let mut attempts = Vec::new();
+    for (n, (id, choice)) in given.iter().enumerate() {
+        let Some(question) = lesson.spec.question(id) else {
+            problems.push(PredictionProblem::UnknownQuestion(id.clone()));
+            continue;
+        };
+        if !question.choices.contains(choice) {
+            problems.push(PredictionProblem::BadChoice {
+                question: id.clone(),
+                choice: choice.clone(),
+            });
+            continue;
+        }
+        if given[..n].iter().any(|(earlier, _)| earlier == id) {
+            problems.push(PredictionProblem::Twice(id.clone()));
+            continue;
+        }
+        if let Some(first) = record.first_attempt(id) {
+            if !(first.predicted && &first.choice == choice) {
+                problems.push(PredictionProblem::AlreadyAnswered {
+                    question: id.clone(),
+                    choice: first.choice.clone(),
+                });
+            }
+            continue;
+        }
+        let measured = is_measured(question);
+        if measured && measured_already(record) {
+            problems.push(PredictionProblem::AlreadyMeasured(id.clone()));
+            continue;
+        }
+        attempts.push(Attempt {
+            at,
+            question: id.clone(),
+            choice: choice.clone(),
+            predicted: true,
+            measured,
+            right: correct_answer(question, &Evidence::default()).map(|right| &right == choice),
+        });
+    }
+    if problems.is_empty() {
+        Ok(attempts)
+    } else {
+        Err(problems)
+    }
+}
+
+/// The verdicts that what quest measured for `code` gives the predictions still waiting
+/// (index in `record.attempts`, right): called once a submission of `code` passed its
+/// checks, so each prediction is judged by the first measurement after it.
+pub fn judge_waiting(lesson: &Lesson, record: &LessonRecord, code: &CodeRef) -> Vec<(usize, bool)> {
+    let evidence = evidence(record, code);
+    record
+        .attempts
+        .iter()
+        .enumerate()
+        .filter(|(_, attempt)| attempt.predicted && attempt.right.is_none())
+        .filter_map(|(i, attempt)| {
+            let question = lesson.spec.question(&attempt.question)?;
+            let right = correct_answer(question, &evidence)?;
+            Some((i, right == attempt.choice))
+        })
+        .collect()
+}
+
+/// The first-try bonus for a lesson worth `xp`: `percent` of it, rounded.
+pub fn first_try_bonus(xp: u32, percent: u32) -> u32 {
+    (u64::from(xp) * u64::from(percent)).div_ceil(100) as u32
 }
 
 /// What quest measured for `code`: its improvement in the interleaved measurement, and
@@ -385,5 +545,190 @@ mod tests {
             effect(&spec("[cpu]", None), "cpu", Some(0.5)),
             Effect::Shown
         );
+    }
+
+    use crate::progress::{Measurement, Submission};
+
+    /// A lesson with a fixed question (`term`) and a measured one (`shows`).
+    fn quiz_lesson() -> Lesson {
+        let spec: LessonSpec = serde_yaml::from_str(
+            "minutes: 1\nxp: 40\ntags: []\nexercise: e.rs\nsolution: s.rs\n\
+             measure: {metric: decode_tok_s, expect: higher}\n\
+             quiz:\n  - {id: term, choices: [fixed, bytes], answer: fixed}\n  \
+             - {id: shows, choices: [\"yes\", \"no\"], answer: {measured: effect_shows}}\n",
+        )
+        .unwrap();
+        let text = "---\nid: q\nlang: en\ntitle: Q\nquiz:\n  term:\n    question: Which?\n    \
+                    choices: {fixed: f, bytes: b}\n    wrong: Not bytes.\n  shows:\n    \
+                    question: Shows?\n    choices: {\"yes\": y, \"no\": n}\n    wrong: Look.\n\
+                    ---\n\nIntro.\n\n## Exercise {#exercise}\n\n```rust exercise=main\nfn main() {}\n```\n\n\
+                    ## Hint {#hint}\n\nH.\n";
+        Lesson::parse(std::path::Path::new("q/en.md"), text.into(), spec).unwrap()
+    }
+
+    fn given(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(q, c)| ((*q).to_owned(), (*c).to_owned()))
+            .collect()
+    }
+
+    fn code() -> CodeRef {
+        CodeRef::of(CodeKind::Exercise, b"mine")
+    }
+
+    /// `record` after a submission of `code()` whose checks passed, measured ×`ratio`.
+    fn measured(mut record: LessonRecord, ratio: f64) -> LessonRecord {
+        record.submissions.push(Submission {
+            at: Timestamp::now(),
+            code: Some(code()),
+            passed: false,
+            checks_passed: true,
+            lang: crate::course::Lang::En,
+            measurement: Some(Measurement {
+                metric: "decode_tok_s".into(),
+                before: vec![10.0],
+                after: vec![10.0 * ratio],
+            }),
+        });
+        record
+    }
+
+    fn card(answers: &[(&str, &str)]) -> Card {
+        Card {
+            at: Timestamp::now(),
+            metric: None,
+            numbers: Default::default(),
+            answers: given(answers).into_iter().collect(),
+        }
+    }
+
+    #[test]
+    fn a_prediction_is_recorded_before_the_measurement_and_judged_by_it() {
+        let lesson = quiz_lesson();
+        let mut record = LessonRecord::default();
+        let at = Timestamp::now();
+        let predicted = predictions(
+            &lesson,
+            &record,
+            &given(&[("shows", "yes"), ("term", "fixed")]),
+            at,
+        )
+        .unwrap();
+        assert_eq!(predicted.len(), 2);
+        // The measured answer waits for its measurement; the fixed one is judged now.
+        assert_eq!(predicted[0].right, None);
+        assert!(predicted[0].predicted && predicted[0].measured);
+        assert_eq!(predicted[1].right, Some(true));
+        record.attempts = predicted;
+        assert!(
+            judge_waiting(&lesson, &record, &code()).is_empty(),
+            "nothing measured yet"
+        );
+        // The same command again (after a refused submission) records nothing new.
+        assert_eq!(
+            predictions(&lesson, &record, &given(&[("shows", "yes")]), at),
+            Ok(vec![])
+        );
+        // The measurement judges it: ×1.3 shows, ×1.02 does not.
+        let shown = measured(record.clone(), 1.3);
+        assert_eq!(judge_waiting(&lesson, &shown, &code()), vec![(0, true)]);
+        let not_shown = measured(record.clone(), 1.02);
+        assert_eq!(
+            judge_waiting(&lesson, &not_shown, &code()),
+            vec![(0, false)]
+        );
+        // Once measured, a measured question can no longer be predicted, and an answered
+        // one can have no other first answer.
+        let problems = predictions(
+            &lesson,
+            &measured(LessonRecord::default(), 1.3),
+            &given(&[("shows", "yes"), ("term", "fixed")]),
+            at,
+        )
+        .unwrap_err();
+        assert_eq!(
+            problems,
+            [PredictionProblem::AlreadyMeasured("shows".into())]
+        );
+        let problems = predictions(&lesson, &record, &given(&[("shows", "no")]), at).unwrap_err();
+        assert_eq!(
+            problems,
+            [PredictionProblem::AlreadyAnswered {
+                question: "shows".into(),
+                choice: "yes".into()
+            }]
+        );
+        let problems = predictions(
+            &lesson,
+            &LessonRecord::default(),
+            &given(&[
+                ("term", "fixed"),
+                ("term", "bytes"),
+                ("terms", "x"),
+                ("shows", "maybe"),
+            ]),
+            at,
+        )
+        .unwrap_err();
+        assert_eq!(problems.len(), 3, "{problems:?}");
+    }
+
+    #[test]
+    fn a_refused_card_names_wrong_answers_only_when_nothing_else_is_wrong() {
+        let lesson = quiz_lesson();
+        let record = measured(LessonRecord::default(), 1.3);
+        let problems = |record: &LessonRecord, answers: &[(&str, &str)]| -> Vec<String> {
+            card_problems(&lesson, record, &code(), &card(answers))
+                .iter()
+                .map(|p| match p {
+                    CardProblem::Wrong(q) => format!("wrong {q}"),
+                    CardProblem::MissingAnswer(q) => format!("missing {q}"),
+                    CardProblem::NotMeasured => "not measured".into(),
+                    _ => "other".into(),
+                })
+                .collect()
+        };
+        assert_eq!(
+            problems(&record, &[("term", "bytes"), ("shows", "yes")]),
+            ["wrong term"]
+        );
+        assert!(problems(&record, &[("term", "fixed"), ("shows", "yes")]).is_empty());
+        // A missing answer, or one that needs a measurement: the wrong one is not named.
+        assert_eq!(problems(&record, &[("term", "bytes")]), ["missing shows"]);
+        assert_eq!(
+            problems(
+                &LessonRecord::default(),
+                &[("term", "bytes"), ("shows", "yes")]
+            ),
+            ["not measured"]
+        );
+        // Each answer becomes an attempt, judged; a measured one is not a prediction.
+        let attempts = card_attempts(
+            &lesson,
+            &record,
+            &code(),
+            &card(&[("term", "bytes"), ("shows", "yes")]),
+            Timestamp::now(),
+        );
+        let verdicts: Vec<_> = attempts
+            .iter()
+            .map(|a| (a.question.as_str(), a.right, a.predicted, a.measured))
+            .collect();
+        assert_eq!(
+            verdicts,
+            [
+                ("term", Some(false), false, false),
+                ("shows", Some(true), false, true)
+            ]
+        );
+    }
+
+    #[test]
+    fn the_first_try_bonus_is_a_share_of_the_lesson() {
+        assert_eq!(first_try_bonus(100, 50), 50);
+        assert_eq!(first_try_bonus(30, 50), 15);
+        assert_eq!(first_try_bonus(15, 50), 8);
+        assert_eq!(first_try_bonus(40, 0), 0);
     }
 }

@@ -670,6 +670,11 @@ impl std::error::Error for BuildFailed {}
 
 /// Runs a built exercise once and reads the report it wrote.
 pub fn run(binary: &Path, request: &RunRequest) -> Result<Report> {
+    run_with_env(binary, request, &[])
+}
+
+/// [`run`], with more environment for the exercise (e.g. `QUEST_QMV=mlx`).
+pub fn run_with_env(binary: &Path, request: &RunRequest, env: &[(&str, &str)]) -> Result<Report> {
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let report_path = std::env::temp_dir().join(format!(
         "quest-report-{}-{}.json",
@@ -685,6 +690,7 @@ pub fn run(binary: &Path, request: &RunRequest) -> Result<Report> {
             request.max_tokens.to_string(),
         )
         .env(crate::settings::REPORT.name, &report_path)
+        .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

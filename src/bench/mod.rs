@@ -28,6 +28,10 @@ pub enum LoopId {
     RustSolution,
     #[serde(rename = "yours")]
     Yours,
+    /// The learner's exercise again with quest's CUDA kernels off: MLX's kernels, as the
+    /// library runs (measured only where quest's kernels ran in "yours").
+    #[serde(rename = "yours-mlx-kernels")]
+    YoursMlxKernels,
     #[serde(rename = "py-hand")]
     PyHand,
     #[serde(rename = "py-generate")]
@@ -43,6 +47,7 @@ impl LoopId {
             LoopId::RustStarting => "Rust: the lesson's starting code",
             LoopId::RustSolution => "Rust: the lesson's solution",
             LoopId::Yours => "your exercise",
+            LoopId::YoursMlxKernels => "your exercise, MLX's kernels only",
             LoopId::PyHand => "Python hand loop (mlx-lm model)",
             LoopId::PyGenerate => "mlx-lm generate_step",
             LoopId::PyGenerateStock => {
@@ -87,6 +92,9 @@ pub struct Measured {
     /// Arrival of each token on the host after the first, when the loop shows it.
     #[serde(default)]
     pub token_ms: Vec<f64>,
+    /// quest's own CUDA kernels that ran (a Rust loop's report says; none elsewhere).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub quest_kernels: Vec<String>,
 }
 
 impl From<Report> for Measured {
@@ -96,6 +104,7 @@ impl From<Report> for Measured {
             decode_tok_s: r.decode_tok_s,
             tokens: r.tokens,
             token_ms: Vec::new(),
+            quest_kernels: r.quest_kernels,
         }
     }
 }
@@ -175,6 +184,21 @@ impl BenchResult {
         self.loops.iter().find(|l| l.id == id)
     }
 
+    /// The learner's median decode rate on the kernels the library runs (MLX's): their
+    /// exercise with quest's kernels off where those ran, else their exercise as it ran;
+    /// `None` when neither was measured so. What "faster than the library" compares with
+    /// mlx-lm's `generate_step`, so that the learner's loop is compared, not quest's
+    /// kernels.
+    pub fn same_kernels_tok_s(&self) -> Option<f64> {
+        if let Some(mlx) = self.find(LoopId::YoursMlxKernels) {
+            return (!mlx.runs.is_empty() && mlx.runs.iter().all(|r| r.quest_kernels.is_empty()))
+                .then(|| mlx.summary().median_tok_s);
+        }
+        let yours = self.find(LoopId::Yours)?;
+        (!yours.runs.is_empty() && yours.runs.iter().all(|r| r.quest_kernels.is_empty()))
+            .then(|| yours.summary().median_tok_s)
+    }
+
     /// The terminal table.
     pub fn table(&self) -> String {
         let base = self.baseline().map(|b| b.summary().median_tok_s);
@@ -247,4 +271,61 @@ pub fn held_bytes(cache: &[crate::lm::LayerCache]) -> (usize, usize) {
         }
     }
     (kv, state)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn runs(id: LoopId, rates: &[f64], kernels: &[&str]) -> LoopRuns {
+        let mut runs = LoopRuns::new(id);
+        runs.runs = rates
+            .iter()
+            .map(|&decode_tok_s| Measured {
+                ttft_ms: 10.0,
+                decode_tok_s,
+                tokens: vec![1, 2],
+                token_ms: Vec::new(),
+                quest_kernels: kernels.iter().map(|k| (*k).to_owned()).collect(),
+            })
+            .collect();
+        runs
+    }
+
+    fn result(loops: Vec<LoopRuns>) -> BenchResult {
+        BenchResult {
+            lesson: "mlx-path".into(),
+            model: "m".into(),
+            backend: "cuda".into(),
+            blas: "-".into(),
+            prompt_tokens: 12,
+            max_tokens: 32,
+            rounds: 3,
+            ceiling: Ceiling {
+                weight_bytes: 1,
+                kv_bytes: 1,
+                bandwidth_gb_s: 1.0,
+            },
+            loops,
+            python_note: None,
+            date: String::new(),
+        }
+    }
+
+    #[test]
+    fn the_library_is_beaten_on_its_own_kernels_not_on_quests() {
+        let library = runs(LoopId::PyGenerate, &[120.0, 121.0, 119.0], &[]);
+        // On CUDA "yours" ran quest's kernels (faster than mlx-lm); the learner's loop on
+        // MLX's kernels is what is compared.
+        let with_kernels = runs(LoopId::Yours, &[150.0, 151.0, 149.0], &["matvec", "attend"]);
+        let mlx = runs(LoopId::YoursMlxKernels, &[110.0, 111.0, 109.0], &[]);
+        let gpu = result(vec![with_kernels.clone(), mlx, library.clone()]);
+        assert_eq!(gpu.same_kernels_tok_s(), Some(110.0));
+        // Without that row, a loop that ran quest's kernels has no same-kernel rate.
+        let unmatched = result(vec![with_kernels, library.clone()]);
+        assert_eq!(unmatched.same_kernels_tok_s(), None);
+        // Off CUDA no kernel of quest's runs: "yours" is already on MLX's kernels.
+        let cpu = result(vec![runs(LoopId::Yours, &[30.0, 31.0, 29.0], &[]), library]);
+        assert_eq!(cpu.same_kernels_tok_s(), Some(30.0));
+    }
 }

@@ -73,6 +73,11 @@ enum Command {
         /// Interleaved rounds of starting code and yours (default: the lesson's).
         #[arg(long)]
         rounds: Option<usize>,
+        /// Predict a quiz answer before quest measures, `QUESTION=CHOICE` (repeat for each):
+        /// recorded first, judged by the measurement; only a right first answer earns the
+        /// lesson's first-try bonus.
+        #[arg(long = "predict", value_parser = parse_answer)]
+        predictions: Vec<(String, String)>,
     },
     /// Fill in the lesson's card: the measured numbers before and after, and the quiz.
     Card {
@@ -420,9 +425,15 @@ fn dispatch(cli: Cli) -> Result<()> {
             lesson,
             run,
             rounds,
+            predictions,
         } => {
             let lesson = ctx.lesson(&lesson)?;
-            submit::submit(&ctx, &lesson, &submit::SubmitOptions { run, rounds })
+            let options = submit::SubmitOptions {
+                run,
+                rounds,
+                predictions,
+            };
+            submit::submit(&ctx, &lesson, &options)
         }
         Command::Card {
             lesson,

@@ -112,7 +112,37 @@ pub(crate) fn run_and_record(ctx: &Ctx, lesson: &Lesson, args: &RunArgs) -> Resu
     if checked.is_some_and(|checked| !checked.ok) {
         println!("{}", ctx.ui_with("values_fix", &[("id", &lesson.meta.id)]));
     }
+    invite_predictions(ctx, lesson, &learner);
     Ok(())
+}
+
+/// Before the lesson's first measurement, and before any answer: how to predict its quiz.
+fn invite_predictions(ctx: &Ctx, lesson: &Lesson, learner: &Learner) {
+    let id = lesson.meta.id.as_str();
+    let record = learner
+        .store
+        .state()
+        .lesson(id)
+        .cloned()
+        .unwrap_or_default();
+    if lesson.spec.quiz.is_empty()
+        || !record.attempts.is_empty()
+        || quest::grade::measured_already(&record)
+    {
+        return;
+    }
+    let mut command = format!("quest submit {id}");
+    for question in &lesson.spec.quiz {
+        command.push_str(&format!(
+            " --predict {}=<{}>",
+            question.id,
+            question.choices.join("|")
+        ));
+    }
+    println!(
+        "\n{}",
+        ctx.ui_with("predict_invite", &[("command", &command)])
+    );
 }
 
 /// Builds and runs the learner's exercise once, printing what it measured.

@@ -13,9 +13,11 @@ use anyhow::{bail, Result};
 use quest::check::rules::{self, Finding};
 use quest::course::spec::{CardNumber, FeedRule};
 use quest::course::{Lesson, Metric};
-use quest::grade::{self, CardProblem, Effect, FeedProblem};
+use quest::grade::{self, CardProblem, Effect, FeedProblem, PredictionProblem};
 use quest::lab::{Report, Values};
-use quest::progress::{Card, CodeKind, CodeRef, Measurement, State, Submission, Timestamp};
+use quest::progress::{
+    Attempt, Card, CodeKind, CodeRef, LessonRecord, Measurement, State, Submission, Timestamp,
+};
 use quest::stats::median;
 
 use super::learner::{current_exercise, run_record, solution_path, starting_code_file, Learner};
@@ -27,10 +29,17 @@ fn lesson_award(id: &str) -> String {
     format!("lesson:{id}:complete")
 }
 
+/// The award key for finishing a lesson with every first answer right.
+fn first_try_award(id: &str) -> String {
+    format!("lesson:{id}:first-try")
+}
+
 pub struct SubmitOptions {
     pub run: RunArgs,
     /// Interleaved rounds; the lesson's own number when `None`.
     pub rounds: Option<usize>,
+    /// `--predict QUESTION=CHOICE`: quiz answers given before the measurement.
+    pub predictions: Vec<(String, String)>,
 }
 
 /// The text of a finding, in the learner's language, with where it is.
@@ -115,6 +124,11 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
     }
     let (path, source, code) = current_exercise(lesson)?;
     let mut learner = Learner::open(ctx)?;
+
+    // 0. Predictions, recorded before anything runs.
+    if !options.predictions.is_empty() {
+        record_predictions(ctx, &mut learner, lesson, &options.predictions)?;
+    }
 
     // 1. The code, against the lesson's rules.
     println!("{}", ctx.ui("submit_checking_code"));
@@ -378,6 +392,13 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
         Outcome::ChecksPassed,
         measurement.clone(),
     )?;
+    judge_predictions(
+        ctx,
+        &mut learner,
+        lesson,
+        &code,
+        !options.predictions.is_empty(),
+    )?;
     let card_ok = {
         let state = learner.store.state();
         let record = state.lesson(id).cloned().unwrap_or_default();
@@ -518,12 +539,23 @@ fn record_submission(
     })
 }
 
-/// Awards the lesson itself (once, by key) and says so.
+/// Awards the lesson itself (once, by key), and its first-try bonus when every first
+/// answer was right, and says so.
 fn finish(ctx: &Ctx, learner: &mut Learner, lesson: &Lesson) -> Result<()> {
     let id = lesson.meta.id.as_str();
     let xp = lesson.spec.xp;
-    let new = learner.update(ctx, |state| {
-        Ok(state.award(&lesson_award(id), xp, Timestamp::now()))
+    let bonus = grade::first_try_bonus(xp, ctx.course.first_try_percent);
+    let (new, first_try, missed) = learner.update(ctx, |state| {
+        let now = Timestamp::now();
+        let new = state.award(&lesson_award(id), xp, now);
+        let record = state.lesson(id).cloned().unwrap_or_default();
+        let missed: Vec<String> = record
+            .not_right_first()
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        let first_try = record.right_first_time() && state.award(&first_try_award(id), bonus, now);
+        Ok((new, first_try, missed))
     })?;
     if new {
         println!(
@@ -535,6 +567,162 @@ fn finish(ctx: &Ctx, learner: &mut Learner, lesson: &Lesson) -> Result<()> {
             "✓ {}",
             ctx.ui_with("lesson_already_complete", &[("id", id)])
         );
+    }
+    if first_try {
+        println!(
+            "★ {}",
+            ctx.ui_with("first_try_bonus", &[("xp", &bonus.to_string())])
+        );
+    } else if new && !missed.is_empty() {
+        println!(
+            "  {}",
+            ctx.ui_with(
+                "first_try_missed",
+                &[
+                    ("questions", &missed.join(", ")),
+                    ("xp", &bonus.to_string())
+                ]
+            )
+        );
+    }
+    Ok(())
+}
+
+/// Records `--predict`'s answers before anything is measured, or refuses them all,
+/// saying why, with nothing run or recorded.
+fn record_predictions(
+    ctx: &Ctx,
+    learner: &mut Learner,
+    lesson: &Lesson,
+    given: &[(String, String)],
+) -> Result<()> {
+    let id = lesson.meta.id.as_str();
+    let record = learner
+        .store
+        .state()
+        .lesson(id)
+        .cloned()
+        .unwrap_or_default();
+    match grade::predictions(lesson, &record, given, Timestamp::now()) {
+        Ok(attempts) => {
+            learner.update(ctx, |state| {
+                state.lesson_mut(id).attempts.extend(attempts);
+                Ok(())
+            })?;
+            let given: Vec<String> = given.iter().map(|(q, c)| format!("{q}={c}")).collect();
+            println!(
+                "{}",
+                ctx.ui_with("predict_recorded", &[("predictions", &given.join(", "))])
+            );
+            Ok(())
+        }
+        Err(problems) => {
+            for problem in &problems {
+                println!("  {}", explain_prediction(ctx, lesson, &record, problem));
+            }
+            bail!(ctx.ui("predict_not_recorded").to_owned())
+        }
+    }
+}
+
+fn explain_prediction(
+    ctx: &Ctx,
+    lesson: &Lesson,
+    record: &LessonRecord,
+    problem: &PredictionProblem,
+) -> String {
+    let choices = |question: &str, sep: &str| {
+        lesson
+            .spec
+            .question(question)
+            .map(|q| q.choices.join(sep))
+            .unwrap_or_default()
+    };
+    match problem {
+        PredictionProblem::UnknownQuestion(question) => {
+            let known: Vec<&str> = lesson.spec.quiz.iter().map(|q| q.id.as_str()).collect();
+            ctx.ui_with(
+                "card_unknown_question",
+                &[("question", question), ("known", &known.join(", "))],
+            )
+        }
+        PredictionProblem::BadChoice { question, choice } => ctx.ui_with(
+            "card_bad_choice",
+            &[
+                ("question", question),
+                ("choice", choice),
+                ("choices", &choices(question, ", ")),
+            ],
+        ),
+        PredictionProblem::Twice(question) => {
+            ctx.ui_with("predict_twice", &[("question", question)])
+        }
+        PredictionProblem::AlreadyAnswered { question, choice } => {
+            let at = record
+                .first_attempt(question)
+                .map_or_else(String::new, |first| first.at.to_string());
+            ctx.ui_with(
+                "predict_already_answered",
+                &[("question", question), ("choice", choice), ("at", &at)],
+            )
+        }
+        PredictionProblem::AlreadyMeasured(question) => ctx.ui_with(
+            "predict_already_measured",
+            &[("question", question), ("id", &lesson.meta.id)],
+        ),
+    }
+}
+
+/// Once `code` passed its checks: the predictions still waiting get the verdict of what
+/// was just measured, and the learner sees every prediction's verdict when some were
+/// judged now or `fresh` (given with this submission).
+fn judge_predictions(
+    ctx: &Ctx,
+    learner: &mut Learner,
+    lesson: &Lesson,
+    code: &CodeRef,
+    fresh: bool,
+) -> Result<()> {
+    let id = lesson.meta.id.as_str();
+    let judged: Vec<Attempt> = learner.update(ctx, |state| {
+        let record = state.lesson_mut(id);
+        let verdicts = grade::judge_waiting(lesson, record, code);
+        Ok(verdicts
+            .into_iter()
+            .map(|(i, right)| {
+                record.attempts[i].right = Some(right);
+                record.attempts[i].clone()
+            })
+            .collect())
+    })?;
+    if judged.is_empty() && !fresh {
+        return Ok(());
+    }
+    // Fixed answers were judged when predicted: shown now, with the measured ones.
+    let state = learner.store.state();
+    let shown: Vec<&Attempt> = state.lesson(id).map_or(Vec::new(), |record| {
+        record
+            .attempts
+            .iter()
+            .filter(|a| a.predicted && a.right.is_some())
+            .collect()
+    });
+    if shown.is_empty() {
+        return Ok(());
+    }
+    println!("{}", ctx.ui("predict_judged"));
+    for attempt in shown {
+        let said = format!("{}={}", attempt.question, attempt.choice);
+        if attempt.right == Some(true) {
+            println!("  ✓ {said}");
+        } else {
+            let why = lesson
+                .meta
+                .quiz
+                .get(&attempt.question)
+                .map_or("", |text| text.wrong.as_str());
+            println!("  ✗ {said}: {why}");
+        }
     }
     Ok(())
 }
@@ -637,21 +825,34 @@ pub fn card(ctx: &Ctx, lesson: &Lesson, input: CardInput) -> Result<()> {
         .cloned()
         .unwrap_or_default();
     // A quiz-only lesson has no code: its answers depend on nothing measured.
-    let problems = grade::card_problems(
-        lesson,
-        &record,
-        code.as_ref()
-            .unwrap_or(&CodeRef::of(CodeKind::Learner, b"")),
-        &card,
-    );
+    let judged_code = code
+        .clone()
+        .unwrap_or_else(|| CodeRef::of(CodeKind::Learner, b""));
+    let problems = grade::card_problems(lesson, &record, &judged_code, &card);
+    // Wrong answers are named only once nothing else is wrong: then every answer is
+    // recorded, the wrong ones too, before the refusal says which.
+    let judged = problems
+        .iter()
+        .all(|problem| matches!(problem, CardProblem::Wrong(_)));
+    let attempts = grade::card_attempts(lesson, &record, &judged_code, &card, card.at);
     if !problems.is_empty() {
+        if judged {
+            learner.update(ctx, |state| {
+                state.lesson_mut(id).attempts.extend(attempts);
+                Ok(())
+            })?;
+        }
         for problem in &problems {
             println!("  {}", explain(ctx, lesson, problem));
+        }
+        if judged {
+            println!("{}", ctx.ui("quiz_recorded_wrong"));
         }
         bail!(ctx.ui_with("card_not_saved", &[("id", id)]));
     }
     let checks_passed = learner.update(ctx, |state: &mut State| {
         let record = state.lesson_mut(id);
+        record.attempts.extend(attempts);
         record.card = Some(card);
         Ok(match &code {
             Some(code) => record.passed_checks(code),

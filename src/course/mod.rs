@@ -46,6 +46,10 @@ pub struct Course {
     /// `lessons/glossary.yaml`: one Korean term for each idea (none without the file).
     #[serde(skip)]
     pub glossary: Glossary,
+    /// A lesson finished with every quiz question right on its first answer earns this
+    /// share of its XP again (percent; none when absent).
+    #[serde(default)]
+    pub first_try_percent: u32,
     /// The folder `quest.yaml` was read from.
     #[serde(skip)]
     pub dir: PathBuf,

@@ -2,7 +2,7 @@
 //! recorded history, chosen from the small set in [`Predicate`]. In YAML:
 //! `{id: first-token, xp: 10, name: {..}, description: {..}, when: {first_run: {}}}`.
 
-use super::{LessonRecord, Run, State, Timestamp, LIBRARY_DECODE_TOK_S};
+use super::{LessonRecord, Run, State, Timestamp, LIBRARY_DECODE_TOK_S, SAME_KERNELS_DECODE_TOK_S};
 use crate::course::{Lang, Localized, Metric};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -45,7 +45,9 @@ pub enum Predicate {
         tolerance: f64,
     },
     /// A run of the learner's code (not the solution), which passed the lesson's
-    /// checks, decoded faster than the library in the same benchmark run.
+    /// checks, decoded faster than the library in the same benchmark run, both on the
+    /// same kernels (MLX's: quest's own CUDA kernels off for the learner's loop), so that
+    /// the loop is what is compared.
     BeatLibrary { lesson: String },
     /// A passing submission for the lesson.
     LessonDone { lesson: String },
@@ -53,6 +55,10 @@ pub enum Predicate {
     LessonDoneIn { lang: Lang },
     /// Passing submissions in at least `n` different lessons.
     LessonsDoneAtLeast { n: usize },
+    /// At least `n` lessons done with every quiz question right on its first answer (a
+    /// measured one predicted before the measurement: see
+    /// [`LessonRecord::right_first_time`]).
+    RightFirstTimeAtLeast { n: usize },
 }
 
 fn default_tolerance() -> f64 {
@@ -104,7 +110,8 @@ impl Predicate {
             | Predicate::LessonDone { lesson } => Some(lesson),
             Predicate::FirstRun {}
             | Predicate::LessonDoneIn { .. }
-            | Predicate::LessonsDoneAtLeast { .. } => None,
+            | Predicate::LessonsDoneAtLeast { .. }
+            | Predicate::RightFirstTimeAtLeast { .. } => None,
         }
     }
 
@@ -143,10 +150,10 @@ impl Predicate {
                 record.runs.iter().any(|run| {
                     record.passed_checks(&run.code)
                         && match (
-                            run.metric(Metric::DecodeTokS),
+                            run.metrics.get(SAME_KERNELS_DECODE_TOK_S),
                             run.metrics.get(LIBRARY_DECODE_TOK_S),
                         ) {
-                            (Some(yours), Some(library)) => yours > *library,
+                            (Some(yours), Some(library)) => yours > library,
                             _ => false,
                         }
                 })
@@ -160,6 +167,13 @@ impl Predicate {
             Predicate::LessonsDoneAtLeast { n } => {
                 let done = state.lessons.values().filter(|record| record.is_done());
                 done.count() >= *n
+            }
+            Predicate::RightFirstTimeAtLeast { n } => {
+                let right = state
+                    .lessons
+                    .values()
+                    .filter(|record| record.is_done() && record.right_first_time());
+                right.count() >= *n
             }
         }
     }
@@ -208,6 +222,8 @@ mod tests {
         ]);
         if let Some(library) = library_tok_s {
             metrics.insert(LIBRARY_DECODE_TOK_S.into(), library);
+            // Off CUDA the learner's loop runs the library's kernels anyway.
+            metrics.insert(SAME_KERNELS_DECODE_TOK_S.into(), decode_tok_s);
         }
         Run {
             at: Timestamp::now(),
@@ -377,6 +393,20 @@ mod tests {
             Some(20.0)
         )])));
         assert!(!beat.holds(&with_submission(vec![run(99.0, CodeKind::Exercise, None)])));
+        // On a GPU quest's kernels made the loop faster than the library, but on the
+        // library's kernels the learner's loop is slower: that is not beating it.
+        let mut kernels_won = run(150.0, CodeKind::Exercise, Some(120.0));
+        kernels_won
+            .metrics
+            .insert(SAME_KERNELS_DECODE_TOK_S.into(), 110.0);
+        assert!(!beat.holds(&with_submission(vec![kernels_won.clone()])));
+        kernels_won
+            .metrics
+            .insert(SAME_KERNELS_DECODE_TOK_S.into(), 125.0);
+        assert!(beat.holds(&with_submission(vec![kernels_won.clone()])));
+        // A run that measured no same-kernel rate (schema 2 on CUDA) proves nothing.
+        kernels_won.metrics.remove(SAME_KERNELS_DECODE_TOK_S);
+        assert!(!beat.holds(&with_submission(vec![kernels_won])));
     }
 
     #[test]
@@ -398,6 +428,38 @@ mod tests {
         assert!(!when("{lesson_done_in: {lang: en}}").holds(&state));
         assert!(when("{lessons_done_at_least: {n: 1}}").holds(&state));
         assert!(!when("{lessons_done_at_least: {n: 2}}").holds(&state));
+    }
+
+    #[test]
+    fn right_first_time_counts_lessons_done_with_every_first_answer_right() {
+        use crate::progress::Attempt;
+        let first_try = when("{right_first_time_at_least: {n: 1}}");
+        let answer = |choice: &str, right: bool| Attempt {
+            at: Timestamp::now(),
+            question: "term".into(),
+            choice: choice.into(),
+            predicted: false,
+            measured: false,
+            right: Some(right),
+        };
+        let mut state = State::default();
+        let record = state.lesson_mut("mlx-path");
+        record.submissions = vec![submission(true, Lang::En, None)];
+        record.card = Some(Card {
+            at: Timestamp::now(),
+            metric: None,
+            numbers: Default::default(),
+            answers: [("term".to_owned(), "fixed".to_owned())].into(),
+        });
+        // Guessed: wrong, then right.
+        record.attempts = vec![answer("bytes", false), answer("fixed", true)];
+        assert!(!first_try.holds(&state));
+        state.lesson_mut("mlx-path").attempts = vec![answer("fixed", true)];
+        assert!(first_try.holds(&state));
+        assert!(!when("{right_first_time_at_least: {n: 2}}").holds(&state));
+        // Not done: not counted.
+        state.lesson_mut("mlx-path").submissions = vec![submission(false, Lang::En, None)];
+        assert!(!first_try.holds(&state));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Older progress files, brought up to the current schema as plain JSON before
 //! they are typed. Nothing earned is dropped: every award, run, card and submission
-//! of a schema-1 file has a place in schema 2. The store keeps the original file as
-//! a backup the first time it writes the migrated one.
+//! of a schema-1 file has a place in schema 2, and of a schema-2 file in schema 3. The
+//! store keeps the original file as a backup the first time it writes the migrated one.
 
 use anyhow::{bail, Result};
 use serde_json::{json, Map, Value};
@@ -14,6 +14,7 @@ pub fn to_current(mut file: Value) -> Result<Value> {
         let schema = file.get("schema").and_then(Value::as_u64).unwrap_or(0);
         file = match schema {
             1 => v1_to_v2(file)?,
+            2 => v2_to_v3(file),
             s if s == u64::from(SCHEMA) => return Ok(file),
             s => bail!("no migration from schema {s}"),
         };
@@ -64,6 +65,39 @@ fn v1_to_v2(mut file: Value) -> Result<Value> {
     Ok(file)
 }
 
+/// Schema 3 records every quiz answer (`attempts`, absent means none) and, for "faster
+/// than the library", the learner's rate on the library's own kernels
+/// (`same_kernels_decode_tok_s`). A schema-2 run beside the library on a CPU or Metal ran
+/// MLX's kernels only (quest's own are CUDA's), so its rate is that; on CUDA quest's
+/// kernels may have run, and no rate is claimed for it. Awards are kept as they are.
+fn v2_to_v3(mut file: Value) -> Value {
+    if let Some(lessons) = file.get_mut("lessons").and_then(Value::as_object_mut) {
+        let runs = lessons
+            .values_mut()
+            .filter_map(|lesson| lesson.get_mut("runs")?.as_array_mut())
+            .flatten()
+            .filter_map(Value::as_object_mut);
+        for run in runs {
+            let off_cuda = run
+                .get("backend")
+                .and_then(Value::as_str)
+                .is_some_and(|backend| backend != "mlx-cuda");
+            let Some(metrics) = run.get_mut("metrics").and_then(Value::as_object_mut) else {
+                continue;
+            };
+            if let (true, true, Some(yours)) = (
+                off_cuda,
+                metrics.contains_key("library_decode_tok_s"),
+                metrics.get("decode_tok_s").cloned(),
+            ) {
+                metrics.insert("same_kernels_decode_tok_s".into(), yours);
+            }
+        }
+    }
+    file["schema"] = json!(3);
+    file
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -79,7 +113,7 @@ mod tests {
                 "card": {"at": "t", "before_tok_s": 7.5, "after_tok_s": 7.7, "which_term": "fixed"}
             }}
         });
-        let v2 = to_current(v1).unwrap();
+        let v2 = v1_to_v2(v1).unwrap();
         assert_eq!(v2["schema"], 2);
         let lesson = &v2["lessons"]["mlx-path"];
         assert_eq!(
@@ -92,5 +126,56 @@ mod tests {
         );
         assert_eq!(lesson["card"]["answers"], json!({"term": "fixed"}));
         assert_eq!(lesson["card"]["metric"], "decode_tok_s");
+    }
+
+    #[test]
+    fn a_schema_2_file_keeps_its_awards_and_only_off_cuda_library_runs_count() {
+        let run = |backend: &str| {
+            json!({"at": "2026-03-01T12:00:00Z", "code": {"kind": "exercise", "sha256": "a"},
+                   "backend": backend, "tokens_generated": 32, "prompt_tokens": 12, "lang": "en",
+                   "metrics": {"decode_tok_s": 150.0, "library_decode_tok_s": 120.0}})
+        };
+        let v2 = json!({
+            "schema": 2,
+            "lang": "ko",
+            "lessons": {"mlx-path": {
+                "runs": [run("mlx-cpu"), run("mlx-cuda")],
+                "card": {"at": "2026-03-01T12:00:00Z", "metric": "decode_tok_s",
+                         "numbers": {"before": 100.0, "after": 150.0},
+                         "answers": {"term": "fixed", "shows-here": "yes"}},
+                "submissions": [{"at": "2026-03-01T12:00:00Z", "code": {"kind": "exercise", "sha256": "a"},
+                                 "passed": true, "checks_passed": true, "lang": "ko"}]
+            }},
+            "awards": {
+                "lesson:mlx-path:complete": {"xp": 100, "at": "2026-03-01T12:00:00Z"},
+                "achievement:beat-the-library": {"xp": 60, "at": "2026-03-01T12:00:00Z"}
+            }
+        });
+        let v3 = to_current(v2.clone()).unwrap();
+        assert_eq!(v3["schema"], 3);
+        assert_eq!(v3["awards"], v2["awards"], "every award kept as it was");
+        let runs = &v3["lessons"]["mlx-path"]["runs"];
+        assert_eq!(runs[0]["metrics"]["same_kernels_decode_tok_s"], 150.0);
+        assert!(
+            runs[1]["metrics"]
+                .get("same_kernels_decode_tok_s")
+                .is_none(),
+            "on CUDA quest's kernels may have run: {runs}"
+        );
+        // Typed, it loads: nothing in it is refused or dropped.
+        let state: crate::progress::State = serde_json::from_value(v3).unwrap();
+        assert_eq!(state.total_xp(), 160);
+        assert_eq!(
+            state
+                .lesson("mlx-path")
+                .unwrap()
+                .card
+                .as_ref()
+                .unwrap()
+                .answers
+                .len(),
+            2
+        );
+        assert!(state.lesson("mlx-path").unwrap().is_done());
     }
 }

@@ -20,8 +20,8 @@ pub use file::{parse, repair, serialize, BadProgressFile};
 pub use levels::{Level, LevelCurve};
 pub use lock::DEFAULT_LOCK_TIMEOUT;
 pub use state::{
-    Award, Card, CodeKind, CodeRef, LessonRecord, Measurement, Run, State, Submission,
-    LIBRARY_DECODE_TOK_S, SCHEMA,
+    Attempt, Award, Card, CodeKind, CodeRef, LessonRecord, Measurement, Run, State, Submission,
+    LIBRARY_DECODE_TOK_S, SAME_KERNELS_DECODE_TOK_S, SCHEMA,
 };
 pub use store::Store;
 pub use timestamp::Timestamp;

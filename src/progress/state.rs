@@ -9,10 +9,16 @@ use std::collections::BTreeMap;
 /// The file format version this quest writes. Files with a higher number
 /// come from a newer quest and are refused rather than misread; older ones are
 /// migrated (see `migrate.rs`).
-pub const SCHEMA: u32 = 2;
+pub const SCHEMA: u32 = 3;
 
 /// The key, in a run's `metrics`, of the library's own decode speed measured beside it.
 pub const LIBRARY_DECODE_TOK_S: &str = "library_decode_tok_s";
+
+/// The key, in a run's `metrics`, of the learner's decode speed on the kernels the library
+/// runs (MLX's own, quest's CUDA kernels off), measured beside [`LIBRARY_DECODE_TOK_S`]: what
+/// "faster than the library" compares, so that it rewards the learner's loop, not quest's
+/// kernels.
+pub const SAME_KERNELS_DECODE_TOK_S: &str = "same_kernels_decode_tok_s";
 
 // Unknown fields are refused everywhere: ignoring them would silently drop
 // data the next time the file is written.
@@ -49,6 +55,26 @@ pub struct LessonRecord {
     pub card: Option<Card>,
     #[serde(default)]
     pub submissions: Vec<Submission>,
+    /// Every answer given to the lesson's quiz, right or wrong, in the order given:
+    /// predictions (`quest submit --predict`) and the card's answers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attempts: Vec<Attempt>,
+}
+
+/// One answer to one quiz question, as it was given and judged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Attempt {
+    pub at: Timestamp,
+    pub question: String,
+    pub choice: String,
+    /// Given with `quest submit --predict`, before the measurement that judges it; else
+    /// on the card.
+    pub predicted: bool,
+    /// The right answer is what this machine measures (the lesson's `measured:`), not fixed.
+    pub measured: bool,
+    /// The verdict; `None` while a prediction waits for its measurement.
+    pub right: Option<bool>,
 }
 
 /// One measured generation.
@@ -212,6 +238,39 @@ impl LessonRecord {
             .map(|run| &run.metrics)
     }
 
+    /// Whether every question on the card was right on its first answer: the first answer
+    /// given to it was judged right and, where the answer is what this machine measures,
+    /// was predicted before that measurement (read off the measurement, it shows nothing).
+    /// A card with no answers (a lesson without a quiz) has nothing to be right about.
+    pub fn right_first_time(&self) -> bool {
+        self.card
+            .as_ref()
+            .is_some_and(|card| !card.answers.is_empty())
+            && self.not_right_first().is_empty()
+    }
+
+    /// The card's questions whose first answer was not a right one (see
+    /// [`LessonRecord::right_first_time`]), in the card's order.
+    pub fn not_right_first(&self) -> Vec<&str> {
+        let Some(card) = &self.card else {
+            return Vec::new();
+        };
+        card.answers
+            .keys()
+            .filter(|question| {
+                !self.first_attempt(question).is_some_and(|first| {
+                    first.right == Some(true) && (first.predicted || !first.measured)
+                })
+            })
+            .map(String::as_str)
+            .collect()
+    }
+
+    /// The first answer given to `question`, if any.
+    pub fn first_attempt(&self, question: &str) -> Option<&Attempt> {
+        self.attempts.iter().find(|a| a.question == question)
+    }
+
     /// Whether this code passed its checks in some submission.
     pub fn passed_checks(&self, code: &CodeRef) -> bool {
         self.submissions
@@ -280,5 +339,67 @@ mod tests {
             code.sha256,
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
+    }
+
+    fn attempt(
+        question: &str,
+        choice: &str,
+        predicted: bool,
+        measured: bool,
+        right: Option<bool>,
+    ) -> Attempt {
+        Attempt {
+            at: Timestamp::now(),
+            question: question.into(),
+            choice: choice.into(),
+            predicted,
+            measured,
+            right,
+        }
+    }
+
+    #[test]
+    fn only_a_right_first_answer_is_right_first_time() {
+        let mut record = LessonRecord {
+            card: Some(Card {
+                at: Timestamp::now(),
+                metric: None,
+                numbers: BTreeMap::new(),
+                answers: [("term", "fixed"), ("shows", "yes")]
+                    .map(|(q, a)| (q.to_owned(), a.to_owned()))
+                    .into(),
+            }),
+            ..LessonRecord::default()
+        };
+        let right_first = |record: &LessonRecord| record.right_first_time();
+        let predicted_right = attempt("shows", "yes", true, true, Some(true));
+        let term_right = attempt("term", "fixed", false, false, Some(true));
+        record.attempts = vec![predicted_right.clone(), term_right.clone()];
+        assert!(right_first(&record));
+        // Guessed: wrong, then right.
+        record.attempts = vec![
+            predicted_right.clone(),
+            attempt("term", "bytes", false, false, Some(false)),
+            term_right.clone(),
+        ];
+        assert!(!right_first(&record));
+        // A measured answer read off the measurement on the card is right, but not a
+        // prediction.
+        record.attempts = vec![
+            attempt("shows", "yes", false, true, Some(true)),
+            term_right.clone(),
+        ];
+        assert!(!right_first(&record));
+        // A prediction still waiting for its measurement, or no answer at all.
+        record.attempts = vec![
+            attempt("shows", "yes", true, true, None),
+            term_right.clone(),
+        ];
+        assert!(!right_first(&record));
+        record.attempts = vec![term_right];
+        assert!(!right_first(&record));
+        record.card = None;
+        record.attempts = vec![predicted_right];
+        assert!(!right_first(&record));
     }
 }

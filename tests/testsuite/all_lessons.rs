@@ -752,8 +752,9 @@ fn measured_answers(
     answers
 }
 
-/// The card: each wrong answer and an invented number refused, then the honest card
-/// completes the lesson, once.
+/// The card: each wrong answer refused (and recorded) and an invented number refused,
+/// then the honest card completes the lesson, once, without the first-try bonus that
+/// the wrong first answers cost.
 fn complete(
     quest: &Quest,
     lesson: &Lesson,
@@ -809,8 +810,21 @@ fn complete(
             "{id} {}={wrong}: {stdout}",
             question.id
         );
+        // The answers are recorded, the wrong one too, then the refusal names it.
         let reason = &lesson.meta.quiz[&question.id].wrong;
-        assert_eq!(stdout.trim(), reason.trim(), "{id} {}={wrong}", question.id);
+        let (said, recorded) = stdout.trim().split_once('\n').unwrap_or((&stdout, ""));
+        assert_eq!(said.trim(), reason.trim(), "{id} {}={wrong}", question.id);
+        assert!(
+            recorded.contains("Your answers are recorded, the wrong ones too"),
+            "{id}: {stdout}"
+        );
+        let attempts = &progress(quest.home).lessons[id].attempts;
+        assert!(
+            attempts
+                .iter()
+                .any(|a| a.question == question.id && &a.choice == wrong && a.right == Some(false)),
+            "{id}: {attempts:?}"
+        );
     }
 
     // A number no run backs: three times the largest the starting code measured.
@@ -844,6 +858,15 @@ fn complete(
     let awarded = progress(quest.home).awards;
     assert!(
         awarded.contains_key(&format!("lesson:{id}:complete")),
+        "{awarded:?}"
+    );
+    // Guessed, wrong first: complete, without what a right first answer earns.
+    assert!(
+        stdout.contains("without its first-try bonus"),
+        "{id}: {stdout}"
+    );
+    assert!(
+        !awarded.contains_key(&format!("lesson:{id}:first-try")),
         "{awarded:?}"
     );
 

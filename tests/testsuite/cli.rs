@@ -128,7 +128,7 @@ fn version_is_printed() {
 }
 
 /// A schema-1 progress file with mlx-path completed (as quest 0.1 wrote it): read as
-/// it is, migrated to schema 2 on the first write with the original kept beside it,
+/// it is, migrated to the current schema on the first write with the original kept beside it,
 /// and nothing earned is lost.
 #[test]
 fn a_schema_1_file_with_a_finished_lesson_is_migrated_keeping_everything() {
@@ -149,7 +149,10 @@ fn a_schema_1_file_with_a_finished_lesson_is_migrated_keeping_everything() {
     assert!(quest(&h, &["--lang", "en", "list"]).status.success());
     let migrated = std::fs::read_to_string(h.join("progress.json")).unwrap();
     let state = quest::progress::parse(migrated.as_bytes()).unwrap();
-    assert!(migrated.contains("\"schema\": 2"), "{migrated}");
+    assert!(
+        migrated.contains(&format!("\"schema\": {}", quest::progress::SCHEMA)),
+        "{migrated}"
+    );
     assert_eq!(state.total_xp(), 210);
     let record = state.lesson("mlx-path").unwrap();
     assert!(record.is_done());
@@ -170,6 +173,51 @@ fn a_schema_1_file_with_a_finished_lesson_is_migrated_keeping_everything() {
     assert_eq!(backups.len(), 1, "one backup of the schema-1 file");
     assert_eq!(std::fs::read(backups[0].path()).unwrap(), original);
     assert!(stdout(&quest(&h, &["status"])).contains("210"));
+}
+
+/// A schema-2 file (before quiz answers were recorded, and before "faster than the
+/// library" was judged on the library's kernels), with mlx-path completed on a GPU and
+/// that achievement earned there by quest's kernels: migrated on the first write, the
+/// original kept, and every award kept, that one too.
+#[test]
+fn a_schema_2_file_keeps_every_award_through_the_migration() {
+    let h = home("schema2");
+    let src =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/progress/schema2-complete.json");
+    let original = std::fs::read(&src).unwrap();
+    std::fs::write(h.join("progress.json"), &original).unwrap();
+    let before = quest::progress::parse(&original).unwrap();
+    assert_eq!(before.total_xp(), 290);
+    assert!(stdout(&quest(&h, &["status"])).contains("290"));
+
+    // The first write: choosing a language.
+    assert!(quest(&h, &["--lang", "ko", "list"]).status.success());
+    let migrated = std::fs::read_to_string(h.join("progress.json")).unwrap();
+    assert!(
+        migrated.contains(&format!("\"schema\": {}", quest::progress::SCHEMA)),
+        "{migrated}"
+    );
+    let state = quest::progress::parse(migrated.as_bytes()).unwrap();
+    assert_eq!(state.awards, before.awards, "every award, as it was");
+    let record = state.lesson("mlx-path").unwrap();
+    assert!(record.is_done());
+    assert_eq!(record.card, before.lesson("mlx-path").unwrap().card);
+    // The CUDA run claims no rate on the library's kernels: quest's may have made it.
+    assert!(!record.runs[1]
+        .metrics
+        .contains_key(quest::progress::SAME_KERNELS_DECODE_TOK_S));
+    let backups: Vec<_> = std::fs::read_dir(&h)
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("progress.json.bak-")
+        })
+        .collect();
+    assert_eq!(backups.len(), 1, "one backup of the schema-2 file");
+    assert_eq!(std::fs::read(backups[0].path()).unwrap(), original);
+    assert!(stdout(&quest(&h, &["status"])).contains("290"));
 }
 
 /// `quest qmv` compares two CUDA kernels: with nothing to compare it says what to name (on

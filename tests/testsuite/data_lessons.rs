@@ -137,33 +137,88 @@ fn a_lesson_made_of_data_runs_submits_and_completes() {
     );
     let (before, after) = card_numbers(&stdout, "sleepy");
 
+    // Measured already (the busy-wait's ratio was shown): too late to predict it.
+    let out = quest(&["submit", "sleepy", "--predict", "shows-here=yes"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("quest has already measured sleepy") && stderr.contains("nothing ran"),
+        "{stdout}{stderr}"
+    );
+
     // A refused card says why, and saves nothing.
-    let refused = |before: &str, answer: &str, why: &str| {
-        let out = quest(&[
-            "card", "sleepy", "--before", before, "--after", &after, "--answer", answer,
-        ]);
+    let card = |before: &str, answers: &[&str]| {
+        let mut args = vec!["card", "sleepy", "--before", before, "--after", &after];
+        for answer in answers {
+            args.extend(["--answer", answer]);
+        }
+        quest(&args)
+    };
+    let refused = |before: &str, answers: &[&str], why: &str| {
+        let out = card(before, answers);
         let (stdout, _) = text(&out);
         assert_eq!(out.status.code(), Some(1), "{stdout}");
         assert!(stdout.contains(why), "{why}: {stdout}");
+        stdout
     };
-    refused("1000", "term=fixed", "is not within 15 %");
-    refused(&before, "term=bytes", "Sleeping reads no bytes.");
-    refused(&before, "terms=fixed", "no question `terms`");
-    let out = quest(&[
-        "card",
-        "sleepy",
-        "--before",
+    let right = ["term=fixed", "shows-here=yes"];
+    // Refused for its number, a wrong answer beside it is neither named nor recorded.
+    let said = refused(
+        "1000",
+        &["term=bytes", "shows-here=yes"],
+        "is not within 15 %",
+    );
+    assert!(!said.contains("Sleeping reads no bytes."), "{said}");
+    assert!(crate::common::progress(&home).lessons["sleepy"]
+        .attempts
+        .is_empty());
+    refused(
         &before,
-        "--after",
-        &after,
-        "--answer",
-        "term=fixed",
-    ]);
+        &["terms=fixed", "shows-here=yes"],
+        "no question `terms`",
+    );
+    // A wrong answer on a card that stands otherwise: recorded, then named.
+    let said = refused(
+        &before,
+        &["term=bytes", "shows-here=yes"],
+        "Sleeping reads no bytes.",
+    );
+    assert!(
+        said.contains("Your answers are recorded, the wrong ones too"),
+        "{said}"
+    );
+    let attempts = crate::common::progress(&home).lessons["sleepy"]
+        .attempts
+        .clone();
+    let term: Vec<_> = attempts.iter().filter(|a| a.question == "term").collect();
+    assert_eq!(term.len(), 1, "{attempts:?}");
+    assert_eq!(
+        (term[0].choice.as_str(), term[0].right),
+        ("bytes", Some(false))
+    );
+    let out = card(&before, &right);
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}{stderr}");
     assert!(
         stdout.contains("Lesson sleepy complete: +30 XP"),
         "{stdout}"
+    );
+    // Guessed (a wrong answer first; a measured one read off the measurement): the
+    // lesson completes, without what a right first answer earns.
+    assert!(
+        stdout.contains("Not right on the first answer: shows-here, term")
+            && stdout.contains("without its first-try bonus (+15 XP)"),
+        "{stdout}"
+    );
+    let awards = crate::common::progress(&home).awards;
+    assert!(awards.contains_key("lesson:sleepy:complete"), "{awards:?}");
+    assert!(
+        !awards.contains_key("lesson:sleepy:first-try"),
+        "{awards:?}"
+    );
+    assert!(
+        !awards.contains_key("achievement:right-first-time"),
+        "{awards:?}"
     );
 
     // The reading-only lesson: nothing to run or submit, a quiz to answer.
@@ -175,6 +230,7 @@ fn a_lesson_made_of_data_runs_submits_and_completes() {
         text(&out).1
     );
     let out = quest(&["card", "reading", "--answer", "bigger=cache"]);
+    assert_eq!(out.status.code(), Some(1));
     assert!(text(&out).0.contains("the weights are megabytes"));
     let out = quest(&["card", "reading", "--answer", "bigger=weights"]);
     let (stdout, stderr) = text(&out);
@@ -186,6 +242,119 @@ fn a_lesson_made_of_data_runs_submits_and_completes() {
 
     let (stdout, _) = text(&quest(&["list"]));
     assert_eq!(stdout.matches("[done]").count(), 2, "{stdout}");
+}
+
+/// The same lesson, predicted: the predictions are recorded before anything runs, judged
+/// by the first measurement after them, and every first answer right earns the first-try
+/// bonus and its achievement, which the guessed flow above does not.
+#[test]
+fn predictions_recorded_before_the_measurement_are_judged_by_it() {
+    let root = course_with_data_lessons("predict");
+    let home = home("data-predict");
+    let quest = |args: &[&str]| quest_in(&root, &home, args);
+    let exercise = root.join("exercises/sleepy/main.rs");
+    let attempts = || {
+        crate::common::progress(&home).lessons["sleepy"]
+            .attempts
+            .clone()
+    };
+
+    // `quest run` invites the prediction, before anything is measured.
+    let out = quest(&["run", "sleepy", "--no-lesson"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(
+        stdout.contains(
+            "quest submit sleepy --predict term=<fixed|bytes> --predict shows-here=<yes|no>"
+        ),
+        "{stdout}"
+    );
+    // A prediction that names no question or choice: nothing recorded, nothing run.
+    let out = quest(&["submit", "sleepy", "--predict", "term=sleep"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out).0.contains("`sleep` is not an answer to `term`"));
+    assert!(
+        !text(&out).0.contains("Checking your code"),
+        "{}",
+        text(&out).0
+    );
+
+    // Predicted with the starting code: recorded, then the rules refuse the code. The
+    // measured answer waits for a measurement.
+    let out = quest(&[
+        "submit",
+        "sleepy",
+        "--predict",
+        "shows-here=yes",
+        "--predict",
+        "term=fixed",
+    ]);
+    let (stdout, _) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains(
+            "Predictions recorded before anything is measured: shows-here=yes, term=fixed"
+        ),
+        "{stdout}"
+    );
+    let waiting = attempts();
+    assert_eq!(waiting.len(), 2, "{waiting:?}");
+    let shows = waiting.iter().find(|a| a.question == "shows-here").unwrap();
+    assert!(
+        shows.predicted && shows.measured && shows.right.is_none(),
+        "{shows:?}"
+    );
+    // Another first answer cannot replace it.
+    let out = quest(&["submit", "sleepy", "--predict", "shows-here=no"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out).0.contains("already has your first answer, yes"),
+        "{}",
+        text(&out).0
+    );
+
+    // The solution is measured: the measurement judges the prediction.
+    let solution = std::fs::read_to_string(root.join("solutions/sleepy/main.rs")).unwrap();
+    std::fs::write(&exercise, &solution).unwrap();
+    let out = quest(&["submit", "sleepy"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("Your predictions, judged:")
+            && stdout.contains("✓ shows-here=yes")
+            && stdout.contains("✓ term=fixed"),
+        "{stdout}"
+    );
+    let judged = attempts();
+    assert_eq!(judged.len(), 2, "{judged:?}");
+    assert!(judged.iter().all(|a| a.right == Some(true)), "{judged:?}");
+    let (before, after) = card_numbers(&stdout, "sleepy");
+    let out = quest(&[
+        "card",
+        "sleepy",
+        "--before",
+        &before,
+        "--after",
+        &after,
+        "--answer",
+        "term=fixed",
+        "--answer",
+        "shows-here=yes",
+    ]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("Lesson sleepy complete: +30 XP")
+            && stdout.contains("first-try bonus +15 XP")
+            && stdout.contains("Right the first time"),
+        "{stdout}"
+    );
+    let awards = crate::common::progress(&home).awards;
+    assert_eq!(awards["lesson:sleepy:first-try"].xp, 15, "{awards:?}");
+    assert!(
+        awards.contains_key("achievement:right-first-time"),
+        "{awards:?}"
+    );
 }
 
 /// Not from the author's check: the test of the checker itself on the fixture course.
