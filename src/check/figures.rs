@@ -114,10 +114,29 @@ fn without_code_spans(line: &str) -> String {
 
 /// A number as written: its value, and half of its last written digit.
 fn number_at(chars: &[char], start: usize) -> Option<(f64, f64, usize)> {
+    number_written(chars, start, false)
+}
+
+/// [`number_at`], reading thousands separators too (`27,707`) where `grouped`: prose
+/// writes them, result files (JSON lists) do not.
+fn number_written(chars: &[char], start: usize, grouped: bool) -> Option<(f64, f64, usize)> {
     let mut end = start;
     let mut decimals: Option<u32> = None;
+    let mut text = String::new();
     while end < chars.len() {
         let c = chars[end];
+        let group = grouped
+            && c == ','
+            && decimals.is_none()
+            && end > start
+            && chars
+                .get(end + 1..end + 4)
+                .is_some_and(|d| d.iter().all(char::is_ascii_digit))
+            && !chars.get(end + 4).is_some_and(char::is_ascii_digit);
+        if group {
+            end += 1;
+            continue;
+        }
         if c.is_ascii_digit() {
             if let Some(d) = decimals.as_mut() {
                 *d += 1;
@@ -131,12 +150,12 @@ fn number_at(chars: &[char], start: usize) -> Option<(f64, f64, usize)> {
         } else {
             break;
         }
+        text.push(c);
         end += 1;
     }
     if end == start {
         return None;
     }
-    let text: String = chars[start..end].iter().collect();
     let value: f64 = text.parse().ok()?;
     Some((
         value,
@@ -155,9 +174,10 @@ fn unit_at(chars: &[char], at: usize) -> Option<(Kind, f64, usize)> {
         let unit: Vec<char> = unit.chars().collect();
         let end = i + unit.len();
         if chars.get(i..end) == Some(&unit[..]) {
-            // A unit ends a word: `ms` but not `msg`, `s` but not `steps` or `s_`.
+            // A unit ends a word: `ms` but not `msg`, `s` but not `steps` or `s_`; a
+            // Korean particle may follow (`GB/s의`).
             let next = chars.get(end).copied().unwrap_or(' ');
-            if next.is_alphanumeric() || next == '_' {
+            if next.is_ascii_alphanumeric() || next == '_' {
                 continue;
             }
             // `s` alone only right after the number or one space, and not `'s`.
@@ -174,8 +194,11 @@ fn is_word_char(c: char) -> bool {
     c.is_alphanumeric() || c == '_' || c == '-' || c == '.' || c == '/'
 }
 
-/// Figures on one line of prose: (as written, kind, values in base units).
-fn figures_in_line(line: &str) -> Vec<(String, Kind, Vec<(f64, f64)>)> {
+/// A figure found on a line: as written, its kind, its values in base units.
+type Found = (String, Kind, Vec<(f64, f64)>);
+
+/// Figures on one line of prose.
+fn figures_in_line(line: &str) -> Vec<Found> {
     let chars: Vec<char> = line.chars().collect();
     let mut found = Vec::new();
     let mut i = 0;
@@ -198,14 +221,14 @@ fn figures_in_line(line: &str) -> Vec<(String, Kind, Vec<(f64, f64)>)> {
             i += 1;
             continue;
         }
-        let Some((first, first_half, mut end)) = number_at(&chars, i) else {
+        let Some((first, first_half, mut end)) = number_written(&chars, i, true) else {
             i += 1;
             continue;
         };
         let mut values = vec![(first, first_half)];
         // A range: `63–67 tok/s`.
         if chars.get(end) == Some(&'–') {
-            if let Some((second, half, after)) = number_at(&chars, end + 1) {
+            if let Some((second, half, after)) = number_written(&chars, end + 1, true) {
                 values.push((second, half));
                 end = after;
             }
@@ -384,21 +407,36 @@ fn key_before(before: &[char]) -> Option<(Kind, f64)> {
 /// A word of a line that names a unit, as a table heading: its span, kind and scale.
 type Heading = (usize, usize, Kind, f64);
 
-/// The unit words of a line, with their spans.
+/// The headings of a line that name a unit, with their spans: a heading is a phrase of
+/// words one space apart (`ms per step`, `host µs/layer`); columns are two or more apart.
 fn headings_of(line: &[char]) -> Vec<Heading> {
     let mut headings = Vec::new();
     let mut i = 0;
+    // Markdown tables part their columns with `|`.
+    let apart = |c: char| c.is_whitespace() || c == '|';
     while i < line.len() {
-        if line[i].is_whitespace() {
+        if apart(line[i]) {
             i += 1;
             continue;
         }
         let from = i;
-        while i < line.len() && !line[i].is_whitespace() {
+        let mut unit = None;
+        loop {
+            let word_from = i;
+            while i < line.len() && !apart(line[i]) {
+                i += 1;
+            }
+            let word: String = line[word_from..i].iter().collect();
+            unit = unit.or_else(|| heading_unit(&word));
+            // One space and another word: the same heading.
+            let one_space =
+                line.get(i) == Some(&' ') && line.get(i + 1).is_some_and(|c| !apart(*c));
+            if !one_space {
+                break;
+            }
             i += 1;
         }
-        let word: String = line[from..i].iter().collect();
-        if let Some((kind, scale)) = heading_unit(&word) {
+        if let Some((kind, scale)) = unit {
             headings.push((from, i, kind, scale));
         }
     }
@@ -446,13 +484,29 @@ fn heading_unit(word: &str) -> Option<(Kind, f64)> {
 
 /// A lesson's figures that no result file holds and that `derived` / `quoted` do not
 /// account for. `derived` maps a figure as written to arithmetic (`+ - * / ( )` on
-/// numbers the files hold) whose result it rounds; `quoted` lists the source page's own.
+/// numbers the files hold, or that `quoted` figures give) whose result it rounds; `quoted`
+/// lists the figures accepted as written (the source page's own, those the lesson sets).
 pub fn untraced(
     figures: &[Figure],
     evidence: &Evidence,
     derived: &BTreeMap<String, Vec<String>>,
     quoted: &[String],
 ) -> Vec<(Figure, String)> {
+    // A derived figure may also use the numbers of the quoted and given ones, as written.
+    let mut written: Vec<f64> = Vec::new();
+    for text in quoted {
+        let chars: Vec<char> = text.chars().collect();
+        let mut i = 0;
+        while i < chars.len() {
+            match number_at(&chars, i) {
+                Some((value, _, end)) if i == 0 || !chars[i - 1].is_ascii_digit() => {
+                    written.push(value);
+                    i = end;
+                }
+                _ => i += 1,
+            }
+        }
+    }
     let mut missing = Vec::new();
     for figure in figures {
         if evidence.holds(figure) || quoted.iter().any(|q| same_text(q, &figure.text)) {
@@ -460,7 +514,7 @@ pub fn untraced(
         }
         let why = match derived.iter().find(|(k, _)| same_text(k, &figure.text)) {
             None => "found in no result file the lesson names".to_owned(),
-            Some((_, formulas)) => match check_derived(figure, formulas, evidence) {
+            Some((_, formulas)) => match check_derived(figure, formulas, evidence, &written) {
                 Ok(()) => continue,
                 Err(why) => why,
             },
@@ -476,7 +530,12 @@ fn same_text(a: &str, b: &str) -> bool {
     squeeze(a) == squeeze(b)
 }
 
-fn check_derived(figure: &Figure, formulas: &[String], evidence: &Evidence) -> Result<(), String> {
+fn check_derived(
+    figure: &Figure,
+    formulas: &[String],
+    evidence: &Evidence,
+    written: &[f64],
+) -> Result<(), String> {
     if formulas.len() != figure.values.len() {
         return Err(format!(
             "derived with {} formula(s) for {} number(s)",
@@ -486,10 +545,9 @@ fn check_derived(figure: &Figure, formulas: &[String], evidence: &Evidence) -> R
     }
     for (formula, &(value, half)) in formulas.iter().zip(&figure.values) {
         let (result, numbers) = evaluate(formula).map_err(|e| format!("`{formula}`: {e}"))?;
-        if let Some(n) = numbers
-            .iter()
-            .find(|(n, h)| !is_constant(*n, *h) && !evidence.has_number(*n, *h))
-        {
+        if let Some(n) = numbers.iter().find(|(n, h)| {
+            !is_constant(*n, *h) && !evidence.has_number(*n, *h) && !written.contains(n)
+        }) {
             return Err(format!(
                 "`{formula}` uses {}, which no result file the lesson names holds",
                 n.0
@@ -633,6 +691,10 @@ mod tests {
         );
         let range = &figures_in("63–67 tok/s")[0];
         assert_eq!(range.values, [(63.0, 0.5), (67.0, 0.5)]);
+        // A Korean particle after the unit.
+        assert_eq!(figures_in("3.94 GB/s의 대역폭")[0].text, "3.94 GB/s");
+        // Thousands written with commas are one number.
+        assert_eq!(figures_in("+27,707 ms per 100")[0].values, [(27707.0, 0.5)]);
         // Scaled to the kind's base unit: seconds to milliseconds.
         assert_eq!(figures_in("1.2 s")[0].values, [(1200.0, 50.0)]);
     }
@@ -669,7 +731,9 @@ mod tests {
 shape            build ms    eval ms  host µs/layer
 Qwen3.5-0.8B         3.15     444.78        18663.6
 ";
-        let evidence = Evidence::from_texts([table, "decode_tok_s=13.62\n\"copy_gb_s\": 3546.1"]);
+        let markdown = "| loop | TTFT ms | tok/s |\n|---|---|---|\n| hand | 262.1 | 16.42 |";
+        let evidence =
+            Evidence::from_texts([table, markdown, "decode_tok_s=13.62\n\"copy_gb_s\": 3546.1"]);
         let held = |s: &str| evidence.holds(&figures_in(s)[0]);
         assert!(held("444.8 ms"));
         assert!(held("3.15 ms"));
@@ -677,6 +741,7 @@ Qwen3.5-0.8B         3.15     444.78        18663.6
         assert!(held("13.6 tok/s"));
         assert!(held("3.546 TB/s"));
         assert!(!held("3.15 tok/s"));
+        assert!(held("16.4 tok/s") && held("262 ms"));
     }
 
     #[test]

@@ -59,6 +59,8 @@ pub fn course_copy(name: &str) -> PathBuf {
     let root = home(&format!("course-{name}"));
     copy_dir(&repo.join("lessons"), &root.join("lessons"));
     copy_dir(&repo.join("solutions"), &root.join("solutions"));
+    // The result files the lessons' figures are traced to (`quest dev check`).
+    copy_dir(&repo.join("docs"), &root.join("docs"));
     let course = quest::course::Course::load(&root.join("lessons")).unwrap();
     for id in course.lesson_ids() {
         let lesson = course.lesson(id, quest::course::Lang::En).unwrap();
