@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 use quest::lab::{Exercise, Values};
-use quest::physics::{self, DecodePoint, ByteSizes};
+use quest::physics::{self, ByteSizes, DecodePoint};
 
 /// The shapes measured when the exercise runs by hand (`quest run` names the lesson's).
 const SHAPES: &str = "SmolLM2-135M,SmolLM2-360M,Qwen3-0.6B";
