@@ -316,7 +316,9 @@ impl Evidence {
         self.by_kind.entry(kind).or_default().push(value);
     }
 
-    /// Whether every number of `figure` is held, with its kind.
+    /// Whether every number of `figure` is held, with its kind. A figure is read without
+    /// its sign (prose writes `−40.6 ms` with a minus the scanner does not take), so a
+    /// file's negative number holds it too.
     pub fn holds(&self, figure: &Figure) -> bool {
         let Some(numbers) = self.by_kind.get(&figure.kind) else {
             return false;

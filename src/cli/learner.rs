@@ -8,8 +8,8 @@ use anyhow::{Context, Result};
 use quest::course::{Lang, Lesson};
 use quest::lab::Report;
 use quest::progress::{
-    award_earned, load_achievements, Achievement, CodeKind, CodeRef, LevelCurve, Run, State, Store,
-    Timestamp,
+    award_earned, load_achievements, Achievement, CodeKind, CodeRef, LessonRecord, LevelCurve, Run,
+    State, Store, Timestamp,
 };
 
 use super::Ctx;
@@ -28,6 +28,11 @@ impl Learner {
             levels: LevelCurve::from_course(&course.levels)?,
             achievements: load_achievements(&course.achievements, course.lesson_ids())?,
         })
+    }
+
+    /// A copy of what the progress file holds for lesson `id` (empty before its first run).
+    pub fn lesson(&self, id: &str) -> LessonRecord {
+        self.store.state().lesson(id).cloned().unwrap_or_default()
     }
 
     /// Applies `change`, then awards whatever became true, and tells the learner.

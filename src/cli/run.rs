@@ -119,12 +119,7 @@ pub(crate) fn run_and_record(ctx: &Ctx, lesson: &Lesson, args: &RunArgs) -> Resu
 /// Before the lesson's first measurement, and before any answer: how to predict its quiz.
 fn invite_predictions(ctx: &Ctx, lesson: &Lesson, learner: &Learner) {
     let id = lesson.meta.id.as_str();
-    let record = learner
-        .store
-        .state()
-        .lesson(id)
-        .cloned()
-        .unwrap_or_default();
+    let record = learner.lesson(id);
     if lesson.spec.quiz.is_empty()
         || !record.attempts.is_empty()
         || quest::grade::measured_already(&record)

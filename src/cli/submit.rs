@@ -137,8 +137,14 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
         println!("  {}", finding_text(ctx, lesson, finding));
     }
     if !findings.is_empty() {
-        record_submission(ctx, &mut learner, id, Some(code), Outcome::Failed, None)?;
-        bail!(ctx.ui("submit_code_failed").to_owned());
+        return refuse(
+            ctx,
+            &mut learner,
+            id,
+            code,
+            None,
+            ctx.ui("submit_code_failed"),
+        );
     }
     println!("  ✓ {}", ctx.ui("submit_code_ok"));
 
@@ -170,8 +176,14 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
                     ]
                 )
             );
-            record_submission(ctx, &mut learner, id, Some(code), Outcome::Failed, None)?;
-            bail!(ctx.ui("submit_batch_failed").to_owned());
+            return refuse(
+                ctx,
+                &mut learner,
+                id,
+                code,
+                None,
+                ctx.ui("submit_batch_failed"),
+            );
         }
     }
     // 3a. What the run fed the model, call by call, as the model recorded it.
@@ -183,8 +195,14 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
             println!("  {}", feed_text(ctx, lesson, problem));
         }
         if !problems.is_empty() {
-            record_submission(ctx, &mut learner, id, Some(code), Outcome::Failed, None)?;
-            bail!(ctx.ui("submit_feeds_failed").to_owned());
+            return refuse(
+                ctx,
+                &mut learner,
+                id,
+                code,
+                None,
+                ctx.ui("submit_feeds_failed"),
+            );
         }
         println!("  ✓ {}", ctx.ui("submit_feeds_ok"));
     }
@@ -205,14 +223,13 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
                 reference.text.trim()
             );
             println!("    {}: {}", ctx.ui("submit_got"), first_run.text.trim());
-            record_submission(ctx, &mut learner, id, Some(code), Outcome::Failed, None)?;
             // A lesson may say why its tokens must agree (`messages: tokens:`).
             let why = lesson
                 .meta
                 .messages
                 .get(quest::course::TOKENS_MESSAGE)
                 .map_or_else(|| ctx.ui("submit_behaviour_failed"), String::as_str);
-            bail!(why.to_owned());
+            return refuse(ctx, &mut learner, id, code, None, why);
         }
         let agreed = n.min(first_run.tokens.len());
         println!(
@@ -233,8 +250,7 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
                 state.lesson_mut(id).runs.push(run);
                 Ok(())
             })?;
-            record_submission(ctx, &mut learner, id, Some(code), Outcome::Failed, None)?;
-            bail!(ctx.ui("values_failed").to_owned());
+            return refuse(ctx, &mut learner, id, code, None, ctx.ui("values_failed"));
         }
         println!("  ✓ {}", ctx.ui("values_ok"));
     }
@@ -331,16 +347,15 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
             println!("  ✗ {text}");
         }
         if !unmoved.is_empty() {
-            record_runs(ctx, &mut learner, id, &reports, None)?;
-            record_submission(
+            return refuse_measured(
                 ctx,
                 &mut learner,
                 id,
-                Some(code),
-                Outcome::Failed,
-                Some(taken),
-            )?;
-            bail!(ctx.ui("submit_moves_failed").to_owned());
+                &reports,
+                code,
+                taken,
+                "submit_moves_failed",
+            );
         }
         let backend = first_run.backend.as_str();
         match grade::effect(spec, backend, improvement) {
@@ -354,16 +369,15 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
                         &[("ratio", &ratio), ("at_least", &format!("{at_least:.2}"))]
                     )
                 );
-                record_runs(ctx, &mut learner, id, &reports, None)?;
-                record_submission(
+                return refuse_measured(
                     ctx,
                     &mut learner,
                     id,
-                    Some(code),
-                    Outcome::Failed,
-                    Some(taken),
-                )?;
-                bail!(ctx.ui("submit_measure_failed").to_owned());
+                    &reports,
+                    code,
+                    taken,
+                    "submit_measure_failed",
+                );
             }
             Effect::Elsewhere(kinds) => {
                 let expected: Vec<&str> = kinds.iter().map(|kind| kind.key()).collect();
@@ -517,6 +531,35 @@ enum Outcome {
     Passed,
 }
 
+/// A submission refused: it is recorded as failed (with what was measured, if anything),
+/// and the refusal says `why`.
+fn refuse(
+    ctx: &Ctx,
+    learner: &mut Learner,
+    id: &str,
+    code: CodeRef,
+    measured: Option<Measurement>,
+    why: &str,
+) -> Result<()> {
+    record_submission(ctx, learner, id, Some(code), Outcome::Failed, measured)?;
+    bail!(why.to_owned())
+}
+
+/// A submission measured and refused: its runs are recorded, then [`refuse`] with what was
+/// measured, for `why` (a `ui:` key).
+fn refuse_measured(
+    ctx: &Ctx,
+    learner: &mut Learner,
+    id: &str,
+    reports: &[(Report, CodeRef)],
+    code: CodeRef,
+    taken: Measurement,
+    why: &str,
+) -> Result<()> {
+    record_runs(ctx, learner, id, reports, None)?;
+    refuse(ctx, learner, id, code, Some(taken), ctx.ui(why))
+}
+
 fn record_submission(
     ctx: &Ctx,
     learner: &mut Learner,
@@ -597,12 +640,7 @@ fn record_predictions(
     given: &[(String, String)],
 ) -> Result<()> {
     let id = lesson.meta.id.as_str();
-    let record = learner
-        .store
-        .state()
-        .lesson(id)
-        .cloned()
-        .unwrap_or_default();
+    let record = learner.lesson(id);
     match grade::predictions(lesson, &record, given, Timestamp::now()) {
         Ok(attempts) => {
             learner.update(ctx, |state| {
@@ -818,12 +856,7 @@ pub fn card(ctx: &Ctx, lesson: &Lesson, input: CardInput) -> Result<()> {
         numbers: input.numbers,
         answers: input.answers,
     };
-    let record = learner
-        .store
-        .state()
-        .lesson(id)
-        .cloned()
-        .unwrap_or_default();
+    let record = learner.lesson(id);
     // A quiz-only lesson has no code: its answers depend on nothing measured.
     let judged_code = code
         .clone()

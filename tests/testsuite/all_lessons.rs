@@ -203,17 +203,7 @@ fn rows() -> Vec<Row> {
             refusals: &[
             Refusal {
                 what: "4 bits in groups of 64, from a file already 4-bit: the answer is lost",
-                edit: |s| {
-                    s.starting
-                        .replace(
-                            "let (model, tokenizer) = lm::load(&run.model)?;",
-                            "let (mut model, tokenizer) = lm::load(&run.model)?;",
-                        )
-                        .replace(
-                            "    // REQUANTIZE: here.",
-                            "    model.requantize(lm::Layout::q4(64)?)?;\n    // REQUANTIZE: here.",
-                        )
-                },
+                edit: |s| requantized(&s.starting, "lm::Layout::q4(64)?"),
                 command: "submit",
                 stdout: &["differ from the reference from token 0"],
                 // The lesson's own reason.
@@ -223,17 +213,7 @@ fn rows() -> Vec<Row> {
             },
             Refusal {
                 what: "Layout::Dense: on a CPU the model already loads dense, so nothing is read in fewer bytes",
-                edit: |s| {
-                    s.starting
-                        .replace(
-                            "let (model, tokenizer) = lm::load(&run.model)?;",
-                            "let (mut model, tokenizer) = lm::load(&run.model)?;",
-                        )
-                        .replace(
-                            "    // REQUANTIZE: here.",
-                            "    model.requantize(lm::Layout::Dense)?;\n    // REQUANTIZE: here.",
-                        )
-                },
+                edit: |s| requantized(&s.starting, "lm::Layout::Dense"),
                 command: "submit",
                 // Measured beside the starting code, then refused for reading no fewer bytes.
                 stdout: &["the model is not held in fewer bytes"],
@@ -950,6 +930,19 @@ fn least_squares(points: &[(f64, f64)]) -> (f64, f64) {
 
 fn number(v: &Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// The bits-per-weight lesson's starting code, its model put in `layout` (Rust) after load.
+fn requantized(starting: &str, layout: &str) -> String {
+    starting
+        .replace(
+            "let (model, tokenizer) = lm::load(&run.model)?;",
+            "let (mut model, tokenizer) = lm::load(&run.model)?;",
+        )
+        .replace(
+            "    // REQUANTIZE: here.",
+            &format!("    model.requantize({layout})?;\n    // REQUANTIZE: here."),
+        )
 }
 
 /// The mlx-path lesson's edit: no sync inside the decode loop.

@@ -97,14 +97,7 @@ fn a_damaged_progress_file_is_kept_and_repair_is_offered() {
     let out = quest(&h, &["status", "--repair"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stdout(&quest(&h, &["status"])).starts_with("Level 0"));
-    let backups = std::fs::read_dir(&h).unwrap().filter(|e| {
-        e.as_ref()
-            .unwrap()
-            .file_name()
-            .to_string_lossy()
-            .starts_with("progress.json.bak-")
-    });
-    assert_eq!(backups.count(), 1);
+    assert_eq!(common::backups_of(&h.join("progress.json")).len(), 1);
 }
 
 #[test]
@@ -121,9 +114,16 @@ fn hint_shows_the_hint_section() {
     let hint = lesson.sections.iter().find(|s| s.id == "hint").unwrap();
     let body = &lesson.body()[hint.range.clone()];
     let first = body.lines().skip(1).find(|l| !l.trim().is_empty()).unwrap();
-    let first_words: String = first.split_whitespace().take(6).collect::<Vec<_>>().join(" ");
+    let first_words: String = first
+        .split_whitespace()
+        .take(6)
+        .collect::<Vec<_>>()
+        .join(" ");
     let printed = out.split_whitespace().collect::<Vec<_>>().join(" ");
-    assert!(printed.contains(&first_words), "{first_words:?} not in {out}");
+    assert!(
+        printed.contains(&first_words),
+        "{first_words:?} not in {out}"
+    );
 }
 
 #[test]
@@ -173,17 +173,9 @@ fn a_schema_1_file_with_a_finished_lesson_is_migrated_keeping_everything() {
     let card = record.card.as_ref().unwrap();
     assert_eq!(card.numbers["before"], 7.5);
     assert_eq!(card.answers["term"], "fixed");
-    let backups: Vec<_> = std::fs::read_dir(&h)
-        .unwrap()
-        .flatten()
-        .filter(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .starts_with("progress.json.bak-")
-        })
-        .collect();
+    let backups = common::backups_of(&h.join("progress.json"));
     assert_eq!(backups.len(), 1, "one backup of the schema-1 file");
-    assert_eq!(std::fs::read(backups[0].path()).unwrap(), original);
+    assert_eq!(std::fs::read(&backups[0]).unwrap(), original);
     assert!(stdout(&quest(&h, &["status"])).contains("210"));
 }
 
@@ -218,17 +210,9 @@ fn a_schema_2_file_keeps_every_award_through_the_migration() {
     assert!(!record.runs[1]
         .metrics
         .contains_key(quest::progress::SAME_KERNELS_DECODE_TOK_S));
-    let backups: Vec<_> = std::fs::read_dir(&h)
-        .unwrap()
-        .flatten()
-        .filter(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .starts_with("progress.json.bak-")
-        })
-        .collect();
+    let backups = common::backups_of(&h.join("progress.json"));
     assert_eq!(backups.len(), 1, "one backup of the schema-2 file");
-    assert_eq!(std::fs::read(backups[0].path()).unwrap(), original);
+    assert_eq!(std::fs::read(&backups[0]).unwrap(), original);
     assert!(stdout(&quest(&h, &["status"])).contains("290"));
 }
 

@@ -147,3 +147,15 @@ pub fn shows(improvement: f64) -> &'static str {
         "no"
     }
 }
+
+/// The backups quest made of the progress file at `path` (`progress.json.bak-…` beside it),
+/// oldest first.
+pub fn backups_of(path: &Path) -> Vec<PathBuf> {
+    let mut backups: Vec<PathBuf> = std::fs::read_dir(path.parent().unwrap())
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|p| p.to_string_lossy().contains("progress.json.bak-"))
+        .collect();
+    backups.sort();
+    backups
+}

@@ -34,8 +34,6 @@ fn the_authors_check_passes() {
     assert!(stdout.contains("the course holds together"), "{stdout}");
 }
 
-/// A solution that keeps every rule of its lesson but no longer compiles fails the
-/// author's check, by name: rules read the syntax tree, only a build says it compiles.
 /// A figure no result file holds fails the author's check: the host time per layer that
 /// mlx-path once stated with nothing to trace it to, put back in a copy of the course.
 #[test]
@@ -43,11 +41,14 @@ fn an_untraced_figure_fails_the_authors_check() {
     let root = crate::common::course_copy("dev-figures");
     let home = home("dev-figures");
     let out = quest_in(&root, &home, &["dev", "figures"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(out.status.success(), "{:?}", crate::common::text(&out));
     let lesson = root.join("lessons/mlx-path/en.md");
     let text = std::fs::read_to_string(&lesson).unwrap();
     let traced = "That host work comes once per token and grows with the number of layers.";
-    assert!(text.contains(traced), "mlx-path's sentence changed; update this test");
+    assert!(
+        text.contains(traced),
+        "mlx-path's sentence changed; update this test"
+    );
     std::fs::write(
         &lesson,
         text.replace(
@@ -58,7 +59,7 @@ fn an_untraced_figure_fails_the_authors_check() {
     )
     .unwrap();
     let out = quest_in(&root, &home, &["dev", "figures"]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (stdout, _) = crate::common::text(&out);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(
         stdout.contains("mlx-path/en.md") && stdout.contains("`113 µs`"),
@@ -66,6 +67,8 @@ fn an_untraced_figure_fails_the_authors_check() {
     );
 }
 
+/// A solution that keeps every rule of its lesson but no longer compiles fails the
+/// author's check, by name: rules read the syntax tree, only a build says it compiles.
 #[test]
 fn the_authors_check_builds_every_solution() {
     let root = crate::common::course_copy("dev-check-build");

@@ -4,24 +4,16 @@
 use anyhow::bail;
 use quest::progress::{repair, BadProgressFile, Store};
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::thread;
 use std::time::Duration;
+
+use crate::common::backups_of;
 
 fn temp_progress_path() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("progress.json");
     (dir, path)
-}
-
-fn backups_of(path: &Path) -> Vec<PathBuf> {
-    let mut backups: Vec<PathBuf> = fs::read_dir(path.parent().unwrap())
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .filter(|p| p.to_string_lossy().contains("progress.json.bak-"))
-        .collect();
-    backups.sort();
-    backups
 }
 
 #[test]
