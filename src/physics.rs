@@ -14,7 +14,7 @@ use anyhow::{bail, ensure, Context, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::bench::{bandwidth, loops, random, slope};
+use crate::bench::{loops, random, rates, slope};
 use crate::course::spec::Computation;
 use crate::device::Backend;
 use crate::lab::Exercise;
@@ -118,12 +118,15 @@ pub struct DecodePoint {
     pub rounds: Vec<f64>,
 }
 
-/// What `measure_decode` gives an exercise: the copy bandwidth and one point per shape.
+/// What `measure_decode` gives an exercise: this device's two rates and one point per shape.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct DecodeInputs {
     pub backend: String,
-    /// The best of several timed copies on this device (read + write counted).
+    /// The best read rate quest measured here, GB/s ([`crate::bench::rates::bandwidth`]).
     pub bandwidth_gb_s: f64,
+    /// The best matrix product quest measured here, in G multiply-adds a second
+    /// ([`crate::bench::rates::compute`]).
+    pub compute_gmac_s: f64,
     pub layout: ByteSizes,
     pub points: Vec<DecodePoint>,
 }
@@ -159,13 +162,14 @@ fn shapes(model: &str, default: &str) -> Result<Vec<&'static random::PublicShape
         .collect()
 }
 
-/// Measures the copy bandwidth, then decodes a random-weights model of each shape the run
+/// Measures this device's bandwidth and compute rate, then decodes a random-weights model of each shape the run
 /// names (`quest run --model A,B,C`; by hand, `default`) for the run's `max_tokens`,
 /// [`ROUNDS`] rounds after a warm-up, with the pipelined loop. Progress goes to stderr.
 pub fn measure_decode(run: &Exercise, default: &str) -> Result<DecodeInputs> {
     let shapes = shapes(&run.model, default)?;
     let max_tokens = run.max_tokens.max(2);
-    let bandwidth_gb_s = bandwidth::measure()?;
+    eprintln!("measuring this machine's bandwidth and compute rate…");
+    let measured = rates::Rates::measure()?;
     let prompt = random::prompt(PROMPT_TOKENS);
     let mut points = Vec::new();
     for shape in shapes {
@@ -190,7 +194,8 @@ pub fn measure_decode(run: &Exercise, default: &str) -> Result<DecodeInputs> {
     }
     Ok(DecodeInputs {
         backend: Backend::detect().name().into(),
-        bandwidth_gb_s,
+        bandwidth_gb_s: measured.bandwidth_gb_s,
+        compute_gmac_s: measured.compute_gmac_s,
         layout: ByteSizes::here()?,
         points,
     })
@@ -247,7 +252,7 @@ pub fn measure_slope(
         contexts.len() >= 2,
         "a slope needs at least two context lengths"
     );
-    let bandwidth_gb_s = bandwidth::measure()?;
+    let bandwidth_gb_s = rates::bandwidth()?;
     let options = slope::SlopeOptions {
         shapes,
         fill: if Backend::detect() == Backend::Cpu {
@@ -305,6 +310,29 @@ pub fn reference_weight_bytes(config: &Value, layout: &ByteSizes) -> f64 {
         .sum()
 }
 
+/// The multiply-adds one decode step of `config`'s shape does at `context` tokens of cache:
+/// one for every weight of every matrix it reads (the same tensors as
+/// [`reference_weight_bytes`]), and attention's, a query against every cached key and the
+/// weights against every cached value, in every layer with full attention. Norms and
+/// activations do a few operations per number of a vector and are left out.
+pub fn reference_ops_per_token(config: &Value, context: f64) -> f64 {
+    let n = |key: &str| config[key].as_u64().unwrap_or(0) as f64;
+    let head_dim = config["head_dim"]
+        .as_u64()
+        .map_or(n("hidden_size") / n("num_attention_heads"), |d| d as f64);
+    let matrices: f64 = random::decode_tensors(config)
+        .iter()
+        .filter(|shape| shape.len() == 2)
+        .map(|shape| shape.iter().map(|&d| d as f64).product::<f64>())
+        .sum();
+    let attention = reference_attention_layers(config) as f64
+        * context
+        * 2.0
+        * n("num_attention_heads")
+        * head_dim;
+    matrices + attention
+}
+
 /// The KV bytes each token of context adds to every later decode step: keys and values
 /// of every layer with full attention.
 pub fn reference_kv_bytes_per_position(config: &Value, float_bytes: f64) -> f64 {
@@ -348,25 +376,35 @@ pub fn compute(computation: Computation, inputs: &Value) -> Result<Values> {
                 .context("the exercise's inputs are not what `measure_decode` gives")?;
             ensure!(!inputs.points.is_empty(), "the exercise measured no shape");
             let mut line = Vec::new();
+            // (bytes, ms to read them, ms to compute) of the shape that reads the most.
+            let mut largest = (0.0, 0.0, 0.0);
             for p in &inputs.points {
                 let bytes = reference_weight_bytes(&p.config, &inputs.layout)
                     + reference_kv_bytes_per_position(&p.config, inputs.layout.float_bytes)
                         * p.context as f64;
+                let ops = reference_ops_per_token(&p.config, p.context as f64);
+                let read_ms = bytes / (inputs.bandwidth_gb_s * 1e6);
+                let compute_ms = ops / (inputs.compute_gmac_s * 1e6);
                 values.set_for("bytes_per_token", &p.shape.name, bytes);
+                values.set_for("ops_per_token", &p.shape.name, ops);
                 values.set_for(
                     "ceiling_tok_s",
                     &p.shape.name,
-                    inputs.bandwidth_gb_s * 1e9 / bytes,
+                    1e3 / read_ms.max(compute_ms),
                 );
+                if bytes > largest.0 {
+                    largest = (bytes, read_ms, compute_ms);
+                }
                 line.push((bytes, p.ms_per_token));
             }
             let (fixed_ms, ms_per_byte) = reference_fit_line(&line);
             values.set("fixed_ms", fixed_ms);
             values.set("fit_gb_s", 1e-6 / ms_per_byte);
-            // The two terms on the largest shape measured, for the quiz.
-            let largest = line.iter().map(|p| p.0).fold(0.0, f64::max);
+            // The largest shape's terms, for the quiz: the fit's two, and the ceiling's two.
             values.set("fixed_term_ms", fixed_ms);
-            values.set("bytes_term_ms", largest * ms_per_byte);
+            values.set("bytes_term_ms", largest.0 * ms_per_byte);
+            values.set("ceiling_bytes_ms", largest.1);
+            values.set("ceiling_operations_ms", largest.2);
         }
         Computation::ContextSlope => {
             let inputs: SlopeInputs = serde_json::from_value(inputs.clone())
@@ -564,6 +602,7 @@ mod tests {
         let inputs = DecodeInputs {
             backend: "cpu".into(),
             bandwidth_gb_s: 2.0,
+            compute_gmac_s: 0.5,
             layout,
             points: vec![point(10.0), b],
         };
@@ -574,11 +613,23 @@ mod tests {
         .unwrap();
         let bytes_a = weights + 10.0 * kv;
         assert_eq!(values.0["bytes_per_token[A]"], bytes_a);
-        assert_eq!(values.0["ceiling_tok_s[A]"], 2e9 / bytes_a);
+        // Multiply-adds by hand: the matrices' weights (the bytes above without the
+        // norms, over 4 bytes a weight), then 10 positions × 4 layers × (scores and the
+        // weighted sum) × 4 heads × 16 wide.
+        let ops_a = 4.0 * (2.0 * 4096.0 + 2.0 * 2048.0 + 3.0 * 8192.0)
+            + 16384.0
+            + 10.0 * 4.0 * 2.0 * 4.0 * 16.0;
+        assert_eq!(values.0["ops_per_token[A]"], ops_a);
+        // 2 GB/s against 0.5 G multiply-adds/s: here the arithmetic binds.
+        let (read_ms, compute_ms) = (bytes_a / 2e6, ops_a / 0.5e6);
+        assert!(compute_ms > read_ms);
+        assert_eq!(values.0["ceiling_tok_s[A]"], 1e3 / compute_ms);
         let bytes_b = values.0["bytes_per_token[B]"];
         let per_byte = 20.0 / (bytes_b - bytes_a);
         assert!((values.0["fit_gb_s"] - 1e-6 / per_byte).abs() < 1e-9);
         assert!((values.0["fixed_ms"] - (10.0 - bytes_a * per_byte)).abs() < 1e-9);
         assert!((values.0["bytes_term_ms"] - bytes_b * per_byte).abs() < 1e-9);
+        assert_eq!(values.0["ceiling_bytes_ms"], bytes_b / 2e6);
+        assert!(values.0["ceiling_operations_ms"] > values.0["ceiling_bytes_ms"]);
     }
 }

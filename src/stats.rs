@@ -51,6 +51,35 @@ pub fn least_squares(points: &[(f64, f64)]) -> (f64, f64) {
     (my - b * mx, b)
 }
 
+/// The least-squares plane y = a + b₁ x₁ + b₂ x₂ through the points (x₁, x₂, y):
+/// (a, b₁, b₂). `None` for fewer than four points (three fit any plane exactly) or when
+/// x₁ and x₂ do not vary independently.
+pub fn least_squares_plane(points: &[(f64, f64, f64)]) -> Option<(f64, f64, f64)> {
+    if points.len() < 4 {
+        return None;
+    }
+    let n = points.len() as f64;
+    let mean = |f: fn(&(f64, f64, f64)) -> f64| points.iter().map(f).sum::<f64>() / n;
+    let (m1, m2, my) = (mean(|p| p.0), mean(|p| p.1), mean(|p| p.2));
+    // The normal equations of the centred points, solved by Cramer's rule.
+    let (mut s11, mut s12, mut s22, mut s1y, mut s2y) = (0.0, 0.0, 0.0, 0.0, 0.0);
+    for &(x1, x2, y) in points {
+        let (d1, d2, dy) = (x1 - m1, x2 - m2, y - my);
+        s11 += d1 * d1;
+        s12 += d1 * d2;
+        s22 += d2 * d2;
+        s1y += d1 * dy;
+        s2y += d2 * dy;
+    }
+    let det = s11 * s22 - s12 * s12;
+    if det.abs() <= 1e-12 * (s11 * s22).max(f64::MIN_POSITIVE) {
+        return None;
+    }
+    let b1 = (s1y * s22 - s2y * s12) / det;
+    let b2 = (s2y * s11 - s1y * s12) / det;
+    Some((my - b1 * m1 - b2 * m2, b1, b2))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -86,5 +115,19 @@ mod tests {
     fn a_line_is_recovered() {
         let (a, b) = least_squares(&[(1.0, 3.0), (2.0, 5.0), (4.0, 9.0)]);
         assert!((a - 1.0).abs() < 1e-12 && (b - 2.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_plane_through_exact_points_is_found_and_a_degenerate_one_is_not() {
+        let plane = |x1: f64, x2: f64| 1.5 - 2.0 * x1 + 0.25 * x2;
+        let points: Vec<_> = [(1.0, 3.0), (2.0, 1.0), (4.0, 7.0), (5.0, 2.0), (3.0, 9.0)]
+            .iter()
+            .map(|&(a, b)| (a, b, plane(a, b)))
+            .collect();
+        let (a, b1, b2) = least_squares_plane(&points).unwrap();
+        assert!((a - 1.5).abs() < 1e-9 && (b1 + 2.0).abs() < 1e-9 && (b2 - 0.25).abs() < 1e-9);
+        assert_eq!(least_squares_plane(&points[..3]), None);
+        let collinear: Vec<_> = (0..5).map(|i| (i as f64, 2.0 * i as f64, 1.0)).collect();
+        assert_eq!(least_squares_plane(&collinear), None);
     }
 }

@@ -68,6 +68,12 @@
 #   bits           `quest fit --bits 4,8,16 --shapes BITS_SHAPES --group-size GROUP`
 #                  (defaults Qwen3-1.7B,Qwen3-8B and 64): each shape made 4-bit (group 32),
 #                  then requantized to each width, 16 being dense float16; LIMIT s (170).
+#   ceiling        the decode-ceiling lesson as a learner walks it, each step a fresh
+#                  process: `quest run decode-ceiling` (the starting code), the solution
+#                  copied over the exercise, run again, `quest submit` with the quiz
+#                  predicted from that run's values, `quest card`; then `quest fit --shapes
+#                  all` (ROUNDS 3), which prints both rates and the per-layer fit
+#                  (CEILING_FIT=0 leaves it out).
 #   slope          `quest slope --contexts 256,2048,8192` (CONTEXTS; ROUNDS 5).
 #   slope-attend   `quest slope` per shape of SLOPE_SHAPES (default "Qwen3-0.6B Qwen3-8B")
 #                  with QUEST_ATTEND=mlx then =quest, REPS times (default 2), CONTEXTS
@@ -82,7 +88,7 @@
 #                  averages the decode steps (ncu serializes kernels: no launch gaps in it).
 set -uo pipefail
 [ $# -gt 0 ] || { sed -n '2,/^set -uo/p' "$0" | sed '$d'; exit 2; }
-subcommands=" flow fresh kept kept-defaults fit qmv fits alt-qmv alt peer peers kernels check journey bench batch
+subcommands=" flow fresh kept kept-defaults ceiling fit qmv fits alt-qmv alt peer peers kernels check journey bench batch
   bits slope slope-attend sweep profile "
 for sub in "$@"; do
   case $subcommands in
@@ -507,6 +513,37 @@ sweep() {
     for mb in ${SWEEP_MB:-}; do one "mb=$mb" "MLX_MAX_MB_PER_BUFFER=$mb"; done
     for kv in ${SWEEP_EXTRA:-}; do one "$kv" "$kv"; done
   } 2>&1 | tee "$o/sweep.txt"
+}
+
+# Which choice of a `largest` quiz a run's printed values give: the name of the larger.
+larger() { # file, value for choice A, choice A, value for choice B, choice B
+  python3 - "$@" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+def value(name):
+    m = re.findall(rf"{name}\S*\s*=?\s*([-0-9.e+]+)", text)
+    return float(m[-1]) if m else float("nan")
+a, b = value(sys.argv[2]), value(sys.argv[4])
+print(sys.argv[3] if a >= b else sys.argv[5])
+PY
+}
+
+ceiling() {
+  step "decode-ceiling, the learner's path"
+  quest run decode-ceiling --no-lesson 2>&1 | tee "$o/ceiling-run-before.txt" | tail -14
+  cp solutions/decode-ceiling/ceiling.rs exercises/decode-ceiling/ceiling.rs
+  quest run decode-ceiling --no-lesson 2>&1 | tee "$o/ceiling-run-after.txt" | tail -16
+  local term binds
+  term=$(larger "$o/ceiling-run-after.txt" fixed_term_ms fixed bytes_term_ms bytes)
+  binds=$(larger "$o/ceiling-run-after.txt" ceiling_bytes_ms bytes ceiling_operations_ms operations)
+  quest submit decode-ceiling --predict larger-term="$term" --predict ceiling-term="$binds" \
+    --predict ceiling-is=bound 2>&1 | tee "$o/ceiling-submit.txt" | tail -16
+  quest card decode-ceiling --answer larger-term="$term" --answer ceiling-term="$binds" \
+    --answer ceiling-is=bound 2>&1 | tee "$o/ceiling-card.txt"
+  [ "${CEILING_FIT:-1}" = 1 ] || return 0
+  step "quest fit --shapes all"
+  timeout 300 quest fit --shapes all --max-tokens "$T" --rounds "$(rounds 3)" 2>&1 |
+    tee "$o/fit.txt" | grep -v '^quest:'
 }
 
 profile() {

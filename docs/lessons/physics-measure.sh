@@ -21,7 +21,7 @@ tokens=${QUEST_MAX_TOKENS:-$(field max_tokens)}
   echo "host: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(free -g | awk '/Mem:/ {print $2}') GiB"
   echo "command: QUEST_MODEL=$model QUEST_MAX_TOKENS=$tokens QUEST_CONTEXTS=${QUEST_CONTEXTS:-} docs/lessons/physics-measure.sh $*"
   echo "binary: ${BIN} (debug profile, as \`cargo run -- run\` builds it)"
-  echo "MLX: mlx-cpu 0.32.2 wheel, CPU backend, OpenBLAS 0.3.31; QUEST_BLAS_THREADS=${QUEST_BLAS_THREADS:-} QUEST_WEIGHTS=${QUEST_WEIGHTS:-}"
+  echo "MLX: mlx-cpu 0.32.2 wheel, CPU backend, OpenBLAS as quest builds it (scipy-openblas32 0.3.34); QUEST_BLAS_THREADS=${QUEST_BLAS_THREADS:-} QUEST_WEIGHTS=${QUEST_WEIGHTS:-}"
   echo "load before: $(cut -d" " -f1-3 /proc/loadavg)"
 } > "$out/ENV.txt"
 start=$(date +%s)

@@ -1,14 +1,15 @@
-// decode-ceiling, solved: every byte a step reads, and the line fitted by hand.
+// decode-ceiling, solved: every byte a step reads and every multiply-add it does, and the
+// line fitted by hand.
 
 use anyhow::Result;
 use quest::lab::{Exercise, Values};
-use quest::physics::{self, ByteSizes, DecodePoint};
+use quest::physics::{self, ByteSizes, DecodeInputs, DecodePoint};
 
 /// The shapes measured when the exercise runs by hand (`quest run` names the lesson's).
 const SHAPES: &str = "SmolLM2-135M,SmolLM2-360M,Qwen3-0.6B";
 
-/// Bytes one decode step reads: every weight it multiplies by, and the KV cache.
-fn bytes_per_token(point: &DecodePoint, layout: &ByteSizes) -> f64 {
+/// Weights of every matrix one decode step multiplies by, whole.
+fn matrix_weights(point: &DecodePoint) -> f64 {
     let s = &point.shape;
     let (h, layers) = (s.hidden_size as f64, s.num_hidden_layers as f64);
     let q = (s.num_attention_heads * s.head_dim) as f64; // query width
@@ -19,7 +20,14 @@ fn bytes_per_token(point: &DecodePoint, layout: &ByteSizes) -> f64 {
     // The output head: one row of `hidden` weights for every token of the vocabulary,
     // all of them read to score every token.
     let head = s.vocab_size as f64 * h;
-    let matrices = layers * layer_matrices + head;
+    layers * layer_matrices + head
+}
+
+/// Bytes one decode step reads: every weight it multiplies by, and the KV cache.
+fn bytes_per_token(point: &DecodePoint, layout: &ByteSizes) -> f64 {
+    let s = &point.shape;
+    let (h, layers) = (s.hidden_size as f64, s.num_hidden_layers as f64);
+    let kv = (s.num_key_value_heads * s.head_dim) as f64;
     // Each layer's two norms, Qwen3's norms on queries and keys, the final norm.
     let qk_norm = if s.qk_norm {
         2.0 * s.head_dim as f64
@@ -29,12 +37,25 @@ fn bytes_per_token(point: &DecodePoint, layout: &ByteSizes) -> f64 {
     let vectors = layers * (2.0 * h + qk_norm) + h;
     // The KV cache: keys and values of every earlier token, in every layer.
     let kv_cache = point.context as f64 * layers * 2.0 * kv;
-    matrices * layout.matrix_bytes + (vectors + kv_cache) * layout.float_bytes
+    matrix_weights(point) * layout.matrix_bytes + (vectors + kv_cache) * layout.float_bytes
 }
 
-/// tok/s if each step did nothing but read its bytes once at `gb_s`.
-fn ceiling_tok_s(bytes: f64, gb_s: f64) -> f64 {
-    gb_s * 1e9 / bytes
+/// Multiply-adds one decode step does: one per weight of every matrix, and attention's.
+fn ops_per_token(point: &DecodePoint) -> f64 {
+    let s = &point.shape;
+    let q = (s.num_attention_heads * s.head_dim) as f64;
+    // Attention, in every layer: the query against every cached key (the scores), then the
+    // scores times every cached value, one multiply-add per head dimension each.
+    let attention = s.num_hidden_layers as f64 * point.context as f64 * 2.0 * q;
+    matrix_weights(point) + attention
+}
+
+/// tok/s if a step took only the longer of its two terms: its bytes read at the measured
+/// bandwidth, or its multiply-adds done at the measured compute rate.
+fn ceiling_tok_s(bytes: f64, ops: f64, inputs: &DecodeInputs) -> f64 {
+    let read_s = bytes / (inputs.bandwidth_gb_s * 1e9);
+    let compute_s = ops / (inputs.compute_gmac_s * 1e9);
+    1.0 / read_s.max(compute_s)
 }
 
 /// The least-squares line y = a + b x through the points: (a, b).
@@ -53,15 +74,16 @@ fn fit_line(points: &[(f64, f64)]) -> (f64, f64) {
 
 fn main() -> Result<()> {
     let run = Exercise::from_env()?;
-    // quest measures: the copy bandwidth, and each shape's ms per token.
+    // quest measures: this machine's two rates, and each shape's ms per token.
     let inputs = physics::measure_decode(&run, SHAPES)?;
     let mut values = Values::new();
     let mut points = Vec::new();
     for p in &inputs.points {
         let bytes = bytes_per_token(p, &inputs.layout);
-        let ceiling = ceiling_tok_s(bytes, inputs.bandwidth_gb_s);
+        let ops = ops_per_token(p);
         values.set_for("bytes_per_token", &p.shape.name, bytes);
-        values.set_for("ceiling_tok_s", &p.shape.name, ceiling);
+        values.set_for("ops_per_token", &p.shape.name, ops);
+        values.set_for("ceiling_tok_s", &p.shape.name, ceiling_tok_s(bytes, ops, &inputs));
         points.push((bytes, p.ms_per_token));
     }
     // time per token = fixed + bytes / bandwidth: the intercept in ms, the slope in ms
@@ -70,9 +92,10 @@ fn main() -> Result<()> {
     values.set("fixed_ms", fixed_ms);
     values.set("fit_gb_s", 1e-6 / ms_per_byte);
     let text = format!(
-        "time per token = {fixed_ms:.2} ms + bytes / {:.2} GB/s (copy: {:.2} GB/s)",
+        "time per token = {fixed_ms:.2} ms + bytes / {:.2} GB/s (measured: {:.2} GB/s, {:.1} G multiply-adds/s)",
         1e-6 / ms_per_byte,
-        inputs.bandwidth_gb_s
+        inputs.bandwidth_gb_s,
+        inputs.compute_gmac_s
     );
     run.report_values(&inputs, &values, &text)
 }

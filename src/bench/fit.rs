@@ -62,6 +62,12 @@ pub struct Fit {
     /// what the per-token `.item()` adds to the fixed term where there is device work to
     /// overlap (on small shapes the host's own per-step work is the longer of the two).
     pub sync_cost_ms: f64,
+    /// The root-mean-square distance of the points from the line, in ms.
+    pub rms_residual_ms: f64,
+    /// The same points with a per-layer term as well (one layout, four shapes or more):
+    /// whether the fixed term grows with the layers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_layer: Option<PerLayerFit>,
     /// With several layouts (`--bits`): the same line fitted through each layout's points.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub per_layout: Vec<LayoutFit>,
@@ -79,6 +85,41 @@ pub struct LayoutFit {
     pub layout: String,
     pub fixed_ms: f64,
     pub effective_gb_s: f64,
+}
+
+/// `time per token = fixed + layers × per layer + bytes / bandwidth`, by least squares.
+#[derive(Debug, Serialize)]
+pub struct PerLayerFit {
+    pub fixed_ms: f64,
+    pub per_layer_us: f64,
+    pub effective_gb_s: f64,
+    pub rms_residual_ms: f64,
+}
+
+impl PerLayerFit {
+    fn through(points: &[ShapePoint]) -> Option<Self> {
+        let plane: Vec<(f64, f64, f64)> = points
+            .iter()
+            .map(|p| (p.layers as f64, p.bytes_per_token as f64, p.ms_per_token()))
+            .collect();
+        let (fixed_ms, ms_per_layer, ms_per_byte) = crate::stats::least_squares_plane(&plane)?;
+        let residuals: Vec<f64> = plane
+            .iter()
+            .map(|&(layers, bytes, ms)| {
+                ms - (fixed_ms + layers * ms_per_layer + bytes * ms_per_byte)
+            })
+            .collect();
+        Some(PerLayerFit {
+            fixed_ms,
+            per_layer_us: ms_per_layer * 1e3,
+            effective_gb_s: 1e-6 / ms_per_byte,
+            rms_residual_ms: rms(&residuals),
+        })
+    }
+}
+
+fn rms(values: &[f64]) -> f64 {
+    (values.iter().map(|v| v * v).sum::<f64>() / values.len().max(1) as f64).sqrt()
 }
 
 pub struct FitOptions {
@@ -199,10 +240,20 @@ pub fn run(options: &FitOptions, mut progress: impl FnMut(&str)) -> Result<Fit> 
             });
         }
     }
+    let residuals: Vec<f64> = points
+        .iter()
+        .map(|p| p.ms_per_token() - (fixed_ms + p.bytes_per_token as f64 / (effective_gb_s * 1e6)))
+        .collect();
     Ok(Fit {
         backend: crate::device::Backend::detect().name().into(),
         fixed_ms,
         effective_gb_s,
+        rms_residual_ms: rms(&residuals),
+        per_layer: if per_layout.is_empty() {
+            PerLayerFit::through(&points)
+        } else {
+            None
+        },
         // The shape that reads the most bytes (the list's order is the user's).
         sync_cost_ms: points
             .iter()
@@ -278,6 +329,22 @@ impl Fit {
              measured in one process, every round after a warm-up (an exercise is a fresh process each run)\n",
             self.fixed_ms, self.effective_gb_s, self.sync_cost_ms
         );
+        out += &format!(
+            "the points lie {:.2} ms from the line (root mean square)\n",
+            self.rms_residual_ms
+        );
+        match &self.per_layer {
+            Some(fit) => {
+                out += &format!(
+                    "with a term per layer too: time per token = {:.2} ms + layers × {:.1} µs + bytes / {:.1} GB/s, {:.2} ms from the points\n",
+                    fit.fixed_ms, fit.per_layer_us, fit.effective_gb_s, fit.rms_residual_ms
+                );
+            }
+            None if self.per_layout.is_empty() => {
+                out += "(a term per layer needs four shapes or more, of different layer counts)\n";
+            }
+            None => {}
+        }
         if !self.quest_kernels.is_empty() {
             out += &format!(
                 "quest's own CUDA kernels in these runs: {}\n",

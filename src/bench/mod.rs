@@ -4,13 +4,13 @@
 //! `generate_step`, what `stream_generate` runs) — interleaved round by round after a
 //! warm-up, as medians with min–max, ratios, and fractions of the decode ceiling.
 
-pub mod bandwidth;
 pub mod batch;
 pub mod fit;
 pub mod kernel;
 pub mod loops;
 pub mod peer;
 pub mod plot;
+pub mod rates;
 // Random-weights models live in `lm` (`--model random:<shape>` loads them too).
 pub use crate::lm::random;
 pub mod slope;

@@ -298,9 +298,11 @@ impl Evidence {
                     || i > 1 && chars[i - 1] == ' ' && chars[i - 2] == '×';
                 let ratio_after = matches!(chars.get(end), Some('×' | 'x'))
                     && !chars.get(end + 1).is_some_and(|c| c.is_alphanumeric());
-                if ratio_before || ratio_after {
+                // `layers × 8.7 µs` is a time: a unit after the number outweighs a `×` before.
+                let unit = unit_at(chars, end);
+                if ratio_after || ratio_before && unit.is_none() {
                     self.add(Kind::Ratio, value);
-                } else if let Some((kind, scale, _)) = unit_at(chars, end) {
+                } else if let Some((kind, scale, _)) = unit {
                     self.add(kind, value * scale);
                 } else if let Some((kind, scale)) = key_before(&chars[..i]) {
                     self.add(kind, value * scale);
@@ -705,7 +707,12 @@ mod tests {
     /// files hold 113.38, but in tok/s.
     #[test]
     fn a_number_held_in_another_unit_does_not_trace_a_figure() {
-        let evidence = Evidence::from_texts(["MLX ops 113.38 tok/s, kept 160.37 tok/s"]);
+        let evidence =
+            Evidence::from_texts(["MLX ops 113.38 tok/s, kept 160.37 tok/s, layers × 8.7 µs"]);
+        assert!(
+            evidence.holds(&figures_in("8.7 µs a layer")[0]),
+            "a unit after `×` is a time"
+        );
         let figures = figures_in("about 113 µs per layer of host time");
         let missing = untraced(&figures, &evidence, &BTreeMap::new(), &[]);
         assert_eq!(missing.len(), 1, "{missing:?}");

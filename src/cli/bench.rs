@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 
 use quest::bench::peer::{Peer, PeerBuild, PeerModel};
-use quest::bench::{bandwidth, plot, BenchResult, Ceiling, LoopId, LoopRuns, Measured};
+use quest::bench::{plot, rates, BenchResult, Ceiling, LoopId, LoopRuns, Measured};
 use quest::course::{Lesson, Metric};
 use quest::device::Backend;
 use quest::lab::{self, RunRequest};
@@ -54,7 +54,7 @@ pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
     let ceiling = Ceiling {
         weight_bytes: model.weight_bytes() as u64,
         kv_bytes: cache_bytes.at(mean_context) as u64,
-        bandwidth_gb_s: bandwidth::measure()?,
+        bandwidth_gb_s: rates::bandwidth()?,
     };
     // The peers run the layout the Rust loops run.
     let peer_weights = if model.weights.is_dense() {
@@ -283,10 +283,11 @@ fn report(result: &BenchResult) {
     println!();
     print!("{}", result.table());
     println!(
-        "\nbytes per token: {:.1} MB weights + {:.2} MB KV cache (mean context); bandwidth {:.1} GB/s (measured copy) → ceiling {:.1} tok/s",
+        "\nbytes per token: {:.1} MB weights + {:.2} MB KV cache (mean context); bandwidth {:.1} GB/s (measured: {}) → ceiling {:.1} tok/s",
         c.weight_bytes as f64 / 1e6,
         c.kv_bytes as f64 / 1e6,
         c.bandwidth_gb_s,
+        rates::bandwidth_method(),
         c.tok_s()
     );
     // The stock-wheel row runs another layout (4-bit), whose tokens may differ; on a
@@ -310,7 +311,7 @@ fn report(result: &BenchResult) {
         // A negative fixed term means the bandwidth read low (see below): say nothing.
         if bytes_ms <= base_ms {
             println!(
-            "time per token = fixed + bytes/bandwidth: {} spends {base_ms:.1} ms per token, of which {bytes_ms:.2} ms is streaming its bytes; the other {:.1} ms is the fixed term (compute, syncs, launches).",
+            "{} spends {base_ms:.1} ms per token, of which {bytes_ms:.2} ms is streaming its bytes at the measured bandwidth; the other {:.1} ms is the rest (syncs, launches, host work, and arithmetic where it takes longer than the reads).",
             base.label,
             base_ms - bytes_ms
         );
@@ -322,7 +323,7 @@ fn report(result: &BenchResult) {
         .map(|l| l.summary().median_tok_s)
         .fold(0.0, f64::max);
     if fastest > c.tok_s() {
-        println!("The loops read their bytes faster than the measured copy: on a CPU, MLX's copy runs on one thread while the BLAS reads the weights on its own; read the ceiling column as a comparison between rows, not a bound.");
+        println!("The loops read their bytes faster than quest measured this machine's bandwidth ({}): the ceiling is not a bound in this run (another process may have shared the memory while it was measured); read the ceiling column as a comparison between rows.", rates::bandwidth_method());
     }
     if result.backend == "cpu" {
         println!("On MLX's CPU backend quest runs dense f32 weights on the BLAS (`--weights quantized` keeps 4-bit, whose x86 kernels are compute-bound); the sync the lesson removes is a few percent of a step here: expect the loops close together, and the gap on a GPU.");
@@ -369,12 +370,15 @@ pub fn fit(root: &std::path::Path, args: &FitArgs) -> Result<()> {
             None
         },
     };
-    let bandwidth = bandwidth::measure()?;
+    let measured = rates::Rates::measure()?;
     let result = fit::run(&options, |line| eprintln!("quest: {line}"))?;
     println!("{}", result.table());
     println!(
-        "measured copy bandwidth on the {}: {bandwidth:.1} GB/s",
-        backend.name()
+        "measured on the {}: bandwidth {:.1} GB/s ({}), compute rate {:.1} G multiply-adds/s",
+        backend.name(),
+        measured.bandwidth_gb_s,
+        rates::bandwidth_method(),
+        measured.compute_gmac_s
     );
     write_json(
         &root.join("target/quest-bench"),
@@ -526,7 +530,7 @@ pub fn slope(root: &std::path::Path, args: &SlopeArgs) -> Result<()> {
         max_tokens: args.max_tokens,
         rounds: args.rounds,
     };
-    let bandwidth = bandwidth::measure()?;
+    let bandwidth = rates::bandwidth()?;
     let result = slope::run(&options, bandwidth, |line| eprintln!("quest: {line}"))?;
     println!("{}", result.table());
     write_json(

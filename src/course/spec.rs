@@ -130,7 +130,8 @@ fn default_values_tolerance() -> f64 {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Computation {
-    /// `time per token = fixed + bytes / bandwidth` over measured decode points.
+    /// `time ≈ fixed + max(bytes / bandwidth, operations / compute rate)` over measured
+    /// decode points: each shape's bytes, multiply-adds and ceiling, and the fitted line.
     TimePerToken,
     /// The KV bytes each token of context adds, the slope they predict, the slope measured.
     ContextSlope,
@@ -142,11 +143,14 @@ impl Computation {
         match self {
             Computation::TimePerToken => &[
                 "bytes_per_token",
+                "ops_per_token",
                 "ceiling_tok_s",
                 "fixed_ms",
                 "fit_gb_s",
                 "fixed_term_ms",
                 "bytes_term_ms",
+                "ceiling_bytes_ms",
+                "ceiling_operations_ms",
             ],
             Computation::ContextSlope => &[
                 "kv_bytes_per_context_token",
