@@ -568,7 +568,11 @@ fn numbers(
             &[("metric", &escape(&metric_name))]
         )
     );
-    let runs_plot = run_series(record, metric.key(), &before, &after);
+    let (starting, yours) = (
+        course.ui("web_starting_code", lang).to_owned(),
+        course.ui("web_your_code", lang).to_owned(),
+    );
+    let runs_plot = run_series(record, metric.key(), &starting, &yours);
     if runs_plot.is_empty() {
         let _ = write!(
             out,
@@ -576,12 +580,11 @@ fn numbers(
             ui_html(course, "web_no_runs", lang, &[("id", &escape(id))])
         );
     } else {
-        let y = format!("{metric_name} ({})", metric.unit());
         out.push_str(&figure(&svg::line_plot(
             &runs_plot,
             &Labels {
                 x: &run_word,
-                y: &y,
+                y: &metric_name,
                 title: &metric_name,
             },
         )));
@@ -604,10 +607,8 @@ fn numbers(
         }
         Some((submission, measurement)) => {
             let metric = Metric::from_key(&measurement.metric).unwrap_or(metric);
-            let name = course
-                .ui(&format!("metric_{}", metric.key()), lang)
-                .to_owned();
-            let y = format!("{name} ({})", metric.unit());
+            let key = format!("metric_{}", metric.key());
+            let y = course.ui(&key, lang);
             let (median_before, median_after) = (
                 crate::stats::median(&measurement.before),
                 crate::stats::median(&measurement.after),
@@ -620,20 +621,15 @@ fn numbers(
                 (&legend_before, &legend_after),
                 &Labels {
                     x: course.ui("round", lang),
-                    y: &y,
+                    y,
                     title: course.ui("web_submission", lang),
                 },
             )));
             let ratio = measurement
                 .improvement()
                 .map_or("–".to_owned(), |r| format!("×{r:.2}"));
-            let verdict = if submission.passed {
-                ui(course, "done", lang)
-            } else if submission.checks_passed {
-                ui(course, "in_progress", lang)
-            } else {
-                String::new()
-            };
+            // Where the lesson stands now: a later card may have completed it.
+            let verdict = ui(course, LessonStatus::of(Some(record)).key(), lang);
             let _ = write!(
                 out,
                 r#"<p class="medians">{}: {} <span data-n="median_before">{}</span> · {} <span data-n="median_after">{}</span> {} · <span data-n="ratio">{}</span> {} · {}</p>"#,
@@ -651,20 +647,15 @@ fn numbers(
     }
 
     // Per-token times, where the exercise reported them.
-    let per_token = run_series(record, Metric::MsPerToken.key(), &before, &after);
+    let per_token = run_series(record, Metric::MsPerToken.key(), &starting, &yours);
     if !per_token.is_empty() {
         let name = course.ui("web_per_token", lang);
         let _ = write!(out, "<h3>{}</h3>", escape(name));
-        let y = format!(
-            "{} ({})",
-            course.ui("metric_ms_per_token", lang),
-            Metric::MsPerToken.unit()
-        );
         out.push_str(&figure(&svg::line_plot(
             &per_token,
             &Labels {
                 x: &run_word,
-                y: &y,
+                y: course.ui("metric_ms_per_token", lang),
                 title: name,
             },
         )));
@@ -686,9 +677,15 @@ fn numbers(
                 .as_deref()
                 .and_then(Metric::from_key)
                 .map_or("", |m| m.unit());
-            let rows: Vec<(String, f64, &'static str)> = card
-                .numbers
-                .iter()
+            // Before first, then after, as the card command takes them.
+            let mut numbers: Vec<(&String, &f64)> = card.numbers.iter().collect();
+            numbers.sort_by_key(|(key, _)| match key.as_str() {
+                "before" => 0,
+                "after" => 1,
+                _ => 2,
+            });
+            let rows: Vec<(String, f64, &'static str)> = numbers
+                .into_iter()
                 .map(|(key, value)| {
                     let (label, color) = match key.as_str() {
                         "before" => (before.clone(), svg::BEFORE),

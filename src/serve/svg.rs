@@ -52,12 +52,13 @@ pub fn line_plot(series: &[Series], labels: &Labels) -> String {
         .map(|p| p.1)
         .fold(0.0, f64::max);
     let axes = Axes::new(max_y);
-    // One point alone still sits in the middle of the x axis.
+    // Points keep clear of the axes; one point alone sits in the middle.
+    let pad = 16.0;
     let x_of = |x: f64| {
         if max_x <= 1.0 {
             LEFT + axes.plot_width() / 2.0
         } else {
-            LEFT + (x - 1.0) / (max_x - 1.0) * axes.plot_width()
+            LEFT + pad + (x - 1.0) / (max_x - 1.0) * (axes.plot_width() - 2.0 * pad)
         }
     };
     let mut svg = open(labels);
