@@ -374,7 +374,8 @@ mod tests {
                 title: "t",
             },
         );
-        for rect in svg.split("<rect ").skip(1) {
+        for rect in svg.split("<rect").skip(1) {
+            let rect = &rect[..rect.find('>').unwrap()];
             let attr = |name: &str| -> f64 {
                 let at = rect.find(&format!(" {name}=\"")).unwrap() + name.len() + 3;
                 rect[at..rect[at..].find('"').unwrap() + at]

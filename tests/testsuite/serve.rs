@@ -227,6 +227,21 @@ fn the_page_header_is_status_json() {
 }
 
 #[test]
+fn a_port_in_use_is_said_and_ends_the_command() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let h = home("serve-port-in-use");
+    let out = quest(&h, &["serve", "--port", &port]);
+    assert_eq!(out.status.code(), Some(1));
+    let said = text(&out).1;
+    assert!(
+        said.contains(&format!("Port {port} on 127.0.0.1 is already in use"))
+            && said.contains("--port 0"),
+        "{said}"
+    );
+}
+
+#[test]
 fn list_json_has_every_lesson_with_its_status() {
     let h = home("serve-list-json");
     std::fs::copy(fixture("serve-mlx-path.json"), h.join("progress.json")).unwrap();
