@@ -320,8 +320,11 @@ fn dispatch(cli: Cli) -> Result<()> {
         // Authors' tools run no model (prebuilding needs cargo, not a GPU).
         return dev::run(&root, command);
     }
-    // A CUDA build says so where there is no GPU, before anything runs on the CPU instead.
-    quest::device::require_built_backend()?;
+    // A CUDA build says so where there is no GPU, before anything runs on the CPU instead
+    // (serving pages runs nothing of MLX).
+    if !matches!(cli.command, Command::Serve { .. }) {
+        quest::device::require_built_backend()?;
+    }
     if let Command::Fit { configs: true, .. } = cli.command {
         println!(
             "{}",

@@ -58,9 +58,11 @@ impl Server {
             .read_line(&mut line)
             .unwrap();
         // "The course is at http://127.0.0.1:PORT/ (…)": the port it really bound.
-        let at = line
-            .find("http://127.0.0.1:")
-            .unwrap_or_else(|| panic!("no URL in {line:?}"));
+        let Some(at) = line.find("http://127.0.0.1:") else {
+            let mut said = String::new();
+            let _ = child.stderr.take().unwrap().read_to_string(&mut said);
+            panic!("quest serve printed no URL: {line:?} {said}");
+        };
         let rest = &line[at + "http://127.0.0.1:".len()..];
         let port = rest[..rest.find('/').unwrap()].parse().unwrap();
         Server { child, port }
@@ -216,6 +218,11 @@ fn the_page_header_is_status_json() {
         let page = server.get("/");
         assert_eq!(page.status, 200, "{name}");
         assert_eq!(header_numbers(&page.body), expected, "{name}");
+        if name == "recorded" {
+            // The lesson done, on the course page too.
+            let mlx = &page.body[page.body.find(r#"data-lesson="mlx-path""#).unwrap()..];
+            assert!(mlx[..mlx.find("</li>").unwrap()].contains(r#"class="status done""#));
+        }
         if name == "fresh" {
             assert_eq!(expected["level"], "0");
             assert_eq!(expected["xp"], "0");
