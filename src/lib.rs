@@ -10,6 +10,7 @@ pub mod lm;
 pub mod physics;
 pub mod progress;
 pub mod render;
+pub mod serve;
 pub mod settings;
 pub mod stats;
 

@@ -245,6 +245,21 @@ fn offset_in(run: &[Piece], at: usize) -> usize {
 mod tests {
     use super::*;
 
+    /// The course's own strings (`ui:`, tracks, levels, achievements) keep the glossary's
+    /// terms: checked here in a second, as `quest dev check` checks them with the rest.
+    #[test]
+    fn the_course_file_keeps_the_glossary() {
+        let lessons = Path::new(env!("CARGO_MANIFEST_DIR")).join("lessons");
+        let glossary = Glossary::load(&lessons).unwrap();
+        let path = lessons.join(crate::course::COURSE_FILE);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let found: Vec<String> = course_file(&glossary, &path, &text)
+            .into_iter()
+            .map(|f| format!("{}: {}", f.line, f.message))
+            .collect();
+        assert!(found.is_empty(), "{found:#?}");
+    }
+
     #[test]
     fn front_matter_values_leave_out_keys_and_ids() {
         assert_eq!(

@@ -12,6 +12,7 @@ mod bench;
 mod dev;
 mod learner;
 mod run;
+mod serve;
 mod status;
 mod submit;
 mod values;
@@ -48,7 +49,21 @@ enum Command {
         no_lesson: bool,
     },
     /// List the lessons.
-    List,
+    List {
+        /// Each lesson's id, title, track, minutes, tags and status, as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The course in a browser: a local web server on 127.0.0.1 that shows the lessons,
+    /// your progress and your measured numbers, and follows the progress file live.
+    Serve {
+        /// The port to listen on; 0 picks any free one (the printed URL says which).
+        #[arg(long, default_value_t = serve::DEFAULT_PORT)]
+        port: u16,
+        /// Open the page in the system's browser (xdg-open, or open on macOS).
+        #[arg(long)]
+        open: bool,
+    },
     /// Show a lesson's hint.
     Hint { lesson: String },
     /// Put the lesson's exercise back as it was (asks first).
@@ -103,6 +118,9 @@ enum Command {
         /// Move a damaged progress file aside (kept as a backup) and start fresh.
         #[arg(long)]
         repair: bool,
+        /// The header's numbers (level, XP, lessons, achievements) as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// The lesson's loops side by side, Rust and Python (mlx-lm), against the decode ceiling.
     Bench {
@@ -302,8 +320,11 @@ fn dispatch(cli: Cli) -> Result<()> {
         // Authors' tools run no model (prebuilding needs cargo, not a GPU).
         return dev::run(&root, command);
     }
-    // A CUDA build says so where there is no GPU, before anything runs on the CPU instead.
-    quest::device::require_built_backend()?;
+    // A CUDA build says so where there is no GPU, before anything runs on the CPU instead
+    // (serving pages runs nothing of MLX).
+    if !matches!(cli.command, Command::Serve { .. }) {
+        quest::device::require_built_backend()?;
+    }
     if let Command::Fit { configs: true, .. } = cli.command {
         println!(
             "{}",
@@ -405,7 +426,12 @@ fn dispatch(cli: Cli) -> Result<()> {
     ctx.lang = chosen.unwrap_or(Lang::En);
     if let Command::Status { repair: true, .. } = cli.command {
         // Repair must work exactly when the progress file cannot be read.
-        return status::status(&ctx, false, true);
+        return status::status(&ctx, false, true, false);
+    }
+    if let Command::Serve { port, open } = cli.command {
+        // Read-only: the remembered language is read, never stored, and a damaged
+        // progress file is shown on the page, not fatal here.
+        return serve::serve(ctx, chosen, port, open);
     }
     ctx.lang = remembered_lang(&ctx, chosen)?;
     match cli.command {
@@ -449,7 +475,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             let answers = answers.into_iter().collect();
             submit::card(&ctx, &lesson, submit::CardInput { numbers, answers })
         }
-        Command::Status { verbose, .. } => status::status(&ctx, verbose, false),
+        Command::Status { verbose, json, .. } => status::status(&ctx, verbose, false, json),
         Command::Bench {
             lesson,
             run,
@@ -466,7 +492,8 @@ fn dispatch(cli: Cli) -> Result<()> {
             };
             bench::bench(&ctx, &lesson, &options)
         }
-        Command::List => list(&ctx),
+        Command::List { json: false } => list(&ctx),
+        Command::List { json: true } => list_json(&ctx),
         Command::Hint { lesson } => {
             let lesson = ctx.lesson(&lesson)?;
             ctx.warn_if_stale(&lesson);
@@ -482,6 +509,7 @@ fn dispatch(cli: Cli) -> Result<()> {
         | Command::Slope { .. }
         | Command::Batch { .. }
         | Command::Kernel { .. }
+        | Command::Serve { .. }
         | Command::Dev(_) => unreachable!(),
     }
 }
@@ -515,12 +543,7 @@ fn list(ctx: &Ctx) -> Result<()> {
                     continue;
                 }
             };
-            let record = store.state().lesson(id);
-            let status = match record {
-                Some(r) if r.is_done() => ctx.ui("done"),
-                Some(r) if !r.runs.is_empty() || !r.submissions.is_empty() => ctx.ui("in_progress"),
-                _ => ctx.ui("not_started"),
-            };
+            let status = ctx.ui(quest::progress::LessonStatus::of(store.state().lesson(id)).key());
             let minutes = ctx.ui_with("minutes", &[("n", &lesson.spec.minutes.to_string())]);
             let xp = ctx.ui_with("xp", &[("n", &lesson.spec.xp.to_string())]);
             let stale = match lesson.translation_status() {
@@ -558,6 +581,31 @@ fn list(ctx: &Ctx) -> Result<()> {
     if broken > 0 {
         anyhow::bail!(ctx.ui_with("lessons_broken", &[("n", &broken.to_string())]));
     }
+    Ok(())
+}
+
+/// `quest list --json`: what the course page lists, for scripts and tests.
+fn list_json(ctx: &Ctx) -> Result<()> {
+    let store = quest::progress::Store::open_default()?;
+    let mut lessons = Vec::new();
+    for track in &ctx.course.tracks {
+        for id in &track.lessons {
+            let lesson = ctx.course.lesson(id, ctx.lang)?;
+            let status = quest::progress::LessonStatus::of(store.state().lesson(id));
+            let shows_on: Vec<&str> = lesson.spec.shows_on.iter().map(|k| k.key()).collect();
+            lessons.push(serde_json::json!({
+                "id": id,
+                "title": lesson.meta.title,
+                "track": track.id,
+                "minutes": lesson.spec.minutes,
+                "xp": lesson.spec.xp,
+                "tags": lesson.spec.tags,
+                "status": status.key(),
+                "shows_on": shows_on,
+            }));
+        }
+    }
+    println!("{}", serde_json::to_string_pretty(&lessons)?);
     Ok(())
 }
 

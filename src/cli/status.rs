@@ -3,14 +3,25 @@
 
 use anyhow::Result;
 
-use quest::progress::{repair, State};
+use quest::progress::{repair, Header, State};
 
 use super::learner::Learner;
 use super::Ctx;
 
 const BAR_WIDTH: usize = 24;
 
-pub fn status(ctx: &Ctx, verbose: bool, repair_file: bool) -> Result<()> {
+/// The header's numbers, as `quest status`, `--json` and `quest serve` all show them.
+pub fn header(ctx: &Ctx, learner: &Learner, state: &State) -> Header {
+    Header::new(
+        &ctx.course,
+        &learner.levels,
+        &learner.achievements,
+        state,
+        ctx.lang,
+    )
+}
+
+pub fn status(ctx: &Ctx, verbose: bool, repair_file: bool, json: bool) -> Result<()> {
     if repair_file {
         let path = quest::progress::default_path()?;
         match repair(&path)? {
@@ -35,6 +46,11 @@ pub fn status(ctx: &Ctx, verbose: bool, repair_file: bool) -> Result<()> {
         return Ok(());
     }
     let learner = Learner::open(ctx)?;
+    if json {
+        let header = header(ctx, &learner, learner.store.state());
+        println!("{}", serde_json::to_string_pretty(&header)?);
+        return Ok(());
+    }
     print!("{}", render(ctx, &learner, learner.store.state(), verbose));
     if verbose {
         println!(
@@ -48,50 +64,34 @@ pub fn status(ctx: &Ctx, verbose: bool, repair_file: bool) -> Result<()> {
 
 /// The status text (no colour, stable: snapshot-tested).
 pub fn render(ctx: &Ctx, learner: &Learner, state: &State, verbose: bool) -> String {
-    let xp = state.total_xp();
-    let levels = &learner.levels;
-    let level = levels.level_for(xp);
-    let number = levels.number_for(xp) - 1; // the course counts from level 0
-    let mut out = format!(
-        "{} {number} · {}\n",
-        ctx.ui("level"),
-        level.name.get(ctx.lang)
-    );
-    let filled = (levels.progress_fraction(xp) * BAR_WIDTH as f64).round() as usize;
+    let h = header(ctx, learner, state);
+    let mut out = format!("{} {} · {}\n", ctx.ui("level"), h.level, h.level_name);
+    let filled = (h.bar_fraction * BAR_WIDTH as f64).round() as usize;
     let bar = format!(
         "{}{}",
         "█".repeat(filled.min(BAR_WIDTH)),
         "░".repeat(BAR_WIDTH - filled.min(BAR_WIDTH))
     );
-    let next = match (levels.next_level(xp), levels.xp_to_next(xp)) {
-        (Some(next), Some(missing)) => ctx.ui_with(
+    let next = match (&h.next_level_name, h.xp_to_go) {
+        (Some(name), Some(missing)) => ctx.ui_with(
             "next_level",
-            &[
-                ("xp", &missing.to_string()),
-                ("level", next.name.get(ctx.lang)),
-            ],
+            &[("xp", &missing.to_string()), ("level", name)],
         ),
         _ => ctx.ui("max_level").to_owned(),
     };
-    out += &format!("{} {xp}  {bar}  {next}\n", ctx.ui("total_xp"));
-    let lessons: Vec<&str> = ctx.course.lesson_ids().collect();
-    let done = lessons
-        .iter()
-        .filter(|id| state.lesson(id).is_some_and(|r| r.is_done()))
-        .count();
-    let earned = learner
-        .achievements
-        .iter()
-        .filter(|a| state.has_award(&a.award_key()))
-        .count();
-    let percent = (100 * done).checked_div(lessons.len()).unwrap_or(0);
+    out += &format!("{} {}  {bar}  {next}\n", ctx.ui("total_xp"), h.xp);
     out += &format!(
-        "{} {done}/{} ({})   {} {earned}/{}\n",
+        "{} {}/{} ({})   {} {}/{}\n",
         ctx.ui("lessons"),
-        lessons.len(),
-        ctx.ui_with("percent_complete", &[("n", &percent.to_string())]),
+        h.lessons_done,
+        h.lessons_total,
+        ctx.ui_with(
+            "percent_complete",
+            &[("n", &h.percent_complete.to_string())]
+        ),
         ctx.ui("achievements"),
-        learner.achievements.len()
+        h.achievements_earned,
+        h.achievements_total
     );
     if verbose {
         for a in &learner.achievements {

@@ -23,14 +23,37 @@ impl fmt::Display for BadProgressFile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "cannot use the progress file {}: {}.\n\
-             Nothing was reset: a backup copy is kept at {}.\n\
-             To set the damaged file aside and start fresh, run: quest status --repair",
-            self.path.display(),
-            self.problem,
+            "{}.\nNothing was reset: a backup copy is kept at {}.\n{REPAIR_HINT}",
+            cannot_use(&self.path, &self.problem),
             self.backup.display()
         )
     }
+}
+
+/// What to run about a damaged or too-new progress file.
+pub const REPAIR_HINT: &str =
+    "To set the damaged file aside and start fresh, run: quest status --repair";
+
+fn cannot_use(path: &Path, problem: &str) -> String {
+    format!("cannot use the progress file {}: {problem}", path.display())
+}
+
+/// Reads the progress file and changes nothing (no lock, no backup): for a reader that
+/// only shows it, `quest serve`. A missing file is a fresh start; a damaged or too-new
+/// one gives what `quest status` says of it, with the same repair hint.
+pub fn peek(path: &Path) -> std::result::Result<State, String> {
+    let problem = match read_if_present(path) {
+        Ok(None) => return Ok(State::default()),
+        Ok(Some(bytes)) => match parse(&bytes) {
+            Ok(state) => return Ok(state),
+            Err(problem) => format!("{problem:#}"),
+        },
+        Err(error) => format!("{error:#}"),
+    };
+    Err(format!(
+        "{}.\nNothing was reset.\n{REPAIR_HINT}",
+        cannot_use(path, &problem)
+    ))
 }
 
 impl std::error::Error for BadProgressFile {}

@@ -8,6 +8,7 @@
 
 mod achievements;
 mod file;
+mod header;
 mod levels;
 mod lock;
 mod migrate;
@@ -16,7 +17,8 @@ mod store;
 mod timestamp;
 
 pub use achievements::{award_earned, load_achievements, Achievement, Predicate};
-pub use file::{parse, repair, serialize, BadProgressFile};
+pub use file::{parse, peek, repair, serialize, BadProgressFile};
+pub use header::{Header, LessonStatus};
 pub use levels::{Level, LevelCurve};
 pub use lock::DEFAULT_LOCK_TIMEOUT;
 pub use state::{

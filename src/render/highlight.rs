@@ -31,6 +31,21 @@ fn type_name() -> Style {
     Style::fg(Color::Cyan)
 }
 
+/// The HTML class of a highlighter style (`None` for plain text).
+pub fn class_of(style: Style) -> Option<&'static str> {
+    [
+        (keyword(), "kw"),
+        (string(), "str"),
+        (comment(), "com"),
+        (number(), "num"),
+        (macro_call(), "mac"),
+        (type_name(), "ty"),
+    ]
+    .into_iter()
+    .find(|(known, _)| *known == style)
+    .map(|(_, class)| class)
+}
+
 /// What a line starts inside of, carried over from the line before.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum State {

@@ -76,6 +76,19 @@ pub fn markdown(text: &str, options: &RenderOptions) -> String {
     writer.finish()
 }
 
+/// Rust code as lines of (CSS class, text) pieces, for HTML: the terminal's highlighter,
+/// each style named (`kw`, `str`, `com`, `num`, `mac`, `ty`; `None` for plain text).
+pub fn rust_classes(code: &str) -> Vec<Vec<(Option<&'static str>, String)>> {
+    highlight::rust_lines(code)
+        .into_iter()
+        .map(|line| {
+            line.into_iter()
+                .map(|span| (highlight::class_of(span.style), span.text))
+                .collect()
+        })
+        .collect()
+}
+
 /// Colour only for a terminal, and never when `NO_COLOR` is set (no-color.org).
 pub fn color_enabled() -> bool {
     color_allowed(

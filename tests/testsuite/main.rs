@@ -22,4 +22,5 @@ mod progress_processes;
 mod progress_store;
 mod qwen3_5;
 mod render_snapshots;
+mod serve;
 mod slope;
