@@ -1,6 +1,6 @@
 // context-slope: every token of context adds bytes to every later step.
 //
-// quest measures, and hands you, this machine's copy bandwidth and each shape's time per
+// quest measures, and hands you, this machine's bandwidth and each shape's time per
 // token at growing context (random weights in a public model's shape, as `quest slope`).
 // You compute each shape's KV bytes per token of context, and the slope those bytes alone
 // predict; quest fits the measured slope beside it and checks your values.
@@ -31,7 +31,7 @@ fn predicted_ms_per_1k(kv_bytes: f64, gb_s: f64) -> f64 {
 
 fn main() -> Result<()> {
     let run = Exercise::from_env()?;
-    // quest measures: the copy bandwidth, and each shape's ms per token at each context.
+    // quest measures: the bandwidth, and each shape's ms per token at each context.
     let inputs = physics::measure_slope(&run, SHAPES, CONTEXTS)?;
     let mut values = Values::new();
     let mut text = String::new();

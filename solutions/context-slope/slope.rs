@@ -27,7 +27,7 @@ fn predicted_ms_per_1k(kv_bytes: f64, gb_s: f64) -> f64 {
 
 fn main() -> Result<()> {
     let run = Exercise::from_env()?;
-    // quest measures: the copy bandwidth, and each shape's ms per token at each context.
+    // quest measures: the bandwidth, and each shape's ms per token at each context.
     let inputs = physics::measure_slope(&run, SHAPES, CONTEXTS)?;
     let mut values = Values::new();
     let mut text = String::new();
