@@ -99,11 +99,23 @@ pub struct Measured {
 
 impl From<Report> for Measured {
     fn from(r: Report) -> Self {
+        // The report gives each token's own milliseconds; a run here keeps their arrival
+        // after the first token (0, then the running sum), as the in-process loops do.
+        let token_ms = if r.token_ms.is_empty() {
+            Vec::new()
+        } else {
+            std::iter::once(0.0)
+                .chain(r.token_ms.iter().scan(0.0, |at, ms| {
+                    *at += ms;
+                    Some(*at)
+                }))
+                .collect()
+        };
         Measured {
             ttft_ms: r.ttft_ms,
             decode_tok_s: r.decode_tok_s,
             tokens: r.tokens,
-            token_ms: Vec::new(),
+            token_ms,
             quest_kernels: r.quest_kernels,
         }
     }
@@ -203,15 +215,23 @@ impl BenchResult {
     pub fn table(&self) -> String {
         let base = self.baseline().map(|b| b.summary().median_tok_s);
         let ceiling = self.ceiling.tok_s();
+        // The label column as wide as its longest label, so every row lines up.
+        let w = self
+            .loops
+            .iter()
+            .map(|l| l.label.chars().count())
+            .max()
+            .unwrap_or(0)
+            .max(34);
         let mut out = format!(
-            "{:<34} {:>9} {:>15} {:>10} {:>8} {:>9}\n",
+            "{:<w$} {:>9} {:>15} {:>10} {:>8} {:>9}\n",
             "loop", "tok/s", "min–max", "TTFT ms", "ratio", "ceiling"
         );
         for l in &self.loops {
             let s = l.summary();
             let ratio = base.map_or("-".into(), |b| format!("×{:.2}", s.median_tok_s / b));
             out += &format!(
-                "{:<34} {:>9.2} {:>15} {:>10.0} {:>8} {:>8.1}%\n",
+                "{:<w$} {:>9.2} {:>15} {:>10.0} {:>8} {:>8.1}%\n",
                 l.label,
                 s.median_tok_s,
                 format!("{:.2}–{:.2}", s.min_tok_s, s.max_tok_s),
@@ -276,6 +296,23 @@ pub fn held_bytes(cache: &[crate::lm::LayerCache]) -> (usize, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An exercise reports each token's own ms; the plot wants their arrival times.
+    #[test]
+    fn a_reports_token_times_become_arrivals() {
+        let report: Report = serde_json::from_value(serde_json::json!({
+            "schema": 1, "model": "m", "backend": "cpu", "prompt_tokens": 4,
+            "generated_tokens": 3, "load_ms": 1.0, "ttft_ms": 5.0, "decode_tok_s": 10.0,
+            "token_ms": [100.0, 110.0], "tokens": [1, 2, 3], "text": "x"
+        }))
+        .unwrap();
+        assert_eq!(Measured::from(report.clone()).token_ms, [0.0, 100.0, 210.0]);
+        let unmarked = Report {
+            token_ms: Vec::new(),
+            ..report
+        };
+        assert!(Measured::from(unmarked).token_ms.is_empty());
+    }
 
     fn runs(id: LoopId, rates: &[f64], kernels: &[&str]) -> LoopRuns {
         let mut runs = LoopRuns::new(id);

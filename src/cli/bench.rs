@@ -205,6 +205,12 @@ pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
         eprintln!("  round {}: {} tok/s", round + 1, rates.join(" / "));
     }
 
+    // The bandwidth once more after the rounds: the ceiling from the better of the two,
+    // so that load during one measurement does not put it under the loops.
+    let ceiling = Ceiling {
+        bandwidth_gb_s: ceiling.bandwidth_gb_s.max(rates::bandwidth()?),
+        ..ceiling
+    };
     let result = BenchResult {
         lesson: id.into(),
         model: model_spec,

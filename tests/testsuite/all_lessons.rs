@@ -969,6 +969,7 @@ fn without_sync(original: &str) -> String {
         let logits = model.forward(&y.reshape(&[1, 1])?, &mut cache)?;
         y = argmax_axis(lm::last_position(&logits), -1, None)?;
         tokens.push(y.item_exact::<u32>()); // a GPU sync per token — the hand loop's cost
+        timer.token(); // this token is on the host now: quest sees each one arrive
     }";
     assert!(
         original.contains(hand),
