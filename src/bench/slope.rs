@@ -95,7 +95,7 @@ pub struct Slope {
     pub fill: Fill,
     pub max_tokens: usize,
     pub rounds: usize,
-    /// Measured copy bandwidth, for what the KV bytes alone would cost.
+    /// The measured bandwidth (`rates::bandwidth`), for what the KV bytes alone would cost.
     pub bandwidth_gb_s: f64,
     pub shapes: Vec<ShapeSlope>,
     pub date: String,
@@ -313,7 +313,7 @@ impl Slope {
         }
         out += &format!(
             "\nms per 1k ctx: least-squares slope of ms/token over the contexts, {} tokens × {} rounds (median) each;\n\
-             bytes alone: the KV bytes of 1000 more tokens at the measured copy bandwidth ({:.1} GB/s).\n\
+             bytes alone: the KV bytes of 1000 more tokens at the measured bandwidth ({:.1} GB/s).\n\
              (random weights{}: decode speed depends on shapes and bytes, not on the values)\n",
             self.max_tokens,
             self.rounds,
