@@ -51,6 +51,10 @@ pub struct LessonSpec {
     pub feeds: Vec<FeedRule>,
     #[serde(default, with = "serde_yaml::with::singleton_map")]
     pub tokens: TokenCheck,
+    /// The learner's model against quest's own, logits compared step by step on one
+    /// token sequence (teacher forcing): for lessons whose code is a piece of the model.
+    #[serde(default)]
+    pub logits: Option<LogitsCheck>,
     /// How many sequences the learner's run must decode together (its report's rows);
     /// the token check then compares row 0. Unset: any batch.
     #[serde(default)]
@@ -295,6 +299,14 @@ pub enum TokenCheck {
     /// The first `n` tokens (where a change of arithmetic may flip a late near-tie).
     First(usize),
     None,
+}
+
+/// `logits: {tolerance: 1e-3}`: every step's logits within `tolerance` (max abs
+/// difference over the vocabulary) of quest's own model's, and the same argmax.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogitsCheck {
+    pub tolerance: f32,
 }
 
 /// What quest measures for the lesson's claim.
@@ -591,6 +603,16 @@ impl LessonSpec {
                         rule.id
                     );
                 }
+            }
+        }
+        if let Some(logits) = &self.logits {
+            if self.exercise.is_none() {
+                bail!(
+                    "{at}: `logits` compares an exercise's model with quest's: it needs `exercise`"
+                );
+            }
+            if !(logits.tolerance.is_finite() && logits.tolerance > 0.0) {
+                bail!("{at}: `logits: tolerance:` is a max abs difference, above 0");
             }
         }
         if self.batch == Some(0) {
