@@ -8,7 +8,7 @@ print("rounds:", len(next(iter(rates.values()))), "interleaved, 64 tokens each, 
 for variant, values in rates.items():
     m = statistics.median(values)
     print(f"{variant}: median {m:.2f} tok/s = {1000 / m:.1f} ms per step "
-          f"(rounds {min(values):.2f}-{max(values):.2f} tok/s)")
+          f"(rounds {min(values):.2f}–{max(values):.2f} tok/s)")
 base = statistics.median(rates["quest_pieces"])
 for variant, values in rates.items():
     print(f"{variant} / quest_pieces: ×{statistics.median(values) / base:.3f}")
