@@ -427,7 +427,8 @@ fn rows() -> Vec<Row> {
                     },
                     command: "submit",
                     stdout: &["At step 0 (predicting from position", "the lesson allows 1e-3"],
-                    stderr: &["does not compute what quest's does"],
+                    // The lesson's own reason.
+                    stderr: &["does not compute RMSNorm yet"],
                     snapshot: Some("rms_norm_logits_refused"),
                     masked: true,
                 },
@@ -511,7 +512,10 @@ fn every_lesson_from_list_to_card() {
         );
     }
     // A few at a time, slowest first; every lesson's failure is reported.
-    let queue = Mutex::new(rows.iter());
+    // `ALL_LESSONS_ONLY=rms-norm,kv-cache` runs those rows alone, while one is written.
+    let only = std::env::var("ALL_LESSONS_ONLY").unwrap_or_default();
+    let chosen = |row: &&Row| only.is_empty() || only.split(',').any(|id| id == row.id);
+    let queue = Mutex::new(rows.iter().filter(chosen));
     let failures = Mutex::new(Vec::new());
     std::thread::scope(|scope| {
         for _ in 0..FLOWS_AT_ONCE {
@@ -656,14 +660,19 @@ fn flow(row: &Row) {
         stderr.contains("fix those lines")
             || stderr.contains("what it fed the model")
             // A piece of the model keeps its rules from the start; its logits are wrong.
-            || spec.logits.is_some() && stderr.contains("does not compute what quest's does"),
-        "{stderr}"
+            || spec.logits.is_some() && refused.contains("your logits differ from quest's"),
+        "{refused}{stderr}"
     );
-    insta::assert_snapshot!(format!("{snake}_refused"), refused);
+    // A logits refusal's numbers are this machine's arithmetic (and kernels).
+    let snapshot = |name: String, text: &str| match spec.logits {
+        Some(_) => masked(text, |s| insta::assert_snapshot!(name, s)),
+        None => insta::assert_snapshot!(name, text),
+    };
+    snapshot(format!("{snake}_refused"), &refused);
     let out = quest.ko(&submit);
     let (refused, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(1), "{refused}{stderr}");
-    insta::assert_snapshot!(format!("{snake}_refused_ko"), refused);
+    snapshot(format!("{snake}_refused_ko"), &refused);
 
     // Each wrong edit the row names is refused, saying why.
     for refusal in row.refusals {
