@@ -87,6 +87,12 @@ impl Exercise {
     pub fn from_env() -> Result<Self> {
         use crate::settings;
         let max_tokens: usize = settings::MAX_TOKENS.parse()?;
+        let pieces = settings::PIECES.value();
+        anyhow::ensure!(
+            ["yours", "quest"].contains(&pieces.as_str()),
+            "{}={pieces}: it takes `yours` or `quest`",
+            settings::PIECES.name
+        );
         Ok(Self {
             model: settings::MODEL.value(),
             prompt: settings::PROMPT.value(),

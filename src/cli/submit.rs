@@ -357,13 +357,28 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
     let mut measurement = None;
     let mut reports: Vec<(Report, CodeRef)> = Vec::new();
     if let Some(measure) = &spec.measure {
-        let before_binary = build(ctx, &starting, true)?;
+        // Against quest's own pieces: the learner's binary again, told to keep quest's.
+        let against_quest = measure.against == quest::course::spec::Baseline::QuestPieces;
+        let before_binary = if against_quest {
+            yours.clone()
+        } else {
+            build(ctx, &starting, true)?
+        };
+        let before_env: &[(&str, &str)] = if against_quest {
+            &[(quest::settings::PIECES.name, "quest")]
+        } else {
+            &[]
+        };
         let metric = measure.metric;
         let rounds = options.rounds.unwrap_or(measure.rounds).max(1);
         println!(
             "{}",
             ctx.ui_with(
-                "submit_measuring",
+                if against_quest {
+                    "submit_measuring_pieces"
+                } else {
+                    "submit_measuring"
+                },
                 &[
                     ("rounds", &rounds.to_string()),
                     ("metric", &metric_name(ctx, metric))
@@ -372,7 +387,8 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
         );
         let (mut before, mut after) = (Vec::new(), Vec::new());
         for round in 0..rounds {
-            let b = run_binary(ctx, &before_binary, &request)?;
+            let b = quest::lab::run_with_env(&before_binary, &request, before_env)
+                .map_err(|e| super::run::explain_run_error(ctx, e))?;
             let a = run_binary(ctx, &yours, &request)?;
             let value = |r: &Report| measured_value(ctx, r, metric);
             let (vb, va) = (value(&b)?, value(&a)?);

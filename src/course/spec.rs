@@ -331,6 +331,20 @@ pub struct Measure {
     /// a layout that leaves the bytes per token as they were changes nothing.
     #[serde(default)]
     pub moves: Vec<Move>,
+    /// What the learner's code is measured against: the lesson's starting code, or (for a
+    /// lesson whose code is a piece of the model) the learner's own binary run with quest's
+    /// own pieces (`QUEST_PIECES=quest`).
+    #[serde(default)]
+    pub against: Baseline,
+}
+
+/// `measure: against:` — the baseline of the interleaved measurement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Baseline {
+    #[default]
+    Starting,
+    QuestPieces,
 }
 
 /// `{id: fewer-bytes, metric: weight_mb_per_token, expect: lower}`: the learner's median
@@ -619,6 +633,9 @@ impl LessonSpec {
             bail!("{at}: `batch` is a number of sequences, 1 or more");
         }
         if let Some(measure) = &self.measure {
+            if measure.against == Baseline::QuestPieces && self.logits.is_none() {
+                bail!("{at}: `against: quest_pieces` measures a piece of the model: it needs `logits`");
+            }
             if measure
                 .at_least
                 .is_some_and(|ratio| ratio.is_nan() || ratio < 1.0)

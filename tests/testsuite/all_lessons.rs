@@ -450,7 +450,7 @@ fn rows() -> Vec<Row> {
                     masked: false,
                 },
             ],
-            answers: &["shows-here=no", "term=fixed"],
+            answers: &["term=fixed"],
             check_passed: |stdout, _| {
                 assert!(
                     stdout.contains("every logit within 1e-3 of quest's and the same argmax"),
