@@ -41,6 +41,97 @@ pub fn first_difference(solution: &[u32], learner: &[u32], n: usize) -> Option<u
     (0..expected.len().max(got.len())).find(|&i| expected.get(i) != got.get(i))
 }
 
+/// How a model's logits compare with quest's own, step by step (`logits:`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum LogitsVerdict {
+    /// Every step within the tolerance, with the same argmax: the largest difference, and
+    /// the step it was at.
+    Within {
+        steps: usize,
+        largest: f32,
+        at_step: usize,
+    },
+    /// The first step beyond the tolerance or with another argmax.
+    Beyond(LogitsGap),
+    /// The run reported another number of steps (or another vocabulary) than quest's.
+    Missing { steps: usize, expected: usize },
+}
+
+/// Where a model's logits first left quest's: the step (0 is the prompt's last position,
+/// step `n` the `n`-th token fed after it), the sequence position it predicts from, the
+/// vocabulary id where the difference is largest, by how much, and both argmaxes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogitsGap {
+    pub step: usize,
+    pub position: usize,
+    pub id: usize,
+    pub by: f32,
+    pub reference_argmax: usize,
+    pub argmax: usize,
+}
+
+/// The first largest entry's index (NaN never wins).
+fn argmax(row: &[f32]) -> usize {
+    let mut best = 0;
+    for (i, &v) in row.iter().enumerate() {
+        if v > row[best] || row[best].is_nan() {
+            best = i;
+        }
+    }
+    best
+}
+
+/// Judges `yours` (one row of logits per step, teacher-forced on the reference's tokens)
+/// against `reference` (quest's own pieces on the same tokens): the first step whose max
+/// abs difference is over `tolerance` or whose argmax differs is refused; a NaN counts as
+/// an infinite difference. `prompt_tokens` turns a step into the position it predicts from.
+pub fn logits_compared(
+    reference: &[Vec<f32>],
+    yours: &[Vec<f32>],
+    tolerance: f32,
+    prompt_tokens: usize,
+) -> LogitsVerdict {
+    let same_shape = reference.len() == yours.len()
+        && reference.iter().zip(yours).all(|(r, y)| r.len() == y.len());
+    if !same_shape || reference.is_empty() {
+        return LogitsVerdict::Missing {
+            steps: yours.len(),
+            expected: reference.len(),
+        };
+    }
+    let (mut largest, mut at_step) = (0.0f32, 0);
+    for (step, (r, y)) in reference.iter().zip(yours).enumerate() {
+        let (mut id, mut by) = (0, 0.0f32);
+        for (i, (a, b)) in r.iter().zip(y).enumerate() {
+            let d = (a - b).abs();
+            let d = if d.is_nan() { f32::INFINITY } else { d };
+            if d > by {
+                (id, by) = (i, d);
+            }
+        }
+        let (reference_argmax, argmax) = (argmax(r), argmax(y));
+        if by > tolerance || reference_argmax != argmax {
+            return LogitsVerdict::Beyond(LogitsGap {
+                step,
+                // Step 0 predicts from the prompt's last position.
+                position: (prompt_tokens + step).saturating_sub(1),
+                id,
+                by,
+                reference_argmax,
+                argmax,
+            });
+        }
+        if by > largest {
+            (largest, at_step) = (by, step);
+        }
+    }
+    LogitsVerdict::Within {
+        steps: reference.len(),
+        largest,
+        at_step,
+    }
+}
+
 /// A feed rule the run broke, from what the model recorded of its forward calls.
 #[derive(Debug, PartialEq)]
 pub enum FeedProblem<'a> {
@@ -415,6 +506,61 @@ pub fn evidence<'a>(record: &'a LessonRecord, code: &CodeRef) -> Evidence<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn logits_are_judged_at_the_first_step_beyond_the_tolerance() {
+        let reference = vec![
+            vec![0.0, 1.0, 0.5],
+            vec![2.0, 0.0, 0.0],
+            vec![0.0, 0.0, 3.0],
+        ];
+        let mut close = reference.clone();
+        close[1][1] += 4e-4;
+        assert_eq!(
+            logits_compared(&reference, &close, 1e-3, 10),
+            LogitsVerdict::Within {
+                steps: 3,
+                largest: close[1][1],
+                at_step: 1
+            }
+        );
+        let mut off = reference.clone();
+        off[1][2] -= 0.25;
+        off[2][0] += 9.0;
+        assert_eq!(
+            logits_compared(&reference, &off, 1e-3, 10),
+            LogitsVerdict::Beyond(LogitsGap {
+                step: 1,
+                position: 10,
+                id: 2,
+                by: 0.25,
+                reference_argmax: 0,
+                argmax: 0
+            })
+        );
+        // Within the tolerance, but the argmax moved: refused too.
+        let mut flipped = reference.clone();
+        flipped[0][2] = 1.0 + 1e-4;
+        let LogitsVerdict::Beyond(gap) = logits_compared(&reference, &flipped, 1.0, 10) else {
+            panic!("a moved argmax passed");
+        };
+        assert_eq!((gap.step, gap.reference_argmax, gap.argmax), (0, 1, 2));
+        // A NaN is never within.
+        let mut nan = reference.clone();
+        nan[2][1] = f32::NAN;
+        let LogitsVerdict::Beyond(gap) = logits_compared(&reference, &nan, 1e3, 10) else {
+            panic!("a NaN passed");
+        };
+        assert_eq!((gap.step, gap.id, gap.by), (2, 1, f32::INFINITY));
+        // Fewer steps, or another vocabulary: missing, never judged.
+        assert_eq!(
+            logits_compared(&reference, &reference[..2], 1e-3, 10),
+            LogitsVerdict::Missing {
+                steps: 2,
+                expected: 3
+            }
+        );
+    }
 
     #[test]
     fn tokens_differ_at_the_first_position_either_lacks_or_changes() {

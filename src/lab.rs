@@ -87,6 +87,12 @@ impl Exercise {
     pub fn from_env() -> Result<Self> {
         use crate::settings;
         let max_tokens: usize = settings::MAX_TOKENS.parse()?;
+        let pieces = settings::PIECES.value();
+        anyhow::ensure!(
+            ["yours", "quest"].contains(&pieces.as_str()),
+            "{}={pieces}: it takes `yours` or `quest`",
+            settings::PIECES.name
+        );
         Ok(Self {
             model: settings::MODEL.value(),
             prompt: settings::PROMPT.value(),
@@ -189,6 +195,139 @@ impl Exercise {
                 Ok(())
             }
         }
+    }
+}
+
+/// One greedy decode of the journey's loop, as [`greedy`] ran it.
+pub struct Greedy {
+    pub prompt_ids: Vec<u32>,
+    /// The token each step picked (its argmax), whatever was fed.
+    pub tokens: Vec<u32>,
+    /// Each step's logits over the vocabulary, when asked for (step 0: the prompt's last
+    /// position).
+    pub logits: Vec<Vec<f32>>,
+    pub timer: Timer,
+}
+
+/// The journey's greedy loop on `model`: the chat prompt prefilled, then one token a
+/// step for `max_tokens` steps. `forced`: the tokens to feed instead of its own picks
+/// (teacher forcing, so two models are compared on one sequence whatever each picks);
+/// `keep_logits`: read every step's logits back (a sync per step, which a timed run does
+/// anyway to read its token).
+pub fn greedy(
+    model: &Model,
+    tokenizer: &crate::lm::Tokenizer,
+    prompt: &str,
+    max_tokens: usize,
+    forced: Option<&[u32]>,
+    keep_logits: bool,
+) -> Result<Greedy> {
+    use crate::lm::{self, Message};
+    use mlx_rs::ops::indexing::argmax_axis;
+    let messages = [Message::user(prompt)];
+    let text = tokenizer.apply_chat_template(&messages, true, false)?;
+    let prompt_ids = tokenizer.encode(&text)?;
+    let mut cache = lm::make_prompt_cache(model);
+    let mut timer = Timer::start();
+    let mut logits_kept = Vec::new();
+    let mut tokens = Vec::with_capacity(max_tokens);
+    let mut input = lm::tokens_array(&prompt_ids);
+    for step in 0..max_tokens.max(1) {
+        let logits = model.forward(&input, &mut cache)?;
+        let last = lm::last_position(&logits);
+        let y = argmax_axis(&last, -1, None)?;
+        tokens.push(y.item_exact::<u32>());
+        if step == 0 {
+            timer.first_token();
+        } else {
+            timer.token();
+        }
+        if keep_logits {
+            let row = last.as_dtype(mlx_rs::Dtype::Float32)?;
+            logits_kept.push(row.as_slice::<f32>().to_vec());
+        }
+        let fed = match forced {
+            Some(forced) => *forced.get(step).with_context(|| {
+                format!(
+                    "{} lists {} tokens; step {} needs one more",
+                    crate::settings::FORCE.name,
+                    forced.len(),
+                    step + 1
+                )
+            })?,
+            None => tokens[step],
+        };
+        input = lm::tokens_array(&[fed]);
+    }
+    timer.done();
+    Ok(Greedy {
+        prompt_ids,
+        tokens,
+        logits: logits_kept,
+        timer,
+    })
+}
+
+/// Reads `QUEST_LOGITS`'s file: `steps` rows of float32.
+pub fn read_logits(path: &Path, steps: usize) -> Result<Vec<Vec<f32>>> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let floats: Vec<f32> = bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    anyhow::ensure!(
+        steps > 0 && bytes.len() % 4 == 0 && floats.len() % steps == 0,
+        "{}: {} bytes are not {steps} rows of float32 logits",
+        path.display(),
+        bytes.len()
+    );
+    Ok(floats
+        .chunks_exact(floats.len() / steps)
+        .map(<[f32]>::to_vec)
+        .collect())
+}
+
+impl Exercise {
+    /// Runs the journey's greedy loop ([`greedy`]) on `model` and reports it: what an
+    /// exercise that writes a piece of the model ([`crate::lm::Pieces`]) ends with. When
+    /// quest checks its numbers it names tokens to feed (`QUEST_FORCE`) and a file for
+    /// every step's logits (`QUEST_LOGITS`).
+    pub fn decode(&self, model: &Model, tokenizer: &crate::lm::Tokenizer) -> Result<()> {
+        let forced = match crate::settings::FORCE.raw() {
+            Some(list) => Some(
+                list.split(',')
+                    .map(|t| t.trim().parse::<u32>())
+                    .collect::<Result<Vec<_>, _>>()
+                    .with_context(|| {
+                        format!(
+                            "{} must list token ids: {list}",
+                            crate::settings::FORCE.name
+                        )
+                    })?,
+            ),
+            None => None,
+        };
+        let logits_path = crate::settings::LOGITS.os().map(PathBuf::from);
+        let run = greedy(
+            model,
+            tokenizer,
+            &self.prompt,
+            self.max_tokens,
+            forced.as_deref(),
+            logits_path.is_some(),
+        )?;
+        if let Some(path) = &logits_path {
+            let bytes: Vec<u8> = run
+                .logits
+                .iter()
+                .flatten()
+                .flat_map(|v| v.to_le_bytes())
+                .collect();
+            std::fs::write(path, bytes).with_context(|| format!("writing {}", path.display()))?;
+        }
+        let text = tokenizer.decode(crate::lm::until_eos(&run.tokens, tokenizer))?;
+        println!("{text}");
+        self.report(&run.timer, model, run.prompt_ids.len(), &run.tokens, &text)
     }
 }
 
@@ -710,6 +849,54 @@ pub fn run_with_env(binary: &Path, request: &RunRequest, env: &[(&str, &str)]) -
     let report = Report::read(&report_path);
     let _ = std::fs::remove_file(&report_path);
     report
+}
+
+/// quest's own model (every piece its default) on `request`'s model and prompt, its
+/// greedy tokens and every step's logits: the reference of a lesson's `logits:` check,
+/// run in quest's process.
+pub fn reference(request: &RunRequest) -> Result<Greedy> {
+    let (model, tokenizer) = crate::lm::load(&request.model)?;
+    greedy(
+        &model,
+        &tokenizer,
+        &request.prompt,
+        request.max_tokens,
+        None,
+        true,
+    )
+}
+
+/// Runs a built exercise that ends with [`Exercise::decode`] teacher-forced on `tokens`
+/// (each step feeds the next of them) and reads back its report and every step's logits.
+pub fn run_forced(
+    binary: &Path,
+    request: &RunRequest,
+    tokens: &[u32],
+) -> Result<(Report, Vec<Vec<f32>>)> {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let path = std::env::temp_dir().join(format!(
+        "quest-logits-{}-{}.f32",
+        std::process::id(),
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_file(&path);
+    let forced: Vec<String> = tokens.iter().map(u32::to_string).collect();
+    let report = run_with_env(
+        binary,
+        request,
+        &[
+            (crate::settings::FORCE.name, &forced.join(",")),
+            (crate::settings::LOGITS.name, &path.display().to_string()),
+        ],
+    )?;
+    let logits = if path.exists() {
+        read_logits(&path, report.tokens.len())
+    } else {
+        // An exercise that does not end with `Exercise::decode` writes none.
+        Ok(Vec::new())
+    };
+    let _ = std::fs::remove_file(&path);
+    Ok((report, logits?))
 }
 
 /// The exercise ran but failed; its own error output is kept.

@@ -123,6 +123,12 @@ settings! {
         "tokens the exercise generates (`quest run --max-tokens`)";
     REPORT: "QUEST_REPORT", Exercise, "unset: the exercise prints its numbers" computed true,
         "where the exercise writes its JSON report for quest";
+    FORCE: "QUEST_FORCE", Exercise, "unset: each step feeds the token it picked" computed true,
+        "token ids, comma-separated, that `Exercise::decode` feeds one per step instead of its own picks (teacher forcing: quest checks a model's logits on the reference's tokens)";
+    LOGITS: "QUEST_LOGITS", Exercise, "unset: no logits written" computed true,
+        "where `Exercise::decode` writes every step's logits (float32, little-endian, a step after another) for quest's logits check";
+    PIECES: "QUEST_PIECES", Exercise, "yours",
+        "`yours` or `quest`: with `quest`, `Model::with_pieces` keeps quest's own pieces (MLX's fused ops), so quest can measure a lesson's piece against its own in the same binary";
     LAB_SOURCE: "QUEST_LAB_SOURCE", Build, "lab/src/main.rs's own" computed true,
         "the source file `quest-lab` is built from (quest sets it when it builds an exercise)";
 }

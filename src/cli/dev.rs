@@ -432,7 +432,12 @@ fn check_code(root: &Path, lesson: &Lesson, problems: &mut Vec<String>, notes: &
         return;
     };
     let rules_of = &lesson.spec.rules;
-    if !rules_of.is_empty() && rules::check(&starting, rules_of).is_empty() {
+    // A lesson whose code is a piece of the model may keep its rules from the start: its
+    // logits say what is wrong (proven below, by running both).
+    if !rules_of.is_empty()
+        && lesson.spec.logits.is_none()
+        && rules::check(&starting, rules_of).is_empty()
+    {
         problems.push(format!(
             "{id}: the starting code already keeps every rule: the exercise asks nothing"
         ));
@@ -488,6 +493,9 @@ fn check_code(root: &Path, lesson: &Lesson, problems: &mut Vec<String>, notes: &
             problems.push(format!("{id}: the {what} does not build ({why})"));
         }
     }
+    if let Some(check) = lesson.spec.logits {
+        logits_check(lesson, check.tolerance, problems);
+    }
     let path = root.join(exercise);
     match std::fs::read_to_string(&path) {
         Ok(now) if now != starting => notes.push(format!(
@@ -499,5 +507,51 @@ fn check_code(root: &Path, lesson: &Lesson, problems: &mut Vec<String>, notes: &
             "{} does not exist yet (`quest reset {id}` writes it)",
             path.display()
         )),
+    }
+}
+
+/// A lesson's `logits:` check, proven by running it: the starting code's logits are
+/// refused against quest's own model, the solution's accepted (both teacher-forced on
+/// quest's greedy tokens for the lesson's prompt).
+fn logits_check(lesson: &Lesson, tolerance: f32, problems: &mut Vec<String>) {
+    let id = &lesson.meta.id;
+    let request = quest::lab::RunRequest {
+        model: lesson.spec.model.clone(),
+        prompt: lesson.spec.prompt.clone(),
+        max_tokens: lesson.spec.max_tokens,
+        time_limit: None,
+    };
+    let reference = match quest::lab::reference(&request) {
+        Ok(reference) => reference,
+        Err(e) => return problems.push(format!("{id}: quest's own model did not run: {e:#}")),
+    };
+    let sources = [
+        super::learner::starting_code_file(lesson).map(|(path, _)| ("starting code", path, false)),
+        super::learner::solution_path(lesson).map(|path| ("solution", path, true)),
+    ];
+    for (what, path, passes) in sources.into_iter().flatten() {
+        let judged = quest::lab::build(&quest::lab::workspace_root(), &path, true)
+            .and_then(|binary| quest::lab::run_forced(&binary, &request, &reference.tokens));
+        let verdict = match judged {
+            Ok((_, logits)) => quest::grade::logits_compared(
+                &reference.logits,
+                &logits,
+                tolerance,
+                reference.prompt_ids.len(),
+            ),
+            // A build failure was said above.
+            Err(e) => return problems.push(format!("{id}: the {what} did not run: {e:#}")),
+        };
+        let within = matches!(verdict, quest::grade::LogitsVerdict::Within { .. });
+        if within != passes {
+            problems.push(format!(
+                "{id}: the {what}'s logits {} quest's within {tolerance:e} ({verdict:?})",
+                if within {
+                    "already keep"
+                } else {
+                    "do not keep"
+                }
+            ));
+        }
     }
 }

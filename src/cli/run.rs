@@ -38,15 +38,18 @@ pub(crate) fn build(ctx: &Ctx, source: &Path, quiet: bool) -> Result<std::path::
 
 /// Runs a built exercise, explaining failures in the learner's language.
 pub(crate) fn run_binary(ctx: &Ctx, binary: &Path, request: &RunRequest) -> Result<Report> {
-    lab::run(binary, request).map_err(|e| {
-        if let Some(limit) = e.downcast_ref::<lab::TimedOut>() {
-            anyhow::anyhow!(ctx.ui_with("run_timed_out", &[("s", &limit.0.as_secs().to_string())]))
-        } else if e.downcast_ref::<lab::Killed>().is_some() {
-            explain_killed(ctx, e)
-        } else {
-            anyhow::anyhow!(ctx.ui_with("run_failed", &[("error", &format!("{e:#}"))]))
-        }
-    })
+    lab::run(binary, request).map_err(|e| explain_run_error(ctx, e))
+}
+
+/// A failed exercise run, explained in the learner's language.
+pub(crate) fn explain_run_error(ctx: &Ctx, e: anyhow::Error) -> anyhow::Error {
+    if let Some(limit) = e.downcast_ref::<lab::TimedOut>() {
+        anyhow::anyhow!(ctx.ui_with("run_timed_out", &[("s", &limit.0.as_secs().to_string())]))
+    } else if e.downcast_ref::<lab::Killed>().is_some() {
+        explain_killed(ctx, e)
+    } else {
+        anyhow::anyhow!(ctx.ui_with("run_failed", &[("error", &format!("{e:#}"))]))
+    }
 }
 
 /// A process a signal ended, said in the learner's language: the signal first (not its

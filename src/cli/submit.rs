@@ -42,6 +42,97 @@ pub struct SubmitOptions {
     pub predictions: Vec<(String, String)>,
 }
 
+/// The learner's model against quest's own (`logits:`): quest's greedy tokens and logits
+/// in this process, the learner's binary teacher-forced on those tokens, every step
+/// compared ([`grade::logits_compared`]). `Err` holds why it was refused, after the
+/// step, the position and the size of the difference were printed.
+pub(crate) fn check_logits(
+    ctx: &Ctx,
+    lesson: &Lesson,
+    binary: &Path,
+    request: &quest::lab::RunRequest,
+    tolerance: f32,
+) -> Result<std::result::Result<(), String>> {
+    println!("{}", ctx.ui("submit_checking_logits"));
+    let reference = quest::lab::reference(request)?;
+    let (_, yours) = quest::lab::run_forced(binary, request, &reference.tokens)
+        .map_err(|e| super::run::explain_run_error(ctx, e))?;
+    let tolerance_text = format!("{tolerance:.0e}");
+    match grade::logits_compared(
+        &reference.logits,
+        &yours,
+        tolerance,
+        reference.prompt_ids.len(),
+    ) {
+        grade::LogitsVerdict::Within {
+            steps,
+            largest,
+            at_step,
+        } => {
+            println!(
+                "  ✓ {}",
+                ctx.ui_with(
+                    "submit_logits_ok",
+                    &[
+                        ("steps", &steps.to_string()),
+                        ("tolerance", &tolerance_text),
+                        ("largest", &format!("{largest:.1e}")),
+                        ("step", &at_step.to_string()),
+                    ]
+                )
+            );
+            Ok(Ok(()))
+        }
+        grade::LogitsVerdict::Beyond(gap) => {
+            println!(
+                "  ✗ {}",
+                ctx.ui_with(
+                    "submit_logits_differ",
+                    &[
+                        ("step", &gap.step.to_string()),
+                        ("position", &gap.position.to_string()),
+                        ("by", &format!("{:.3e}", gap.by)),
+                        ("id", &gap.id.to_string()),
+                        ("tolerance", &tolerance_text),
+                    ]
+                )
+            );
+            if gap.argmax != gap.reference_argmax {
+                println!(
+                    "    {}",
+                    ctx.ui_with(
+                        "submit_logits_argmax",
+                        &[
+                            ("reference", &gap.reference_argmax.to_string()),
+                            ("yours", &gap.argmax.to_string()),
+                        ]
+                    )
+                );
+            }
+            // A lesson may say what such a difference usually is (`messages: logits:`).
+            let why = lesson
+                .meta
+                .messages
+                .get(quest::course::LOGITS_MESSAGE)
+                .map_or_else(|| ctx.ui("submit_logits_failed"), String::as_str);
+            Ok(Err(why.to_owned()))
+        }
+        grade::LogitsVerdict::Missing { steps, expected } => {
+            println!(
+                "  ✗ {}",
+                ctx.ui_with(
+                    "submit_logits_missing",
+                    &[
+                        ("steps", &steps.to_string()),
+                        ("expected", &expected.to_string()),
+                    ]
+                )
+            );
+            Ok(Err(ctx.ui("submit_logits_failed").to_owned()))
+        }
+    }
+}
+
 /// The text of a finding, in the learner's language, with where it is.
 pub fn finding_text(ctx: &Ctx, lesson: &Lesson, finding: &Finding) -> String {
     let text = match finding.rule.as_str() {
@@ -154,6 +245,13 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
     let yours = build(ctx, &path, true)?;
     let request = request(lesson, &options.run);
 
+    // 2a. A piece of the model: its logits against quest's own, step by step.
+    if let Some(check) = spec.logits {
+        if let Err(why) = check_logits(ctx, lesson, &yours, &request, check.tolerance)? {
+            return refuse(ctx, &mut learner, id, code, None, &why);
+        }
+    }
+
     // 3. The behaviour: the solution's greedy tokens.
     let reference = match spec.tokens {
         quest::course::spec::TokenCheck::None => None,
@@ -259,13 +357,28 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
     let mut measurement = None;
     let mut reports: Vec<(Report, CodeRef)> = Vec::new();
     if let Some(measure) = &spec.measure {
-        let before_binary = build(ctx, &starting, true)?;
+        // Against quest's own pieces: the learner's binary again, told to keep quest's.
+        let against_quest = measure.against == quest::course::spec::Baseline::QuestPieces;
+        let before_binary = if against_quest {
+            yours.clone()
+        } else {
+            build(ctx, &starting, true)?
+        };
+        let before_env: &[(&str, &str)] = if against_quest {
+            &[(quest::settings::PIECES.name, "quest")]
+        } else {
+            &[]
+        };
         let metric = measure.metric;
         let rounds = options.rounds.unwrap_or(measure.rounds).max(1);
         println!(
             "{}",
             ctx.ui_with(
-                "submit_measuring",
+                if against_quest {
+                    "submit_measuring_pieces"
+                } else {
+                    "submit_measuring"
+                },
                 &[
                     ("rounds", &rounds.to_string()),
                     ("metric", &metric_name(ctx, metric))
@@ -274,7 +387,8 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
         );
         let (mut before, mut after) = (Vec::new(), Vec::new());
         for round in 0..rounds {
-            let b = run_binary(ctx, &before_binary, &request)?;
+            let b = quest::lab::run_with_env(&before_binary, &request, before_env)
+                .map_err(|e| super::run::explain_run_error(ctx, e))?;
             let a = run_binary(ctx, &yours, &request)?;
             let value = |r: &Report| measured_value(ctx, r, metric);
             let (vb, va) = (value(&b)?, value(&a)?);

@@ -15,6 +15,10 @@ use super::{is_valid_lesson_id, yaml_error, Course, Lang};
 /// solution's (by default: greedy decoding repeats exactly, so the loop's logic changed).
 pub const TOKENS_MESSAGE: &str = "tokens";
 
+/// The key in `messages:` of what `quest submit` says when a model's logits leave quest's
+/// (`logits:`), after the step, the position and the size: what such a gap usually is.
+pub const LOGITS_MESSAGE: &str = "logits";
+
 /// The typed front matter of a lesson file: what is said in this language.
 /// Unknown keys are refused so a typo (`titel:`) fails loudly instead of being ignored.
 #[derive(Debug, Clone, Deserialize)]

@@ -51,6 +51,10 @@ pub struct LessonSpec {
     pub feeds: Vec<FeedRule>,
     #[serde(default, with = "serde_yaml::with::singleton_map")]
     pub tokens: TokenCheck,
+    /// The learner's model against quest's own, logits compared step by step on one
+    /// token sequence (teacher forcing): for lessons whose code is a piece of the model.
+    #[serde(default)]
+    pub logits: Option<LogitsCheck>,
     /// How many sequences the learner's run must decode together (its report's rows);
     /// the token check then compares row 0. Unset: any batch.
     #[serde(default)]
@@ -297,6 +301,14 @@ pub enum TokenCheck {
     None,
 }
 
+/// `logits: {tolerance: 1e-3}`: every step's logits within `tolerance` (max abs
+/// difference over the vocabulary) of quest's own model's, and the same argmax.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogitsCheck {
+    pub tolerance: f32,
+}
+
 /// What quest measures for the lesson's claim.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -319,6 +331,20 @@ pub struct Measure {
     /// a layout that leaves the bytes per token as they were changes nothing.
     #[serde(default)]
     pub moves: Vec<Move>,
+    /// What the learner's code is measured against: the lesson's starting code, or (for a
+    /// lesson whose code is a piece of the model) the learner's own binary run with quest's
+    /// own pieces (`QUEST_PIECES=quest`).
+    #[serde(default)]
+    pub against: Baseline,
+}
+
+/// `measure: against:` — the baseline of the interleaved measurement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Baseline {
+    #[default]
+    Starting,
+    QuestPieces,
 }
 
 /// `{id: fewer-bytes, metric: weight_mb_per_token, expect: lower}`: the learner's median
@@ -593,10 +619,23 @@ impl LessonSpec {
                 }
             }
         }
+        if let Some(logits) = &self.logits {
+            if self.exercise.is_none() {
+                bail!(
+                    "{at}: `logits` compares an exercise's model with quest's: it needs `exercise`"
+                );
+            }
+            if !(logits.tolerance.is_finite() && logits.tolerance > 0.0) {
+                bail!("{at}: `logits: tolerance:` is a max abs difference, above 0");
+            }
+        }
         if self.batch == Some(0) {
             bail!("{at}: `batch` is a number of sequences, 1 or more");
         }
         if let Some(measure) = &self.measure {
+            if measure.against == Baseline::QuestPieces && self.logits.is_none() {
+                bail!("{at}: `against: quest_pieces` measures a piece of the model: it needs `logits`");
+            }
             if measure
                 .at_least
                 .is_some_and(|ratio| ratio.is_nan() || ratio < 1.0)

@@ -15,6 +15,7 @@ pub mod gguf;
 mod gguf_check;
 pub mod hub;
 pub mod models;
+pub mod pieces;
 pub mod random;
 pub mod tokenizer;
 pub mod weights;
@@ -29,6 +30,7 @@ pub use cache::{KvCache, LayerCache, RecurrentCache};
 pub use fetch::DEFAULT_MODEL;
 pub use hub::ModelSource;
 pub use models::{Fed, Model};
+pub use pieces::{Pieces, QuestPieces};
 pub use tokenizer::{Message, Tokenizer};
 use weights::Weights;
 

@@ -2,12 +2,15 @@
 //! order (each with its own cache), the final norm and the output head — mlx-lm's
 //! `LlamaModel` / `Qwen3Model` loop. An architecture brings its block ([`Layer`]).
 
+use std::sync::Arc;
+
 use anyhow::{ensure, Context, Result};
 use mlx_rs::{Array, Dtype};
 
 use super::layers::{DecoderShape, RmsNorm};
 use crate::kernels::Kernels;
 use crate::lm::cache::LayerCache;
+use crate::lm::pieces::Pieces;
 use crate::lm::weights::{Embedding, Linear, Weights};
 use crate::lm::Layout;
 
@@ -22,6 +25,8 @@ pub trait Layer {
     fn requantize(&mut self, layout: Layout, dtype: Dtype) -> Result<()>;
     /// Bytes of parameters a decode step reads in this block.
     fn nbytes(&self) -> usize;
+    /// Every RMS norm of the block, for [`Decode::set_pieces`].
+    fn norms_mut(&mut self) -> Vec<&mut RmsNorm>;
 }
 
 /// A loaded decoder of any architecture, as the model runs it.
@@ -31,6 +36,8 @@ pub trait Decode {
     fn requantize(&mut self, layout: Layout, dtype: Dtype) -> Result<()>;
     fn weight_bytes(&self) -> usize;
     fn num_layers(&self) -> usize;
+    /// Every RMS norm of the model calls `pieces` from now on.
+    fn set_pieces(&mut self, pieces: Arc<dyn Pieces>);
 }
 
 /// Embeddings, the blocks, the final norm and the language-model head.
@@ -145,5 +152,12 @@ impl<L: Layer> Decode for Decoder<L> {
 
     fn num_layers(&self) -> usize {
         self.layers.len()
+    }
+
+    fn set_pieces(&mut self, pieces: Arc<dyn Pieces>) {
+        let blocks = self.layers.iter_mut().flat_map(Layer::norms_mut);
+        for norm in blocks.chain([&mut self.norm]) {
+            norm.pieces = Some(pieces.clone());
+        }
     }
 }

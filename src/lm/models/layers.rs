@@ -6,6 +6,8 @@
 //! Where quest's CUDA kernels can take over part of a piece, the piece asks
 //! [`Kernels`] at one named point and runs MLX's ops when it answers "not here".
 
+use std::sync::Arc;
+
 use anyhow::Result;
 use mlx_rs::fast::{rms_norm, rope, scaled_dot_product_attention, ScaledDotProductAttentionMask};
 use mlx_rs::ops::sigmoid;
@@ -15,6 +17,7 @@ use super::activations::swiglu;
 use super::gated_delta::GatedDeltaShape;
 use crate::kernels::{Fold, HeadsSpec, Kernels};
 use crate::lm::cache::KvCache;
+use crate::lm::pieces::Pieces;
 use crate::lm::weights::{Fused, Linear, Quantization, Weights};
 use crate::lm::Layout;
 
@@ -57,10 +60,13 @@ impl DecoderShape {
 }
 
 /// `x / rms(x) · weight` over the last axis (mlx-lm's `nn.RMSNorm`, MLX's fused
-/// `fast::rms_norm`).
+/// `fast::rms_norm`), or the learner's norm where the model was given pieces
+/// ([`crate::lm::Pieces`]).
 pub struct RmsNorm {
     pub weight: Array,
     pub eps: f32,
+    /// `None`: MLX's fused op called directly, the path every model takes by default.
+    pub pieces: Option<Arc<dyn Pieces>>,
 }
 
 impl RmsNorm {
@@ -68,11 +74,15 @@ impl RmsNorm {
         Ok(Self {
             weight: w.take(&format!("{name}.weight"))?,
             eps,
+            pieces: None,
         })
     }
 
     pub fn forward(&self, x: &Array) -> Result<Array> {
-        Ok(rms_norm(x, Some(&self.weight), self.eps)?)
+        match &self.pieces {
+            Some(pieces) => pieces.rms_norm(x, &self.weight, self.eps),
+            None => Ok(rms_norm(x, Some(&self.weight), self.eps)?),
+        }
     }
 }
 
@@ -294,6 +304,14 @@ impl Attention {
             )
         };
         Ok((rotate(&q)?, rotate(&k)?, v, gate))
+    }
+
+    /// Qwen3's per-head q and k norms, where it has them.
+    pub fn norms_mut(&mut self) -> Vec<&mut RmsNorm> {
+        match &mut self.qk_norm {
+            Some((q, k)) => vec![q, k],
+            None => Vec::new(),
+        }
     }
 
     /// Its matrices in `layout` (the q/k norms stay float).

@@ -81,6 +81,15 @@ impl Layer for Block {
             + self.input_layernorm.weight.nbytes()
             + self.post_attention_layernorm.weight.nbytes()
     }
+
+    fn norms_mut(&mut self) -> Vec<&mut RmsNorm> {
+        let mut norms = vec![
+            &mut self.input_layernorm,
+            &mut self.post_attention_layernorm,
+        ];
+        norms.extend(self.self_attn.norms_mut());
+        norms
+    }
 }
 
 /// The keys of a Hugging Face `config.json` this architecture reads.

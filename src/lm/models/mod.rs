@@ -174,6 +174,21 @@ impl Model {
         Ok(())
     }
 
+    /// This model with `pieces` in it: every RMS norm of every layer — input,
+    /// post-attention, Qwen3's q/k norms, the final norm — calls `pieces.rms_norm`
+    /// (see [`crate::lm::pieces`]); everything else runs as before. quest's CUDA kernels
+    /// fold the norm into their own code, so a model with pieces runs MLX's ops there.
+    /// With `QUEST_PIECES=quest` it keeps quest's own: the baseline quest measures a
+    /// learner's piece against, in the learner's own binary.
+    pub fn with_pieces(mut self, pieces: impl crate::lm::Pieces + 'static) -> Self {
+        if crate::settings::PIECES.raw().as_deref() == Some("quest") {
+            return self;
+        }
+        self.decoder.set_pieces(std::sync::Arc::new(pieces));
+        self.kernels.set(Kernels::NONE);
+        self
+    }
+
     /// Bytes of weights each decode step reads.
     pub fn weight_bytes(&self) -> usize {
         self.decoder.weight_bytes()

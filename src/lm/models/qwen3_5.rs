@@ -116,6 +116,17 @@ impl Layer for Block {
             + self.input_layernorm.weight.nbytes()
             + self.post_attention_layernorm.weight.nbytes()
     }
+
+    fn norms_mut(&mut self) -> Vec<&mut RmsNorm> {
+        let mut norms = vec![
+            &mut self.input_layernorm,
+            &mut self.post_attention_layernorm,
+        ];
+        if let Mixer::Attention(attn) = &mut self.mixer {
+            norms.extend(attn.norms_mut());
+        }
+        norms
+    }
 }
 
 /// The text model's keys (`text_config`, or the whole config when it is not nested).

@@ -1,0 +1,27 @@
+// rms-norm, measured: the solution's loop on quest's model without the seam (no pieces).
+//
+// RMSNorm scales each position's hidden vector to a root mean square of one, then by a
+// learned weight per channel: x · rsqrt(mean(x²) + eps) · weight, over the last axis.
+
+use anyhow::Result;
+use mlx_rs::Array;
+use quest::lab::Exercise;
+use quest::lm::{self, Pieces};
+
+struct MyNorm;
+
+impl Pieces for MyNorm {
+    fn rms_norm(&self, x: &Array, weight: &Array, eps: f32) -> Result<Array> {
+        // The mean of the squares over the channels (the last axis), one per position.
+        let mean_square = x.square()?.mean_axis(-1, true)?;
+        let inverse_rms = mean_square.add(Array::from_f32(eps))?.rsqrt()?;
+        Ok(x.multiply(&inverse_rms)?.multiply(weight)?)
+    }
+}
+
+fn main() -> Result<()> {
+    let run = Exercise::from_env()?;
+    let (model, tokenizer) = lm::load(&run.model)?;
+    let _ = MyNorm;
+    run.decode(&model, &tokenizer)
+}
