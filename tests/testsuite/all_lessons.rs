@@ -1077,6 +1077,8 @@ fn assert_snapshot_redacted(name: &str, s: &str) {
         r"(?m)^(?:CPU matmuls on|quest's own CUDA kernels): .*$",
         "[WHAT RAN THE MATMULS]",
     );
+    // A growth's sign is noise as much as its size (the hand loop marks every token).
+    settings.add_filter(r"growing [+-]\d+\.\d+ ms", "growing [GROWTH] ms");
     settings.add_filter(r"\d+\.\d+ ms", "[TTFT] ms");
     settings.add_filter(r"\d+\.\d+ tok/s", "[RATE] tok/s");
     settings.bind(|| insta::assert_snapshot!(name, s));
