@@ -303,12 +303,12 @@ pub fn reference_weight_bytes(config: &Value, layout: &ByteSizes) -> f64 {
     random::decode_tensors(config)
         .iter()
         .map(|shape| {
-            let n: f64 = shape.iter().map(|&d| d as f64).product();
-            n * if shape.len() == 2 {
-                layout.matrix_bytes
-            } else {
-                layout.float_bytes
-            }
+            elements(shape)
+                * if shape.len() == 2 {
+                    layout.matrix_bytes
+                } else {
+                    layout.float_bytes
+                }
         })
         .sum()
 }
@@ -319,35 +319,45 @@ pub fn reference_weight_bytes(config: &Value, layout: &ByteSizes) -> f64 {
 /// weights against every cached value, in every layer with full attention. Norms and
 /// activations do a few operations per number of a vector and are left out.
 pub fn reference_ops_per_token(config: &Value, context: f64) -> f64 {
-    let n = |key: &str| config[key].as_u64().unwrap_or(0) as f64;
-    let head_dim = config["head_dim"]
-        .as_u64()
-        .map_or(n("hidden_size") / n("num_attention_heads"), |d| d as f64);
     let matrices: f64 = random::decode_tensors(config)
         .iter()
         .filter(|shape| shape.len() == 2)
-        .map(|shape| shape.iter().map(|&d| d as f64).product::<f64>())
+        .map(|shape| elements(shape))
         .sum();
     let attention = reference_attention_layers(config) as f64
         * context
         * 2.0
-        * n("num_attention_heads")
-        * head_dim;
+        * config_number(config, "num_attention_heads")
+        * head_dim(config);
     matrices + attention
 }
 
 /// The KV bytes each token of context adds to every later decode step: keys and values
 /// of every layer with full attention.
 pub fn reference_kv_bytes_per_position(config: &Value, float_bytes: f64) -> f64 {
-    let n = |key: &str| config[key].as_u64().unwrap_or(0) as f64;
-    let head_dim = config["head_dim"]
-        .as_u64()
-        .map_or(n("hidden_size") / n("num_attention_heads"), |d| d as f64);
     reference_attention_layers(config) as f64
         * 2.0
-        * n("num_key_value_heads")
-        * head_dim
+        * config_number(config, "num_key_value_heads")
+        * head_dim(config)
         * float_bytes
+}
+
+/// A whole number of `config`'s, 0 when it has none.
+fn config_number(config: &Value, key: &str) -> f64 {
+    config[key].as_u64().unwrap_or(0) as f64
+}
+
+/// The width of one attention head: `head_dim`, else `hidden_size / num_attention_heads`.
+fn head_dim(config: &Value) -> f64 {
+    config["head_dim"].as_u64().map_or(
+        config_number(config, "hidden_size") / config_number(config, "num_attention_heads"),
+        |d| d as f64,
+    )
+}
+
+/// The numbers in a tensor of `shape`.
+fn elements(shape: &[i32]) -> f64 {
+    shape.iter().map(|&d| d as f64).product()
 }
 
 /// Layers with full attention: every `full_attention_interval`-th (all, without one).

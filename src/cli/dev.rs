@@ -515,12 +515,8 @@ fn check_code(root: &Path, lesson: &Lesson, problems: &mut Vec<String>, notes: &
 /// quest's greedy tokens for the lesson's prompt).
 fn logits_check(lesson: &Lesson, tolerance: f32, problems: &mut Vec<String>) {
     let id = &lesson.meta.id;
-    let request = quest::lab::RunRequest {
-        model: lesson.spec.model.clone(),
-        prompt: lesson.spec.prompt.clone(),
-        max_tokens: lesson.spec.max_tokens,
-        time_limit: None,
-    };
+    // The lesson's own settings, as `quest run` takes them with no options.
+    let request = super::run::request(lesson, &super::RunArgs::default());
     let reference = match quest::lab::reference(&request) {
         Ok(reference) => reference,
         Err(e) => return problems.push(format!("{id}: quest's own model did not run: {e:#}")),
