@@ -132,6 +132,46 @@ pub fn logits_compared(
     }
 }
 
+/// Where a step's hidden states, layer by layer, first left quest's: what a refused logits
+/// check adds when both models report their layers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LayersVerdict {
+    /// The first layer whose output differs from quest's by more than the relative
+    /// tolerance times the largest value quest's has there (hidden states are not scaled
+    /// like logits).
+    First { layer: usize, by: f32, largest: f32 },
+    /// Every layer's output within: the difference begins after the last layer (the final
+    /// norm or the head), or in what the step was fed.
+    AfterLast { layers: usize },
+    /// The two report other layer counts or widths: nothing to compare layer by layer.
+    Unlike,
+}
+
+/// Compares one step's hidden states after each layer, `yours` against `reference`
+/// (step 0: the prompt's last position): a layer is apart where the difference is over
+/// `relative` × quest's largest value there; a NaN counts as infinitely far.
+pub fn layers_compared(reference: &[Vec<f32>], yours: &[Vec<f32>], relative: f32) -> LayersVerdict {
+    let alike = !reference.is_empty()
+        && reference.len() == yours.len()
+        && reference.iter().zip(yours).all(|(r, y)| r.len() == y.len());
+    if !alike {
+        return LayersVerdict::Unlike;
+    }
+    for (layer, (r, y)) in reference.iter().zip(yours).enumerate() {
+        let largest = r.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        let by = r.iter().zip(y).fold(0.0f32, |m, (a, b)| {
+            let d = (a - b).abs();
+            m.max(if d.is_nan() { f32::INFINITY } else { d })
+        });
+        if by > relative * largest.max(f32::MIN_POSITIVE) {
+            return LayersVerdict::First { layer, by, largest };
+        }
+    }
+    LayersVerdict::AfterLast {
+        layers: reference.len(),
+    }
+}
+
 /// A feed rule the run broke, from what the model recorded of its forward calls.
 #[derive(Debug, PartialEq)]
 pub enum FeedProblem<'a> {
@@ -506,6 +546,35 @@ pub fn evidence<'a>(record: &'a LessonRecord, code: &CodeRef) -> Evidence<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn layers_are_compared_relative_to_quests_largest_value() {
+        let reference = vec![vec![100.0, -1.0], vec![200.0, 3.0], vec![50.0, 1.0]];
+        // 0.05 on a layer whose largest is 100 is within 1e-3 of it; 1.0 at layer 1 is not.
+        let close = vec![vec![100.05, -1.0], vec![200.0, 2.0], vec![0.0, 0.0]];
+        assert_eq!(
+            layers_compared(&reference, &close, 1e-3),
+            LayersVerdict::First {
+                layer: 1,
+                by: 1.0,
+                largest: 200.0
+            }
+        );
+        assert_eq!(
+            layers_compared(&reference, &reference, 1e-3),
+            LayersVerdict::AfterLast { layers: 3 }
+        );
+        let nan = vec![vec![f32::NAN, -1.0], vec![200.0, 3.0], vec![50.0, 1.0]];
+        assert!(matches!(
+            layers_compared(&reference, &nan, 1e3),
+            LayersVerdict::First { layer: 0, .. }
+        ));
+        assert_eq!(
+            layers_compared(&reference, &reference[..2], 1e-3),
+            LayersVerdict::Unlike
+        );
+        assert_eq!(layers_compared(&[], &[], 1e-3), LayersVerdict::Unlike);
+    }
 
     #[test]
     fn logits_are_judged_at_the_first_step_beyond_the_tolerance() {

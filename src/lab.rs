@@ -268,6 +268,50 @@ pub fn greedy(
     })
 }
 
+/// Every step's hidden state after each layer, as [`crate::lm::Model::recorded_layers`]
+/// gives them: step × layer × width.
+pub type Layers = Vec<Vec<Vec<f32>>>;
+
+/// Writes `QUEST_LAYERS`'s file: the layer count and the width (u32, little-endian),
+/// then every step's rows of float32.
+fn write_layers(path: &Path, steps: &Layers) -> Result<()> {
+    let layers = steps.first().map_or(0, Vec::len);
+    let width = steps.first().and_then(|s| s.first()).map_or(0, Vec::len);
+    let mut bytes = Vec::new();
+    bytes.extend((layers as u32).to_le_bytes());
+    bytes.extend((width as u32).to_le_bytes());
+    for value in steps.iter().flatten().flatten() {
+        bytes.extend(value.to_le_bytes());
+    }
+    std::fs::write(path, bytes).with_context(|| format!("writing {}", path.display()))
+}
+
+/// Reads `QUEST_LAYERS`'s file back ([`write_layers`]).
+pub fn read_layers(path: &Path) -> Result<Layers> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let word = |i: usize| -> Option<usize> {
+        Some(u32::from_le_bytes(bytes.get(i..i + 4)?.try_into().ok()?) as usize)
+    };
+    let (Some(layers), Some(width)) = (word(0), word(4)) else {
+        anyhow::bail!("{}: {} bytes hold no header", path.display(), bytes.len());
+    };
+    let floats: Vec<f32> = bytes[8..]
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    let per_step = layers * width;
+    anyhow::ensure!(
+        per_step > 0 && floats.len() % per_step == 0 && (bytes.len() - 8) % 4 == 0,
+        "{}: {} floats are not whole steps of {layers} layers × {width}",
+        path.display(),
+        floats.len()
+    );
+    Ok(floats
+        .chunks_exact(per_step)
+        .map(|step| step.chunks_exact(width).map(<[f32]>::to_vec).collect())
+        .collect())
+}
+
 /// Reads `QUEST_LOGITS`'s file: `steps` rows of float32.
 pub fn read_logits(path: &Path, steps: usize) -> Result<Vec<Vec<f32>>> {
     let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
@@ -308,6 +352,10 @@ impl Exercise {
             None => None,
         };
         let logits_path = crate::settings::LOGITS.os().map(PathBuf::from);
+        let layers_path = crate::settings::LAYERS.os().map(PathBuf::from);
+        if layers_path.is_some() {
+            model.record_layers();
+        }
         let run = greedy(
             model,
             tokenizer,
@@ -324,6 +372,9 @@ impl Exercise {
                 .flat_map(|v| v.to_le_bytes())
                 .collect();
             std::fs::write(path, bytes).with_context(|| format!("writing {}", path.display()))?;
+        }
+        if let Some(path) = &layers_path {
+            write_layers(path, &model.recorded_layers())?;
         }
         let text = tokenizer.decode(crate::lm::until_eos(&run.tokens, tokenizer))?;
         println!("{text}");
@@ -855,15 +906,24 @@ pub fn run_with_env(binary: &Path, request: &RunRequest, env: &[(&str, &str)]) -
 /// greedy tokens and every step's logits: the reference of a lesson's `logits:` check,
 /// run in quest's process.
 pub fn reference(request: &RunRequest) -> Result<Greedy> {
+    Ok(reference_run(request, false)?.0)
+}
+
+/// [`reference`], with every step's hidden state after each layer (`with_layers`).
+pub fn reference_run(request: &RunRequest, with_layers: bool) -> Result<(Greedy, Layers)> {
     let (model, tokenizer) = crate::lm::load(&request.model)?;
-    greedy(
+    if with_layers {
+        model.record_layers();
+    }
+    let run = greedy(
         &model,
         &tokenizer,
         &request.prompt,
         request.max_tokens,
         None,
         true,
-    )
+    )?;
+    Ok((run, model.recorded_layers()))
 }
 
 /// Runs a built exercise that ends with [`Exercise::decode`] teacher-forced on `tokens`
@@ -873,30 +933,54 @@ pub fn run_forced(
     request: &RunRequest,
     tokens: &[u32],
 ) -> Result<(Report, Vec<Vec<f32>>)> {
+    let (report, logits, _) = run_forced_with(binary, request, tokens, false)?;
+    Ok((report, logits))
+}
+
+/// [`run_forced`], and with `with_layers` every step's hidden state after each layer
+/// where the exercise's model is quest's decoder (`None` where it wrote none: a decoder
+/// of the learner's own).
+pub fn run_forced_with(
+    binary: &Path,
+    request: &RunRequest,
+    tokens: &[u32],
+    with_layers: bool,
+) -> Result<(Report, Vec<Vec<f32>>, Option<Layers>)> {
     static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let path = std::env::temp_dir().join(format!(
-        "quest-logits-{}-{}.f32",
-        std::process::id(),
-        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-    ));
+    let scratch = |what: &str| {
+        std::env::temp_dir().join(format!(
+            "quest-{what}-{}-{}.f32",
+            std::process::id(),
+            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ))
+    };
+    let (path, layers_path) = (scratch("logits"), scratch("layers"));
     let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_file(&layers_path);
     let forced: Vec<String> = tokens.iter().map(u32::to_string).collect();
-    let report = run_with_env(
-        binary,
-        request,
-        &[
-            (crate::settings::FORCE.name, &forced.join(",")),
-            (crate::settings::LOGITS.name, &path.display().to_string()),
-        ],
-    )?;
-    let logits = if path.exists() {
-        read_logits(&path, report.tokens.len())
-    } else {
+    let (forced, path_text) = (forced.join(","), path.display().to_string());
+    let layers_text = layers_path.display().to_string();
+    let mut env = vec![
+        (crate::settings::FORCE.name, forced.as_str()),
+        (crate::settings::LOGITS.name, path_text.as_str()),
+    ];
+    if with_layers {
+        env.push((crate::settings::LAYERS.name, layers_text.as_str()));
+    }
+    let report = run_with_env(binary, request, &env);
+    let logits = match &report {
+        Ok(report) if path.exists() => read_logits(&path, report.tokens.len()),
         // An exercise that does not end with `Exercise::decode` writes none.
-        Ok(Vec::new())
+        _ => Ok(Vec::new()),
+    };
+    let layers = if layers_path.exists() {
+        Some(read_layers(&layers_path))
+    } else {
+        None
     };
     let _ = std::fs::remove_file(&path);
-    Ok((report, logits?))
+    let _ = std::fs::remove_file(&layers_path);
+    Ok((report?, logits?, layers.transpose()?))
 }
 
 /// The exercise ran but failed; its own error output is kept.

@@ -127,6 +127,8 @@ settings! {
         "token ids, comma-separated, that `Exercise::decode` feeds one per step instead of its own picks (teacher forcing: quest checks a model's logits on the reference's tokens)";
     LOGITS: "QUEST_LOGITS", Exercise, "unset: no logits written" computed true,
         "where `Exercise::decode` writes every step's logits (float32, little-endian, a step after another) for quest's logits check";
+    LAYERS: "QUEST_LAYERS", Exercise, "unset: no hidden states written" computed true,
+        "where `Exercise::decode` writes each step's hidden state after every layer of quest's decoder (two u32, layers and width, then float32 rows), so a refused logits check can name the first layer that differs";
     PIECES: "QUEST_PIECES", Exercise, "yours",
         "`yours` or `quest`: with `quest`, `Model::with_pieces` keeps quest's own pieces (MLX's fused ops), so quest can measure a lesson's piece against its own in the same binary";
     LAB_SOURCE: "QUEST_LAB_SOURCE", Build, "lab/src/main.rs's own" computed true,

@@ -13,8 +13,9 @@
 # COURSE   the course folder (QUEST_ROOT) whose exercises are built, e.g. a copy in
 #          which the learner's edit is made (default: this checkout).
 # MODELS   real models to carry from quest's cache as well (e.g. `smollm2-135m-instruct`).
-# PART_MB  size of each part in MiB (default 57: with the ~5.6 MB of tracked files the
-#          checkout sends, a call stays under 64 MiB); one call carries one DEST/<n>.
+# PART_MB  size of each part in MiB; one call carries one DEST/<n>. Default: what a call
+#          may carry (64 MiB) less what the checkout sends with it (its tracked and
+#          untracked-not-ignored files, weighed now) and 2 MiB to spare.
 # MLX_PACKED  an existing `tar c mlx | xz` of the same wheel's mlx folder (libmlx.so
 #          stripped), to skip packing it again (it takes minutes).
 #
@@ -31,7 +32,12 @@ LESSONS=${*:-mlx-path}
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 COURSE=${COURSE:-$REPO}
-PART_MB=${PART_MB:-57}
+# The device tool sends the checkout's files with every call: the parts get what is left.
+SENT_BYTES=$(cd "$REPO" && git ls-files -z --cached --others --exclude-standard \
+  | xargs -0 stat -c %s 2>/dev/null | awk '{s += $1} END {print s + 0}')
+PART_MB=${PART_MB:-$(( 64 - 2 - (SENT_BYTES + 1048575) / 1048576 ))}
+[ "$PART_MB" -ge 8 ] || { echo "carry.sh: the checkout sends $SENT_BYTES bytes with every call, too much to leave room for parts: remove large untracked files or set PART_MB" >&2; exit 1; }
+echo "carry.sh: the checkout sends $(( SENT_BYTES / 1024 )) KiB a call; parts of $PART_MB MiB" >&2
 TARGET=$REPO/target/cuda
 lock() { if [ -e /tmp/quest-cpu.lock ]; then flock -s /tmp/quest-cpu.lock "$@"; else "$@"; fi; }
 

@@ -32,6 +32,9 @@ pub struct ShapePoint {
     pub mlx_lm_tok_s: Option<f64>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub mlx_lm: Vec<Measured>,
+    /// Bytes per token × the pipelined rate ÷ the bandwidth measured beside the run:
+    /// the share of what this machine can stream that the decode loop reached.
+    pub fraction_of_bandwidth: f64,
 }
 
 impl ShapePoint {
@@ -53,6 +56,17 @@ impl ShapePoint {
 #[derive(Debug, Serialize)]
 pub struct Fit {
     pub backend: String,
+    /// False while shapes are still being measured: the file is written after every shape,
+    /// so a run stopped early keeps what it measured (its fits are then absent).
+    pub complete: bool,
+    /// The rates measured beside the run (the better of before and after), so that the
+    /// file alone says what fraction of the machine the loop reached.
+    pub rates: super::rates::Rates,
+    /// How the bandwidth was measured ([`super::rates::bandwidth_method`]).
+    pub bandwidth_method: String,
+    /// On a GPU the bandwidth is a copy's (read + write): the same number under its name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub copy_gb_s: Option<f64>,
     pub points: Vec<ShapePoint>,
     /// Intercept: ms per token that does not depend on the bytes read.
     pub fixed_ms: f64,
@@ -138,19 +152,51 @@ pub struct FitOptions {
 pub const PEER_WITH_LAYOUTS: &str = "`quest fit --peer` compares the shapes as made (4-bit in \
      groups of 32, as mlx-lm makes them too); leave out --bits";
 
-pub fn run(options: &FitOptions, mut progress: impl FnMut(&str)) -> Result<Fit> {
+/// What a stopped run leaves: the shapes measured so far, no fit through them yet.
+#[derive(Debug, Serialize)]
+pub struct Partial<'a> {
+    pub backend: &'a str,
+    pub complete: bool,
+    pub rates: super::rates::Rates,
+    pub bandwidth_method: &'a str,
+    pub points: &'a [ShapePoint],
+    pub shapes_left: Vec<String>,
+}
+
+/// Measures every shape, calling `checkpoint` after each with what is measured so far,
+/// and fits the lines through them. `rates` were measured before the run; they are
+/// measured again after it and the better kept.
+pub fn run(
+    options: &FitOptions,
+    rates: super::rates::Rates,
+    mut progress: impl FnMut(&str),
+    mut checkpoint: impl FnMut(&Partial) -> Result<()>,
+) -> Result<Fit> {
     let prompt = random::prompt(options.prompt_tokens);
-    let mut points = Vec::new();
+    let mut points: Vec<ShapePoint> = Vec::new();
+    let backend = crate::device::Backend::detect();
+    let started = std::time::Instant::now();
     let layouts: Vec<Option<Layout>> = if options.layouts.is_empty() {
         vec![None]
     } else {
         options.layouts.iter().copied().map(Some).collect()
     };
-    for (shape, layout) in options
+    let work: Vec<_> = options
         .shapes
         .iter()
         .flat_map(|shape| layouts.iter().map(move |layout| (shape, layout)))
-    {
+        .collect();
+    let runs_per_round = 3 + usize::from(options.peer.is_some());
+    progress(&format!(
+        "{} shape runs: {} rounds × {runs_per_round} runs of {} tokens each, after a warm-up; \
+         the time left is estimated after each shape",
+        work.len(),
+        options.rounds,
+        options.max_tokens
+    ));
+    let mut weights_done = 0.0;
+    for (n, (shape, layout)) in work.iter().enumerate() {
+        let (shape, layout) = (*shape, *layout);
         progress(&format!("{}: making random 4-bit weights…", shape.name));
         let mut model = super::warmed(random::model(&(shape.config)(), 0)?)?;
         if let Some(layout) = layout {
@@ -211,16 +257,56 @@ pub fn run(options: &FitOptions, mut progress: impl FnMut(&str)) -> Result<Fit> 
             host_runs,
             mlx_lm_tok_s: (!mlx_lm.is_empty()).then(|| rate(&mlx_lm)),
             mlx_lm,
+            fraction_of_bandwidth: 0.0,
         };
+        let point = ShapePoint {
+            fraction_of_bandwidth: fraction(&point, rates.bandwidth_gb_s),
+            ..point
+        };
+        let peer = point
+            .mlx_lm_tok_s
+            .map(|peer| format!(", mlx-lm {peer:.2} (×{:.2})", point.pipelined_tok_s / peer))
+            .unwrap_or_default();
         progress(&format!(
-            "{} {}: {:.0} MB/token, hand {:.2} tok/s, pipelined {:.2} tok/s",
+            "{} {}: {:.0} MB/token, hand {:.2} tok/s, pipelined {:.2} tok/s ({:.1} % of {:.0} GB/s){peer}, host {:.1} µs/layer",
             point.shape,
             point.layout,
             bytes_per_token as f64 / 1e6,
             point.hand_tok_s,
-            point.pipelined_tok_s
+            point.pipelined_tok_s,
+            point.fraction_of_bandwidth * 1e2,
+            rates.bandwidth_gb_s,
+            point.host_us_per_layer()
         ));
         points.push(point);
+        // The rest, half by count and half by weights read: each shape pays a fixed cost
+        // (making its weights, the fixed term) and a time that grows with what it reads.
+        weights_done += decode_elements(shape);
+        let left = &work[n + 1..];
+        let weights_left: f64 = left.iter().map(|(shape, _)| decode_elements(shape)).sum();
+        let elapsed = started.elapsed().as_secs_f64();
+        if !left.is_empty() {
+            progress(&format!(
+                "{} of {} shape runs in {elapsed:.0} s; about {:.0} s left",
+                n + 1,
+                work.len(),
+                elapsed / (n + 1) as f64 * left.len() as f64 * 0.5
+                    + elapsed * weights_left / weights_done * 0.5
+            ));
+        }
+        checkpoint(&Partial {
+            backend: backend.name(),
+            complete: false,
+            rates,
+            bandwidth_method: super::rates::bandwidth_method(),
+            points: &points,
+            shapes_left: left.iter().map(|(s, _)| s.name.to_owned()).collect(),
+        })?;
+    }
+    // Measured again now that the run is over; a moment of load must not set it low.
+    let rates = rates.best(super::rates::Rates::measure()?);
+    for point in &mut points {
+        point.fraction_of_bandwidth = fraction(point, rates.bandwidth_gb_s);
     }
     let (fixed_ms, effective_gb_s) = fit_line(points.iter());
     let mut per_layout = Vec::new();
@@ -245,7 +331,11 @@ pub fn run(options: &FitOptions, mut progress: impl FnMut(&str)) -> Result<Fit> 
         .map(|p| p.ms_per_token() - (fixed_ms + p.bytes_per_token as f64 / (effective_gb_s * 1e6)))
         .collect();
     Ok(Fit {
-        backend: crate::device::Backend::detect().name().into(),
+        backend: backend.name().into(),
+        complete: true,
+        rates,
+        bandwidth_method: super::rates::bandwidth_method().into(),
+        copy_gb_s: (backend != crate::device::Backend::Cpu).then_some(rates.bandwidth_gb_s),
         fixed_ms,
         effective_gb_s,
         rms_residual_ms: rms(&residuals),
@@ -268,6 +358,19 @@ pub fn run(options: &FitOptions, mut progress: impl FnMut(&str)) -> Result<Fit> 
             .collect(),
         date: crate::progress::Timestamp::now().to_string(),
     })
+}
+
+/// How many weights a decode step of `shape` reads.
+fn decode_elements(shape: &random::PublicShape) -> f64 {
+    random::decode_tensors(&(shape.config)())
+        .iter()
+        .map(|dims| dims.iter().map(|&d| d as f64).product::<f64>())
+        .sum()
+}
+
+/// The point's bytes streamed per second over `bandwidth_gb_s`.
+fn fraction(point: &ShapePoint, bandwidth_gb_s: f64) -> f64 {
+    point.bytes_per_token as f64 * point.pipelined_tok_s / (bandwidth_gb_s * 1e9)
 }
 
 /// (fixed ms, GB/s) of the least-squares line through the points' (bytes, ms per token).

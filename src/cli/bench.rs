@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use quest::bench::peer::{Peer, PeerBuild, PeerModel};
 use quest::bench::{plot, rates, BenchResult, Ceiling, LoopId, LoopRuns, Measured};
@@ -376,21 +376,25 @@ pub fn fit(root: &std::path::Path, args: &FitArgs) -> Result<()> {
             None
         },
     };
+    let dir = root.join("target/quest-bench");
+    let name = format!("fit-{}", backend.name());
     let measured = rates::Rates::measure()?;
-    let result = fit::run(&options, |line| eprintln!("quest: {line}"))?;
+    // After every shape: a run stopped early keeps what it measured.
+    let result = fit::run(
+        &options,
+        measured,
+        |line| eprintln!("quest: {line}"),
+        |partial| write_json_quietly(&dir, &name, partial),
+    )?;
     println!("{}", result.table());
     println!(
-        "measured on the {}: bandwidth {:.1} GB/s ({}), compute rate {:.1} G multiply-adds/s",
+        "measured on the {} (the better of before and after the run): bandwidth {:.1} GB/s ({}), compute rate {:.1} G multiply-adds/s",
         backend.name(),
-        measured.bandwidth_gb_s,
+        result.rates.bandwidth_gb_s,
         rates::bandwidth_method(),
-        measured.compute_gmac_s
+        result.rates.compute_gmac_s
     );
-    write_json(
-        &root.join("target/quest-bench"),
-        &format!("fit-{}", backend.name()),
-        &result,
-    )
+    write_json(&dir, &name, &result)
 }
 
 /// Comma-separated whole numbers of at least 1; `what` says what one is, for the error.
@@ -628,9 +632,24 @@ pub fn batch(args: &BatchArgs) -> Result<()> {
 
 /// Writes a measurement's result as `DIR/NAME.json` and says where.
 fn write_json(dir: &std::path::Path, name: &str, result: &impl serde::Serialize) -> Result<()> {
-    std::fs::create_dir_all(dir)?;
+    write_json_quietly(dir, name, result)?;
+    println!("JSON: {}", dir.join(format!("{name}.json")).display());
+    Ok(())
+}
+
+/// Writes `dir/name.json` whole or not at all (a temporary file, then a rename), so that a
+/// run killed while it writes leaves the last complete file.
+fn write_json_quietly(
+    dir: &std::path::Path,
+    name: &str,
+    result: &impl serde::Serialize,
+) -> Result<()> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("making {} for the results", dir.display()))?;
     let json = dir.join(format!("{name}.json"));
-    std::fs::write(&json, serde_json::to_vec_pretty(result)?)?;
-    println!("JSON: {}", json.display());
+    let partial = dir.join(format!(".{name}.json.partial"));
+    std::fs::write(&partial, serde_json::to_vec_pretty(result)?)
+        .with_context(|| format!("writing {}", partial.display()))?;
+    std::fs::rename(&partial, &json).with_context(|| format!("writing {}", json.display()))?;
     Ok(())
 }

@@ -251,7 +251,7 @@ fn check(root: &Path, course: &Course) -> (Vec<String>, Vec<String>) {
     if let Err(e) = LevelCurve::from_course(&course.levels) {
         problems.push(format!("levels: {e:#}"));
     }
-    if let Err(e) = load_achievements(&course.achievements, course.lesson_ids()) {
+    if let Err(e) = load_achievements(&course.achievements, &course.tracks) {
         problems.push(format!("achievements: {e:#}"));
     }
     for id in course.lesson_ids() {

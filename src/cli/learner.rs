@@ -26,7 +26,7 @@ impl Learner {
         Ok(Self {
             store: Store::open_default()?,
             levels: LevelCurve::from_course(&course.levels)?,
-            achievements: load_achievements(&course.achievements, course.lesson_ids())?,
+            achievements: load_achievements(&course.achievements, &course.tracks)?,
         })
     }
 

@@ -109,6 +109,10 @@ pub(crate) fn check_logits(
                     )
                 );
             }
+            println!(
+                "    {}",
+                first_layer_apart(ctx, binary, request, &reference.tokens, &gap, tolerance)?
+            );
             // A lesson may say what such a difference usually is (`messages: logits:`).
             let why = lesson
                 .meta
@@ -131,6 +135,49 @@ pub(crate) fn check_logits(
             Ok(Err(ctx.ui("submit_logits_failed").to_owned()))
         }
     }
+}
+
+/// Both models again, teacher-forced as before, now reading back every layer's output: which
+/// layer of the refused step first differs ([`grade::layers_compared`]), in words.
+fn first_layer_apart(
+    ctx: &Ctx,
+    binary: &Path,
+    request: &quest::lab::RunRequest,
+    tokens: &[u32],
+    gap: &grade::LogitsGap,
+    tolerance: f32,
+) -> Result<String> {
+    let (run, reference) = quest::lab::reference_run(request, true)?;
+    let (_, _, yours) = quest::lab::run_forced_with(binary, request, tokens, true)
+        .map_err(|e| super::run::explain_run_error(ctx, e))?;
+    let (Some(reference), Some(logits), Some(yours)) =
+        (reference.get(gap.step), run.logits.get(gap.step), yours)
+    else {
+        return Ok(ctx.ui("submit_layers_unknown").to_owned());
+    };
+    // The lesson's tolerance is on logits; as a share of their largest value it carries
+    // over to hidden states of any scale.
+    let largest_logit = logits.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+    let relative = tolerance / largest_logit.max(f32::MIN_POSITIVE);
+    let step = gap.step.to_string();
+    let yours = yours.get(gap.step).map_or(&[][..], Vec::as_slice);
+    Ok(match grade::layers_compared(reference, yours, relative) {
+        grade::LayersVerdict::First { layer, by, largest } => ctx.ui_with(
+            "submit_layers_first",
+            &[
+                ("step", &step),
+                ("layer", &layer.to_string()),
+                ("layers", &reference.len().to_string()),
+                ("by", &format!("{by:.3e}")),
+                ("largest", &format!("{largest:.3e}")),
+            ],
+        ),
+        grade::LayersVerdict::AfterLast { layers } => ctx.ui_with(
+            "submit_layers_after_last",
+            &[("step", &step), ("layers", &layers.to_string())],
+        ),
+        grade::LayersVerdict::Unlike => ctx.ui("submit_layers_unknown").to_owned(),
+    })
 }
 
 /// The text of a finding, in the learner's language, with where it is.

@@ -55,6 +55,18 @@ pub enum Predicate {
     LessonDoneIn { lang: Lang },
     /// Passing submissions in at least `n` different lessons.
     LessonsDoneAtLeast { n: usize },
+    /// Every lesson of the course's track `track` done. Its lessons are read from the
+    /// course when the achievements are loaded ([`load_achievements`]).
+    TrackDone {
+        track: String,
+        #[serde(skip)]
+        lessons: Vec<String>,
+    },
+    /// Every lesson of every track done, as the course lists them when loaded.
+    CourseDone {
+        #[serde(skip)]
+        lessons: Vec<String>,
+    },
     /// At least `n` lessons done with every quiz question right on its first answer (a
     /// measured one predicted before the measurement: see
     /// [`LessonRecord::right_first_time`]).
@@ -73,19 +85,38 @@ impl Achievement {
 }
 
 /// The course file's `achievements:` list, checked: ids are award keys, so
-/// they must be unique, and a lesson that does not exist would make an
-/// achievement that can never be earned.
-pub fn load_achievements<'a>(
+/// they must be unique, and a lesson or track that does not exist would make an
+/// achievement that can never be earned. A track's or the course's lessons are
+/// filled in from `tracks`, so that an achievement for finishing them grows with them.
+pub fn load_achievements(
     achievements: &serde_yaml::Value,
-    lesson_ids: impl IntoIterator<Item = &'a str>,
+    tracks: &[crate::course::Track],
 ) -> Result<Vec<Achievement>> {
-    let achievements: Vec<Achievement> = serde_yaml::from_value(achievements.clone())
+    let mut achievements: Vec<Achievement> = serde_yaml::from_value(achievements.clone())
         .context("reading `achievements` from the course file")?;
-    let lesson_ids: BTreeSet<&str> = lesson_ids.into_iter().collect();
+    let lesson_ids: BTreeSet<&str> = tracks
+        .iter()
+        .flat_map(|track| track.lessons.iter().map(String::as_str))
+        .collect();
     let mut seen = BTreeSet::new();
-    for achievement in &achievements {
-        if !seen.insert(achievement.id.as_str()) {
+    for achievement in &mut achievements {
+        if !seen.insert(achievement.id.clone()) {
             bail!("achievement `{}` is listed twice", achievement.id);
+        }
+        match &mut achievement.when {
+            Predicate::TrackDone { track, lessons } => {
+                let Some(found) = tracks.iter().find(|t| t.id == *track) else {
+                    bail!(
+                        "achievement `{}` names track `{track}`, which the course does not have",
+                        achievement.id
+                    );
+                };
+                *lessons = found.lessons.clone();
+            }
+            Predicate::CourseDone { lessons } => {
+                *lessons = lesson_ids.iter().map(|id| (*id).to_owned()).collect();
+            }
+            _ => {}
         }
         if let Some(lesson) = achievement.when.lesson() {
             if !lesson_ids.contains(lesson) {
@@ -111,6 +142,8 @@ impl Predicate {
             Predicate::FirstRun {}
             | Predicate::LessonDoneIn { .. }
             | Predicate::LessonsDoneAtLeast { .. }
+            | Predicate::TrackDone { .. }
+            | Predicate::CourseDone { .. }
             | Predicate::RightFirstTimeAtLeast { .. } => None,
         }
     }
@@ -167,6 +200,13 @@ impl Predicate {
             Predicate::LessonsDoneAtLeast { n } => {
                 let done = state.lessons.values().filter(|record| record.is_done());
                 done.count() >= *n
+            }
+            // Unloaded (no lessons filled in) holds for no one: never vacuously true.
+            Predicate::TrackDone { lessons, .. } | Predicate::CourseDone { lessons } => {
+                !lessons.is_empty()
+                    && lessons
+                        .iter()
+                        .all(|lesson| state.lesson(lesson).is_some_and(LessonRecord::is_done))
             }
             Predicate::RightFirstTimeAtLeast { n } => {
                 let right = state
@@ -486,6 +526,16 @@ mod tests {
         assert_eq!(state.total_xp(), 10);
     }
 
+    fn tracks(of: &[(&str, &[&str])]) -> Vec<crate::course::Track> {
+        of.iter()
+            .map(|(id, lessons)| crate::course::Track {
+                id: (*id).into(),
+                title: serde_yaml::from_str("{en: T, ko: T}").unwrap(),
+                lessons: lessons.iter().map(|l| (*l).into()).collect(),
+            })
+            .collect()
+    }
+
     #[test]
     fn course_lists_are_checked() {
         let list = |yaml: &str| serde_yaml::from_str::<serde_yaml::Value>(yaml).unwrap();
@@ -495,13 +545,52 @@ mod tests {
         let first = entry("a", "{first_run: {}}");
         let done = entry("b", "{lesson_done: {lesson: mlx-path}}");
         let ok = list(&format!("[{first}, {done}]"));
-        assert_eq!(load_achievements(&ok, ["mlx-path"]).unwrap().len(), 2);
-        let error = load_achievements(&ok, ["other"]).unwrap_err().to_string();
+        let journey = tracks(&[("journey", &["mlx-path"])]);
+        assert_eq!(load_achievements(&ok, &journey).unwrap().len(), 2);
+        let other = tracks(&[("journey", &["other"])]);
+        let error = load_achievements(&ok, &other).unwrap_err().to_string();
         assert!(error.contains("lesson `mlx-path`"), "{error}");
         let twice = list(&format!("[{first}, {first}]"));
-        let error = load_achievements(&twice, ["mlx-path"])
+        let error = load_achievements(&twice, &journey).unwrap_err().to_string();
+        assert!(error.contains("`a` is listed twice"), "{error}");
+        let physics = list(&format!(
+            "[{}]",
+            entry("c", "{track_done: {track: physics}}")
+        ));
+        let error = load_achievements(&physics, &journey)
             .unwrap_err()
             .to_string();
-        assert!(error.contains("`a` is listed twice"), "{error}");
+        assert!(error.contains("track `physics`"), "{error}");
+    }
+
+    /// A track's achievement asks for every lesson the course lists in it when loaded, so
+    /// a lesson added to the track is asked for too; the course's, every track's lessons.
+    #[test]
+    fn track_and_course_done_read_the_course() {
+        let list = serde_yaml::from_str::<serde_yaml::Value>(
+            "[{id: t, xp: 1, name: {en: A, ko: A}, description: {en: A, ko: A}, when: {track_done: {track: inside}}},
+              {id: c, xp: 1, name: {en: A, ko: A}, description: {en: A, ko: A}, when: {course_done: {}}}]",
+        )
+        .unwrap();
+        let course = tracks(&[
+            ("journey", &["mlx-path"]),
+            ("inside", &["rms-norm", "rope"]),
+        ]);
+        let loaded = load_achievements(&list, &course).unwrap();
+        let (track, whole) = (&loaded[0].when, &loaded[1].when);
+        let mut state = State::default();
+        let pass = |state: &mut State, lesson: &str| {
+            state.lesson_mut(lesson).submissions = vec![submission(true, Lang::En, None)];
+        };
+        pass(&mut state, "rms-norm");
+        assert!(!track.holds(&state), "one of the track's two lessons");
+        pass(&mut state, "rope");
+        assert!(track.holds(&state));
+        assert!(!whole.holds(&state), "the journey's lesson is not done");
+        pass(&mut state, "mlx-path");
+        assert!(whole.holds(&state));
+        // Read without the course (no lessons filled in), it holds for no one.
+        let unloaded: Vec<Achievement> = serde_yaml::from_value(list).unwrap();
+        assert!(!unloaded[0].when.holds(&state) && !unloaded[1].when.holds(&state));
     }
 }

@@ -112,7 +112,7 @@ mod tests {
     fn a_fresh_learner_is_at_level_zero_with_nothing_done() {
         let course = course();
         let levels = LevelCurve::from_course(&course.levels).unwrap();
-        let achievements = load_achievements(&course.achievements, course.lesson_ids()).unwrap();
+        let achievements = load_achievements(&course.achievements, &course.tracks).unwrap();
         let header = Header::new(&course, &levels, &achievements, &State::default(), Lang::Ko);
         assert_eq!(header.level, 0);
         assert_eq!(header.level_name, "스펙 시트 훑는 사람");

@@ -41,7 +41,7 @@ impl Site {
     pub fn new(course: Course) -> Result<Site> {
         Ok(Site {
             levels: LevelCurve::from_course(&course.levels)?,
-            achievements: load_achievements(&course.achievements, course.lesson_ids())?,
+            achievements: load_achievements(&course.achievements, &course.tracks)?,
             course,
         })
     }

@@ -426,7 +426,13 @@ fn rows() -> Vec<Row> {
                         )
                     },
                     command: "submit",
-                    stdout: &["At step 0 (predicting from position", "the lesson allows 1e-3"],
+                    // Layer by layer the first norm already differs (measured:
+                    // docs/lessons/rms-norm/2026-12-02-layers/).
+                    stdout: &[
+                        "At step 0 (predicting from position",
+                        "the lesson allows 1e-3",
+                        "the first layer whose output is off is layer 0 of 30",
+                    ],
                     // The lesson's own reason.
                     stderr: &["does not compute RMSNorm yet"],
                     snapshot: Some("rms_norm_logits_refused"),

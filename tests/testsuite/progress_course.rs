@@ -18,6 +18,6 @@ fn the_course_level_curve_loads() {
 #[test]
 fn the_course_achievements_load_and_name_real_lessons() {
     let course = course();
-    let achievements = load_achievements(&course.achievements, course.lesson_ids()).unwrap();
+    let achievements = load_achievements(&course.achievements, &course.tracks).unwrap();
     assert!(achievements.iter().any(|a| a.id == "first-token"));
 }

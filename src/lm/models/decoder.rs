@@ -31,7 +31,15 @@ pub trait Layer {
 
 /// A loaded decoder of any architecture, as the model runs it.
 pub trait Decode {
-    fn forward(&self, tokens: &Array, cache: &mut [LayerCache], k: &Kernels) -> Result<Array>;
+    /// The logits of `tokens`; with `layers`, each block's output is pushed there too, in
+    /// order (the residual stream after block 0, 1, …), lazily.
+    fn forward(
+        &self,
+        tokens: &Array,
+        cache: &mut [LayerCache],
+        k: &Kernels,
+        layers: Option<&mut Vec<Array>>,
+    ) -> Result<Array>;
     fn make_cache(&self) -> Vec<LayerCache>;
     fn requantize(&mut self, layout: Layout, dtype: Dtype) -> Result<()>;
     fn weight_bytes(&self) -> usize;
@@ -88,7 +96,13 @@ impl<L: Layer> Decoder<L> {
 
 impl<L: Layer> Decode for Decoder<L> {
     /// `tokens` is `[B, L]` int32; returns `[B, L, vocab]` logits, lazily.
-    fn forward(&self, tokens: &Array, cache: &mut [LayerCache], k: &Kernels) -> Result<Array> {
+    fn forward(
+        &self,
+        tokens: &Array,
+        cache: &mut [LayerCache],
+        k: &Kernels,
+        mut layers: Option<&mut Vec<Array>>,
+    ) -> Result<Array> {
         ensure!(
             cache.len() == self.layers.len(),
             "the cache has {} layers but the model has {}; make it with lm::make_prompt_cache(&model)",
@@ -113,6 +127,9 @@ impl<L: Layer> Decode for Decoder<L> {
         let mut h = self.embed_tokens.forward(tokens)?;
         for (layer, layer_cache) in self.layers.iter().zip(cache.iter_mut()) {
             h = layer.forward(&h, layer_cache, k)?;
+            if let Some(layers) = layers.as_deref_mut() {
+                layers.push(h.clone());
+            }
         }
         self.logits(&self.norm.forward(&h)?, k)
     }

@@ -71,6 +71,8 @@ pub struct Model {
     kernels: Cell<Kernels>,
     /// What every forward call fed, in order (see [`Model::fed`]).
     fed: RefCell<Vec<Fed>>,
+    /// After [`Model::record_layers`]: each forward call's hidden state after every layer.
+    layers: RefCell<Option<Vec<Vec<Vec<f32>>>>>,
 }
 
 /// One forward call, as the model saw it: when, and the `[rows, positions]` it was fed.
@@ -111,6 +113,7 @@ impl Model {
             decoder: (architecture.build)(config, weights)?,
             kernels: Cell::new(Kernels::for_process(Process::Fresh)?),
             fed: RefCell::new(Vec::new()),
+            layers: RefCell::new(None),
         })
     }
 
@@ -132,7 +135,27 @@ impl Model {
     /// the logits is what a batch of one would give for row `i`'s tokens.
     pub fn forward(&self, tokens: &Array, cache: &mut [LayerCache]) -> Result<Array> {
         let at = Instant::now();
-        let logits = self.decoder.forward(tokens, cache, &self.kernels.get())?;
+        let logits = if self.layers.borrow().is_some() {
+            let mut outputs = Vec::new();
+            let logits =
+                self.decoder
+                    .forward(tokens, cache, &self.kernels.get(), Some(&mut outputs))?;
+            // Row 0's last position: the one whose logits a step is judged by.
+            let rows = outputs
+                .iter()
+                .map(|h| {
+                    let last = crate::lm::last_position(h).as_dtype(mlx_rs::Dtype::Float32)?;
+                    Ok(last.reshape(&[-1])?.as_slice::<f32>()[..h.shape()[2] as usize].to_vec())
+                })
+                .collect::<Result<Vec<_>>>()?;
+            if let Some(recorded) = self.layers.borrow_mut().as_mut() {
+                recorded.push(rows);
+            }
+            logits
+        } else {
+            self.decoder
+                .forward(tokens, cache, &self.kernels.get(), None)?
+        };
         let shape = tokens.shape();
         self.fed.borrow_mut().push(Fed {
             at,
@@ -140,6 +163,18 @@ impl Model {
             positions: shape[1] as usize,
         });
         Ok(logits)
+    }
+
+    /// From now on every forward call also reads back the hidden state after each layer
+    /// (of its first row's last position: a sync per call, for diagnosis, never timed).
+    pub fn record_layers(&self) {
+        self.layers.replace(Some(Vec::new()));
+    }
+
+    /// What [`Model::record_layers`] recorded: for each forward call, for each layer, the
+    /// hidden state the next layer reads.
+    pub fn recorded_layers(&self) -> Vec<Vec<Vec<f32>>> {
+        self.layers.borrow().clone().unwrap_or_default()
     }
 
     /// Every forward call so far, in order: when, and how many rows and positions.
@@ -241,21 +276,21 @@ mod tests {
             let prompt = tokens_array(&[1, 2, 3, 4, 5]);
             model
                 .decoder
-                .forward(&prompt, &mut plain_cache, &plain)
+                .forward(&prompt, &mut plain_cache, &plain, None)
                 .unwrap();
             model
                 .decoder
-                .forward(&prompt, &mut folded_cache, &folded)
+                .forward(&prompt, &mut folded_cache, &folded, None)
                 .unwrap();
             for token in [7u32, 9, 11] {
                 let input = tokens_array(&[token]);
                 let a = model
                     .decoder
-                    .forward(&input, &mut plain_cache, &plain)
+                    .forward(&input, &mut plain_cache, &plain, None)
                     .unwrap();
                 let b = model
                     .decoder
-                    .forward(&input, &mut folded_cache, &folded)
+                    .forward(&input, &mut folded_cache, &folded, None)
                     .unwrap();
                 let diff = abs(subtract(&a, &b).unwrap())
                     .unwrap()
