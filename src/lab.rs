@@ -57,6 +57,10 @@ pub trait Decoded {
     fn fed(&self) -> Vec<crate::lm::Fed> {
         Vec::new()
     }
+    /// How many layers a forward call runs (0: not known).
+    fn layers(&self) -> usize {
+        0
+    }
 }
 
 impl Decoded for Model {
@@ -68,6 +72,9 @@ impl Decoded for Model {
     }
     fn fed(&self) -> Vec<crate::lm::Fed> {
         Model::fed(self)
+    }
+    fn layers(&self) -> usize {
+        self.num_layers()
     }
 }
 
@@ -135,7 +142,8 @@ impl Exercise {
         );
         let kernels = model.kernels();
         let (weights, weight_bytes) = model.weights();
-        let (prefill_fed, steps_fed) = timer.split_fed(&model.fed());
+        let fed = model.fed();
+        let (prefill_fed, steps_fed) = timer.split_fed(&fed);
         let report = Report {
             schema: REPORT_SCHEMA,
             model: self.model.clone(),
@@ -167,6 +175,8 @@ impl Exercise {
             values: BTreeMap::new(),
             prefill_fed,
             steps_fed,
+            steps_build_ms: timer.steps_built(&fed),
+            layers: model.layers(),
         };
         match &self.report_path {
             Some(path) => report.write(path),
@@ -416,6 +426,8 @@ impl Exercise {
             values: values.0.clone(),
             prefill_fed: Vec::new(),
             steps_fed: Vec::new(),
+            steps_build_ms: Vec::new(),
+            layers: 0,
         };
         match &self.report_path {
             Some(path) => report.write(path),
@@ -526,6 +538,18 @@ impl Timer {
         (positions(before), positions(after))
     }
 
+    /// How long each decode step's forward call took to build its graph, in ms: the
+    /// calls made after the first token.
+    pub fn steps_built(&self, fed: &[crate::lm::Fed]) -> Vec<f64> {
+        let Some(first) = self.first_token else {
+            return Vec::new();
+        };
+        fed.iter()
+            .filter(|call| call.at >= first)
+            .map(|call| call.built.as_secs_f64() * 1e3)
+            .collect()
+    }
+
     /// Tokens after the first, over the time after the first: the steady decode rate.
     pub fn decode_tok_s(&self, tokens: usize) -> f64 {
         match (self.first_token, self.done) {
@@ -598,6 +622,16 @@ pub struct Report {
     /// The positions each forward call fed after the first token: one per decode step.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub steps_fed: Vec<usize>,
+    /// How long each decode step's forward call took to build its graph on the host, ms.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps_build_ms: Vec<f64>,
+    /// The layers a forward call ran (0: not recorded).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub layers: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 fn one() -> usize {
@@ -622,6 +656,12 @@ impl Report {
             }
             Metric::MsPerToken => self.token_ms.iter().sum::<f64>() / self.token_ms.len() as f64,
             Metric::MsPerTokenGrowth => crate::stats::slope(&self.token_ms)? * 100.0,
+            Metric::BuildUsPerLayer if self.steps_build_ms.is_empty() || self.layers == 0 => {
+                return None
+            }
+            Metric::BuildUsPerLayer => {
+                crate::stats::median(&self.steps_build_ms) * 1e3 / self.layers as f64
+            }
             Metric::WeightMbPerToken if self.weight_bytes_per_token == 0 => return None,
             Metric::WeightMbPerToken => self.weight_bytes_per_token as f64 / 1e6,
         };
@@ -1172,6 +1212,8 @@ mod tests {
             values: BTreeMap::new(),
             prefill_fed: vec![4],
             steps_fed: vec![],
+            steps_build_ms: vec![],
+            layers: 0,
         }
     }
 
@@ -1227,6 +1269,7 @@ mod tests {
             at: at(ms),
             rows: 1,
             positions,
+            built: Duration::from_micros(ms * 100),
         };
         let calls = [fed(1, 41), fed(2, 1), fed(11, 1), fed(12, 1)];
         let timer = Timer {
@@ -1236,6 +1279,13 @@ mod tests {
             done: None,
         };
         assert_eq!(timer.split_fed(&calls), (vec![41, 1], vec![1, 1]));
+        // Each decode step's graph-building time: the calls after the first token.
+        let built = timer.steps_built(&calls);
+        assert_eq!(built.len(), 2);
+        assert!(
+            (built[0] - 1.1).abs() < 1e-9 && (built[1] - 1.2).abs() < 1e-9,
+            "{built:?}"
+        );
         // Without a first token every call is the prefill's.
         let unmarked = Timer {
             first_token: None,

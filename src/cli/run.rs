@@ -102,6 +102,22 @@ pub(crate) fn run_and_record(ctx: &Ctx, lesson: &Lesson, args: &RunArgs) -> Resu
     }
     let (path, _, code) = current_exercise(lesson)?;
     let report = run_exercise(ctx, &path, &request(lesson, args))?;
+    // A lesson that measures the host's graph building shows it on every run.
+    let measured = lesson.spec.measure.iter();
+    if measured
+        .flat_map(|m| std::iter::once(&m.metric).chain(&m.also))
+        .any(|m| *m == quest::course::Metric::BuildUsPerLayer)
+    {
+        if let Some(us) = report.metric(quest::course::Metric::BuildUsPerLayer) {
+            println!(
+                "{}",
+                ctx.ui_with(
+                    "build_per_layer",
+                    &[("us", &format!("{us:.1}")), ("layers", &report.layers.to_string())]
+                )
+            );
+        }
+    }
     let checked = super::values::check(ctx, lesson, &report)?;
     let mut run = run_record(&report, code, ctx.lang);
     if let Some(checked) = &checked {

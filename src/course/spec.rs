@@ -397,10 +397,13 @@ pub enum Metric {
     MsPerTokenGrowth,
     /// Megabytes of weights one decode step reads, in the layout that ran.
     WeightMbPerToken,
+    /// The host's time to build one decode step's graph, per layer, in µs (the median
+    /// step's forward call over the layers it ran).
+    BuildUsPerLayer,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 7] = [
+    pub const ALL: [Metric; 8] = [
         Metric::DecodeTokS,
         Metric::PerSeqTokS,
         Metric::TtftMs,
@@ -408,6 +411,7 @@ impl Metric {
         Metric::MsPerToken,
         Metric::MsPerTokenGrowth,
         Metric::WeightMbPerToken,
+        Metric::BuildUsPerLayer,
     ];
 
     /// Its key in reports and in the progress file.
@@ -420,6 +424,7 @@ impl Metric {
             Metric::MsPerToken => "ms_per_token",
             Metric::MsPerTokenGrowth => "ms_per_token_growth",
             Metric::WeightMbPerToken => "weight_mb_per_token",
+            Metric::BuildUsPerLayer => "build_us_per_layer",
         }
     }
 
@@ -434,6 +439,7 @@ impl Metric {
             Metric::TtftMs | Metric::LoadMs | Metric::MsPerToken => "ms",
             Metric::MsPerTokenGrowth => "ms/100 tok",
             Metric::WeightMbPerToken => "MB",
+            Metric::BuildUsPerLayer => "µs/layer",
         }
     }
 

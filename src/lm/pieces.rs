@@ -14,7 +14,8 @@
 //!
 //! What runs through the seam: every `RmsNorm` of the model — each block's
 //! `input_layernorm` and `post_attention_layernorm`, Qwen3's per-head `q_norm` and
-//! `k_norm`, the final `model.norm`. Everything else is quest's, unchanged. (Qwen3.5's
+//! `k_norm`, the final `model.norm` — and every MLP's SwiGLU gate (`act_fn(gate) * up`
+//! in mlx-lm's `MLP`). Everything else is quest's, unchanged. (Qwen3.5's
 //! gated-delta layers norm inside their own recurrence, without a learned weight per
 //! call site: those stay quest's.)
 
@@ -27,6 +28,13 @@ pub trait Pieces: Send + Sync {
     /// MLX's fused kernel (`mlx_rs::fast::rms_norm`), one op in the graph.
     fn rms_norm(&self, x: &Array, weight: &Array, eps: f32) -> Result<Array> {
         Ok(mlx_rs::fast::rms_norm(x, Some(weight), eps)?)
+    }
+
+    /// `silu(gate) · up`, the SwiGLU feed-forward's gate between its up and down
+    /// projections (mlx-lm's `swiglu`): by default quest's, compiled once per thread into
+    /// one element-wise kernel ([`crate::lm::models::activations::swiglu`]).
+    fn swiglu(&self, gate: &Array, up: &Array) -> Result<Array> {
+        Ok(crate::lm::models::activations::swiglu(gate, up)?)
     }
 }
 

@@ -467,6 +467,55 @@ fn rows() -> Vec<Row> {
         },
         Row {
             args: FEW_TOKENS,
+            // The gate as gate / (1 + e^-gate) · up, compiled once: another formula for the
+            // same numbers (6.9e-5 from quest's at most, measured).
+            honest: |s| {
+                s.solution.replace(
+                    "        |(gate, up): (&Array, &Array)| gate.multiply(mlx_rs::ops::sigmoid(gate)?)?.multiply(up),",
+                    "        |(gate, up): (&Array, &Array)| {\n            let one = Array::from_f32(1.0);\n            gate.divide(one.add(mlx_rs::ops::exp(gate.negative()?)?)?)?.multiply(up)\n        },",
+                )
+            },
+            refusals: &[
+                Refusal {
+                    what: "compiled, but anew inside every call",
+                    edit: |s| {
+                        s.solution.replace(
+                            "        Ok(GATE.with(|f| (f.borrow_mut())((gate, up)))?)",
+                            "        let mut fresh = compiled_gate();\n        Ok(fresh((gate, up))?)",
+                        )
+                    },
+                    command: "submit",
+                    stdout: &["compiles on every call again"],
+                    stderr: &["fix those lines"],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "the gate's own factor left out: sigmoid(gate) · up",
+                    edit: |s| {
+                        s.solution.replace(
+                            "gate.multiply(mlx_rs::ops::sigmoid(gate)?)?.multiply(up)",
+                            "mlx_rs::ops::sigmoid(gate)?.multiply(up)",
+                        )
+                    },
+                    command: "submit",
+                    stdout: &[
+                        "At step 0 (predicting from position",
+                        "the first layer whose output is off is layer 0 of 30",
+                    ],
+                    stderr: &["does not compute silu(gate)"],
+                    snapshot: None,
+                    masked: false,
+                },
+            ],
+            answers: &["term=fixed"],
+            check_run: |stdout| {
+                assert!(stdout.contains("µs/layer"), "{stdout}");
+            },
+            ..Row::of("compile")
+        },
+        Row {
+            args: FEW_TOKENS,
             answers: &["paid-by=first-forward"],
             ..Row::of("mapped-lazy")
         },

@@ -335,6 +335,8 @@ pub struct Mlp {
     /// gate_proj and up_proj as one matmul.
     gate_up_proj: Fused,
     down_proj: Linear,
+    /// The learner's SwiGLU, where the model was given pieces ([`crate::lm::Pieces`]).
+    pub pieces: Option<Arc<dyn Pieces>>,
 }
 
 impl Mlp {
@@ -348,6 +350,7 @@ impl Mlp {
                 !w.lazy,
             )?,
             down_proj: w.linear(&format!("{p}.down_proj"), q)?,
+            pieces: None,
         })
     }
 
@@ -373,6 +376,21 @@ impl Mlp {
         residual: Option<&Array>,
         kernels: &Kernels,
     ) -> Result<Array> {
+        if let Some(pieces) = &self.pieces {
+            // The learner's SwiGLU between MLX's ops: norm, [gate | up], gate, down, add.
+            let x = match input_norm {
+                Some(norm) => norm.forward(x)?,
+                None => x.clone(),
+            };
+            let gate_up = self.gate_up_proj.forward(&x, kernels)?;
+            let y = self
+                .down_proj
+                .forward(&pieces.swiglu(&gate_up[0], &gate_up[1])?, kernels)?;
+            return Ok(match residual {
+                Some(r) => r.add(&y)?,
+                None => y,
+            });
+        }
         if let Fused::One { linear, .. } = &self.gate_up_proj {
             let fold_in = Fold {
                 norm: input_norm.map(|n| (&n.weight, n.eps)),

@@ -82,6 +82,10 @@ impl Layer for Block {
             + self.post_attention_layernorm.weight.nbytes()
     }
 
+    fn mlp_mut(&mut self) -> &mut Mlp {
+        &mut self.mlp
+    }
+
     fn norms_mut(&mut self) -> Vec<&mut RmsNorm> {
         let mut norms = vec![
             &mut self.input_layernorm,

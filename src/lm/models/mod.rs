@@ -85,6 +85,9 @@ pub struct Fed {
     pub at: Instant,
     pub rows: usize,
     pub positions: usize,
+    /// How long the call took: building its graph on the host (nothing is evaluated in
+    /// `forward`; the work runs when the caller reads or evaluates the result).
+    pub built: std::time::Duration,
 }
 
 impl Model {
@@ -161,6 +164,7 @@ impl Model {
             at,
             rows: shape[0] as usize,
             positions: shape[1] as usize,
+            built: at.elapsed(),
         });
         Ok(logits)
     }
