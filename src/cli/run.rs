@@ -113,7 +113,10 @@ pub(crate) fn run_and_record(ctx: &Ctx, lesson: &Lesson, args: &RunArgs) -> Resu
                 "{}",
                 ctx.ui_with(
                     "build_per_layer",
-                    &[("us", &format!("{us:.1}")), ("layers", &report.layers.to_string())]
+                    &[
+                        ("us", &format!("{us:.1}")),
+                        ("layers", &report.layers.to_string())
+                    ]
                 )
             );
         }
