@@ -280,7 +280,20 @@ pub fn greedy(
 
 /// Every step's hidden state after each layer, as [`crate::lm::Model::recorded_layers`]
 /// gives them: step × layer × width.
-pub type Layers = Vec<Vec<Vec<f32>>>;
+pub use crate::lm::models::Layers;
+
+/// Floats as the files quest and an exercise exchange hold them: float32, little-endian.
+fn le_bytes<'a>(values: impl IntoIterator<Item = &'a f32>) -> Vec<u8> {
+    values.into_iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+/// The floats of [`le_bytes`] (a trailing partial float is left out: callers check the length).
+fn le_floats(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect()
+}
 
 /// Writes `QUEST_LAYERS`'s file: the layer count and the width (u32, little-endian),
 /// then every step's rows of float32.
@@ -290,9 +303,7 @@ fn write_layers(path: &Path, steps: &Layers) -> Result<()> {
     let mut bytes = Vec::new();
     bytes.extend((layers as u32).to_le_bytes());
     bytes.extend((width as u32).to_le_bytes());
-    for value in steps.iter().flatten().flatten() {
-        bytes.extend(value.to_le_bytes());
-    }
+    bytes.extend(le_bytes(steps.iter().flatten().flatten()));
     std::fs::write(path, bytes).with_context(|| format!("writing {}", path.display()))
 }
 
@@ -305,10 +316,7 @@ pub fn read_layers(path: &Path) -> Result<Layers> {
     let (Some(layers), Some(width)) = (word(0), word(4)) else {
         anyhow::bail!("{}: {} bytes hold no header", path.display(), bytes.len());
     };
-    let floats: Vec<f32> = bytes[8..]
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-        .collect();
+    let floats = le_floats(&bytes[8..]);
     let per_step = layers * width;
     anyhow::ensure!(
         per_step > 0 && floats.len() % per_step == 0 && (bytes.len() - 8) % 4 == 0,
@@ -325,10 +333,7 @@ pub fn read_layers(path: &Path) -> Result<Layers> {
 /// Reads `QUEST_LOGITS`'s file: `steps` rows of float32.
 pub fn read_logits(path: &Path, steps: usize) -> Result<Vec<Vec<f32>>> {
     let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    let floats: Vec<f32> = bytes
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        .collect();
+    let floats = le_floats(&bytes);
     anyhow::ensure!(
         steps > 0 && bytes.len() % 4 == 0 && floats.len() % steps == 0,
         "{}: {} bytes are not {steps} rows of float32 logits",
@@ -375,13 +380,8 @@ impl Exercise {
             logits_path.is_some(),
         )?;
         if let Some(path) = &logits_path {
-            let bytes: Vec<u8> = run
-                .logits
-                .iter()
-                .flatten()
-                .flat_map(|v| v.to_le_bytes())
-                .collect();
-            std::fs::write(path, bytes).with_context(|| format!("writing {}", path.display()))?;
+            std::fs::write(path, le_bytes(run.logits.iter().flatten()))
+                .with_context(|| format!("writing {}", path.display()))?;
         }
         if let Some(path) = &layers_path {
             write_layers(path, &model.recorded_layers())?;
@@ -531,9 +531,7 @@ impl Timer {
     /// came from) and those after it (one per decode step). Without a first token, all
     /// are the prefill's.
     pub fn split_fed(&self, fed: &[crate::lm::Fed]) -> (Vec<usize>, Vec<usize>) {
-        let (before, after): (Vec<_>, Vec<_>) = fed
-            .iter()
-            .partition(|call| self.first_token.is_none_or(|first| call.at < first));
+        let (before, after): (Vec<_>, Vec<_>) = fed.iter().partition(|call| self.is_prefill(call));
         let positions = |calls: Vec<&crate::lm::Fed>| calls.iter().map(|c| c.positions).collect();
         (positions(before), positions(after))
     }
@@ -541,13 +539,15 @@ impl Timer {
     /// How long each decode step's forward call took to build its graph, in ms: the
     /// calls made after the first token.
     pub fn steps_built(&self, fed: &[crate::lm::Fed]) -> Vec<f64> {
-        let Some(first) = self.first_token else {
-            return Vec::new();
-        };
         fed.iter()
-            .filter(|call| call.at >= first)
+            .filter(|call| !self.is_prefill(call))
             .map(|call| call.built.as_secs_f64() * 1e3)
             .collect()
+    }
+
+    /// Whether `call` was made before the first token (without one, every call was).
+    fn is_prefill(&self, call: &crate::lm::Fed) -> bool {
+        self.first_token.is_none_or(|first| call.at < first)
     }
 
     /// Tokens after the first, over the time after the first: the steady decode rate.

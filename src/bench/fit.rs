@@ -244,7 +244,7 @@ pub fn run(
         let host = loops::HostSplit::median_run(&host_runs);
         let rate =
             |runs: &[Measured]| median(&runs.iter().map(|r| r.decode_tok_s).collect::<Vec<_>>());
-        let point = ShapePoint {
+        let mut point = ShapePoint {
             shape: shape.name.into(),
             layout: model.weights.name(),
             bytes_per_token,
@@ -257,12 +257,10 @@ pub fn run(
             host_runs,
             mlx_lm_tok_s: (!mlx_lm.is_empty()).then(|| rate(&mlx_lm)),
             mlx_lm,
+            // Set below, from the point's own bytes and rate.
             fraction_of_bandwidth: 0.0,
         };
-        let point = ShapePoint {
-            fraction_of_bandwidth: fraction(&point, rates.bandwidth_gb_s),
-            ..point
-        };
+        point.fraction_of_bandwidth = fraction(&point, rates.bandwidth_gb_s);
         let peer = point
             .mlx_lm_tok_s
             .map(|peer| format!(", mlx-lm {peer:.2} (×{:.2})", point.pipelined_tok_s / peer))

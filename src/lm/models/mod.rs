@@ -72,8 +72,11 @@ pub struct Model {
     /// What every forward call fed, in order (see [`Model::fed`]).
     fed: RefCell<Vec<Fed>>,
     /// After [`Model::record_layers`]: each forward call's hidden state after every layer.
-    layers: RefCell<Option<Vec<Vec<Vec<f32>>>>>,
+    layers: RefCell<Option<Layers>>,
 }
+
+/// Hidden states read back from forward calls: call × layer × width.
+pub type Layers = Vec<Vec<Vec<f32>>>;
 
 /// One forward call, as the model saw it: when, and the `[rows, positions]` it was fed.
 /// A report splits the calls at the first token (the prefill before, the decode steps
@@ -177,7 +180,7 @@ impl Model {
 
     /// What [`Model::record_layers`] recorded: for each forward call, for each layer, the
     /// hidden state the next layer reads.
-    pub fn recorded_layers(&self) -> Vec<Vec<Vec<f32>>> {
+    pub fn recorded_layers(&self) -> Layers {
         self.layers.borrow().clone().unwrap_or_default()
     }
 
