@@ -74,6 +74,15 @@
 #                  predicted from that run's values, `quest card`; then `quest fit --shapes
 #                  all` (ROUNDS 3), which prints both rates and the per-layer fit
 #                  (CEILING_FIT=0 leaves it out).
+#   compile        the compile lesson as a learner walks it, each step a fresh process, on
+#                  MODEL (random:qwen3-8b) and then on the carried SmolLM2: `quest run
+#                  compile` (the starting code: a new compiled silu every call), the
+#                  learner's own edit (docs/gpu/own_edit.py, made before carry.sh), run
+#                  again, `quest submit` with the quiz predicted, `quest card` with
+#                  submit's medians. WALK_MODELS (default: MODEL and SmolLM2) picks the models.
+#   streams        the same walk for the streams lesson (a stream of its own against the
+#                  default stream).
+#   rms-norm       the same walk for the rms-norm lesson (the learner's norm in every layer).
 #   slope          `quest slope --contexts 256,2048,8192` (CONTEXTS; ROUNDS 5).
 #   slope-attend   `quest slope` per shape of SLOPE_SHAPES (default "Qwen3-0.6B Qwen3-8B")
 #                  with QUEST_ATTEND=mlx then =quest, REPS times (default 2), CONTEXTS
@@ -88,7 +97,7 @@
 #                  averages the decode steps (ncu serializes kernels: no launch gaps in it).
 set -uo pipefail
 [ $# -gt 0 ] || { sed -n '2,/^set -uo/p' "$0" | sed '$d'; exit 2; }
-subcommands=" flow fresh kept kept-defaults ceiling fit qmv fits alt-qmv alt peer peers kernels check journey bench batch
+subcommands=" flow fresh kept kept-defaults ceiling compile streams rms-norm fit qmv fits alt-qmv alt peer peers kernels check journey bench batch
   bits slope slope-attend sweep profile "
 for sub in "$@"; do
   case $subcommands in
@@ -545,6 +554,42 @@ ceiling() {
   timeout 300 quest fit --shapes all --max-tokens "$T" --rounds "$(rounds 3)" 2>&1 |
     tee "$o/fit.txt" | grep -v '^quest:'
 }
+
+# A GPU-track lesson as the learner walks it, on MODEL (random:qwen3-8b) and then on the
+# carried SmolLM2, each step a fresh process: `quest run` of the starting code, the
+# learner's own edit, run again, `quest submit` with the quiz predicted, `quest card` with
+# submit's medians. The device cannot build Rust, so the edit is made HERE before carry.sh
+# (`python3 docs/gpu/own_edit.py COURSE`, COURSE=that copy): the course copy arrives
+# edited, its binary prebuilt; `quest reset` puts the starting code back for the first run.
+#   walk LESSON FILE ANSWER…   (ANSWER: the quiz's answers but shows-here, as Q=A)
+walk() {
+  local lesson=$1 file=$2 model card shows tag own
+  shift 2
+  own=/tmp/own-$lesson.rs
+  [ -f "$own" ] || cp "exercises/$lesson/$file" "$own"
+  local predicts=() answers=()
+  for qa in "$@"; do predicts+=(--predict "$qa"); answers+=(--answer "$qa"); done
+  for model in ${WALK_MODELS:-$MODEL smollm2-135m-instruct}; do
+    [ "$model" != smollm2-135m-instruct ] || smollm2 || continue
+    tag=$lesson-${model//[:\/]/-}
+    step "$lesson, the learner's path on $model"
+    quest reset "$lesson" --yes > /dev/null
+    quest run "$lesson" --no-lesson --model "$model" --max-tokens "$T" 2>&1 | tee "$o/$tag-run-before.txt" | tail -8
+    cp "$own" "exercises/$lesson/$file"
+    quest run "$lesson" --no-lesson --model "$model" --max-tokens "$T" 2>&1 | tee "$o/$tag-run-after.txt" | tail -8
+    quest submit "$lesson" --model "$model" --max-tokens "$T" --rounds "$(rounds 3)" --predict shows-here=yes \
+      "${predicts[@]}" 2>&1 | tee "$o/$tag-submit.txt" | tail -20
+    card=$(grep -o "quest card $lesson --before [0-9.]* --after [0-9.]*" "$o/$tag-submit.txt" | head -1)
+    ratio=$(grep -o '(×[0-9.]*)' "$o/$tag-submit.txt" | head -1 | tr -d '(×)')
+    # The card's shows-here is what submit measured: 10 % or more in the lesson's direction.
+    shows=$(python3 -c "import sys; r = float(sys.argv[1] or 0); print('yes' if r >= 1.10 or (0 < r <= 1 / 1.10) else 'no')" "${ratio:-0}")
+    echo "$card --answer shows-here=$shows ${answers[*]}"
+    ${card:-false} --answer shows-here="$shows" "${answers[@]}" 2>&1 | tee "$o/$tag-card.txt"
+  done
+}
+compile() { walk compile gate.rs term=fixed; }
+streams() { walk streams decode_loop.rs why=fences; }
+rms-norm() { walk rms-norm norm.rs term=fixed; }
 
 profile() {
   local bin

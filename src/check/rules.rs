@@ -633,6 +633,9 @@ impl<'ast> Visit<'ast> for Calls<'_> {
             for arg in &args {
                 self.visit_expr(arg);
             }
+        } else if let Ok(items) = m.parse_body::<syn::File>() {
+            // Item macros hold items: `thread_local! { static F: … = compile(…); }`.
+            self.visit_file(&items);
         }
         visit::visit_macro(self, m);
     }
@@ -1012,6 +1015,26 @@ fn helper() { println!("hi"); }"#;
             found("fn least_squares(p: &[(f64, f64)]) -> (f64, f64) { (0.0, 0.0) }\nfn main() { least_squares(&points); }"),
             Vec::<String>::new()
         );
+    }
+
+    /// A call inside an item macro's items counts: the compile lesson's
+    /// `thread_local! { static GATE: … = …compile(…); }` calls `compile`.
+    #[test]
+    fn calls_inside_thread_local_are_seen() {
+        let rules: Vec<Rule> = serde_yaml::from_str(
+            "- id: compiled-once\n  require: [{call: mlx_rs::transforms::compile::compile}]\n  in: file",
+        )
+        .unwrap();
+        let inside = "use mlx_rs::transforms::compile::compile as trace;\n\
+            thread_local! {\n    static GATE: RefCell<Gate> = RefCell::new(Box::new(trace(|x| x, true)));\n}\n\
+            fn main() {}";
+        assert!(
+            check(inside, &rules).is_empty(),
+            "{:?}",
+            check(inside, &rules)
+        );
+        let nowhere = "thread_local! { static GATE: u32 = 1; }\nfn main() {}";
+        assert_eq!(check(nowhere, &rules)[0].rule, "compiled-once");
     }
 
     #[test]

@@ -492,7 +492,8 @@ fn check_code(root: &Path, lesson: &Lesson, problems: &mut Vec<String>, notes: &
         }
     }
     if let Some(check) = lesson.spec.logits {
-        logits_check(lesson, check.tolerance, starting_breaks_rules, problems);
+        let tolerance = check.tolerance_in(quest::device::Backend::detect().float_dtype());
+        logits_check(lesson, tolerance, starting_breaks_rules, problems);
     }
     let path = root.join(exercise);
     match std::fs::read_to_string(&path) {

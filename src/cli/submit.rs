@@ -294,7 +294,8 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
 
     // 2a. A piece of the model: its logits against quest's own, step by step.
     if let Some(check) = spec.logits {
-        if let Err(why) = check_logits(ctx, lesson, &yours, &request, check.tolerance)? {
+        let tolerance = check.tolerance_in(quest::device::Backend::detect().float_dtype());
+        if let Err(why) = check_logits(ctx, lesson, &yours, &request, tolerance)? {
             return refuse(ctx, &mut learner, id, code, None, &why);
         }
     }

@@ -301,12 +301,29 @@ pub enum TokenCheck {
     None,
 }
 
-/// `logits: {tolerance: 1e-3}`: every step's logits within `tolerance` (max abs
-/// difference over the vocabulary) of quest's own model's, and the same argmax.
+/// `logits: {tolerance: 1e-3, half_precision: 2e-1}`: every step's logits within the
+/// tolerance (max abs difference over the vocabulary) of quest's own model's, and the same
+/// argmax. `tolerance` holds where the model computes in float32 (the CPU);
+/// `half_precision` where it computes in float16 (a GPU), whose rounding alone moves an
+/// honest piece's logits by far more. Both are measured, never guessed.
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LogitsCheck {
     pub tolerance: f32,
+    #[serde(default)]
+    pub half_precision: Option<f32>,
+}
+
+impl LogitsCheck {
+    /// The tolerance where the model computes in `dtype`: a 16-bit float takes
+    /// `half_precision` where the lesson gives it.
+    pub fn tolerance_in(&self, dtype: mlx_rs::Dtype) -> f32 {
+        let half = matches!(dtype, mlx_rs::Dtype::Float16 | mlx_rs::Dtype::Bfloat16);
+        match self.half_precision {
+            Some(tolerance) if half => tolerance,
+            _ => self.tolerance,
+        }
+    }
 }
 
 /// What quest measures for the lesson's claim.
@@ -631,7 +648,12 @@ impl LessonSpec {
                     "{at}: `logits` compares an exercise's model with quest's: it needs `exercise`"
                 );
             }
-            if !(logits.tolerance.is_finite() && logits.tolerance > 0.0) {
+            let tolerances = [Some(logits.tolerance), logits.half_precision];
+            if !tolerances
+                .into_iter()
+                .flatten()
+                .all(|t| t.is_finite() && t > 0.0)
+            {
                 bail!("{at}: `logits: tolerance:` is a max abs difference, above 0");
             }
         }

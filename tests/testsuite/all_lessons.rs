@@ -516,6 +516,49 @@ fn rows() -> Vec<Row> {
         },
         Row {
             args: FEW_TOKENS,
+            // `with_stream` kept, handed the default stream: not the solution's text.
+            honest: |s| {
+                s.starting
+                    .replace("use mlx_rs::{Device, Stream};", "use mlx_rs::Stream;")
+                    .replace(
+                        "let stream = Stream::new_with_device(&Device::try_default()?);",
+                        "let stream = Stream::new();",
+                    )
+            },
+            refusals: &[
+                Refusal {
+                    what: "a new stream, its type renamed on import",
+                    edit: |s| {
+                        s.starting
+                            .replace("use mlx_rs::{Device, Stream};", "use mlx_rs::{Device, Stream as Queue};")
+                            .replace("Stream::new_with_device(", "Queue::new_with_device(")
+                    },
+                    command: "submit",
+                    stdout: &["a stream of its own"],
+                    stderr: &["fix those lines"],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "the default stream, and a host read in the loop",
+                    edit: |s| {
+                        s.solution.replace(
+                            "            async_eval([&y])?;",
+                            "            async_eval([&y])?;\n            let _ = y.item_exact::<u32>();",
+                        )
+                    },
+                    command: "submit",
+                    stdout: &["waits for the device every token"],
+                    stderr: &["fix those lines"],
+                    snapshot: None,
+                    masked: false,
+                },
+            ],
+            answers: &["why=fences"],
+            ..Row::of("streams")
+        },
+        Row {
+            args: FEW_TOKENS,
             answers: &["paid-by=first-forward"],
             ..Row::of("mapped-lazy")
         },

@@ -223,11 +223,13 @@ impl Model {
     /// With `QUEST_PIECES=quest` it keeps quest's own: the baseline quest measures a
     /// learner's piece against, in the learner's own binary.
     pub fn with_pieces(mut self, pieces: impl crate::lm::Pieces + 'static) -> Self {
+        // Either way MLX's ops run where quest's CUDA kernels would: `QUEST_PIECES=quest`
+        // is the same process but for the pieces, the baseline a lesson measures against.
+        self.kernels.set(Kernels::NONE);
         if crate::settings::PIECES.raw().as_deref() == Some("quest") {
             return self;
         }
         self.decoder.set_pieces(std::sync::Arc::new(pieces));
-        self.kernels.set(Kernels::NONE);
         self
     }
 
