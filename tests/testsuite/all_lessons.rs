@@ -539,6 +539,80 @@ fn rows() -> Vec<Row> {
         },
         Row {
             args: FEW_TOKENS,
+            // The scale on the scores instead of the queries: another order of the same
+            // arithmetic (0 from quest's, measured: the scale is a power of two).
+            honest: |s| {
+                s.solution.replace(
+                    "        let scores = matmul(\n            queries.multiply(Array::from_f32(scale))?,\n            keys.swap_axes(-1, -2)?,\n        )?;",
+                    "        let scores = matmul(queries, keys.swap_axes(-1, -2)?)?;\n        let scores = scores.multiply(Array::from_f32(scale))?;",
+                )
+            },
+            refusals: &[
+                Refusal {
+                    what: "the mask one key late: every argmax but one the same",
+                    edit: |s| {
+                        s.solution
+                            .replace("arange::<_, i32>(s - l, s, None)", "arange::<_, i32>(s - l + 1, s + 1, None)")
+                    },
+                    command: "submit",
+                    // 8.2 at step 0, measured (docs/lessons/attention/2026-12-02-attention-ops/);
+                    // layer 0's outputs are off by less than the limit, layer 1's by more.
+                    stdout: &[
+                        "At step 0 (predicting from position",
+                        "the lesson allows 1e-3",
+                        "the first layer whose output is off is layer 1 of 30",
+                    ],
+                    stderr: &["does not compute what the model's does yet"],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "key heads tiled, not grouped: query head h reads key head h mod 3",
+                    edit: |s| {
+                        s.solution.replace(
+                            "broadcast_to(t.expand_dims(2)?, &[b, kv_heads, heads / kv_heads, s, d])",
+                            "broadcast_to(t.expand_dims(1)?, &[b, heads / kv_heads, kv_heads, s, d])",
+                        )
+                    },
+                    command: "submit",
+                    // 36 at step 0, measured.
+                    stdout: &[
+                        "At step 0 (predicting from position",
+                        "the first layer whose output is off is layer 0 of 30",
+                    ],
+                    stderr: &["does not compute what the model's does yet"],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "MLX's fused attention, renamed on import",
+                    edit: |s| {
+                        format!(
+                            "use mlx_rs::fast::scaled_dot_product_attention as sdpa;\n{}",
+                            s.solution.replace(
+                                "        let weights = softmax_axis(&scores, -1, true)?;",
+                                "        let _ = scores;\n        let weights = sdpa(queries, &keys, &values, scale, None, None)?;\n        return Ok(weights);\n        #[allow(unreachable_code)]\n        let weights = softmax_axis(&scores, -1, true)?;",
+                            )
+                        )
+                    },
+                    command: "submit",
+                    stdout: &["MLX's fused attention"],
+                    stderr: &["fix those lines"],
+                    snapshot: None,
+                    masked: false,
+                },
+            ],
+            answers: &["mask-step=step-0", "term=bytes"],
+            check_passed: |stdout, _| {
+                assert!(
+                    stdout.contains("every logit within 1e-3 of quest's and the same argmax"),
+                    "{stdout}"
+                );
+            },
+            ..Row::of("attention")
+        },
+        Row {
+            args: FEW_TOKENS,
             // The gate as gate / (1 + e^-gate) · up, compiled once: another formula for the
             // same numbers (6.9e-5 from quest's at most, measured).
             honest: |s| {
