@@ -30,7 +30,7 @@ pub use cache::{KvCache, LayerCache, RecurrentCache};
 pub use fetch::DEFAULT_MODEL;
 pub use hub::ModelSource;
 pub use models::{Fed, Model};
-pub use pieces::{Pieces, QuestPieces};
+pub use pieces::{Mask, Pieces, QuestPieces};
 pub use tokenizer::{Message, Tokenizer};
 use weights::Weights;
 

@@ -20,6 +20,7 @@
 //! call site: those stay quest's.)
 
 use anyhow::Result;
+use mlx_rs::fast::ScaledDotProductAttentionMask;
 use mlx_rs::Array;
 
 /// The model's parts a learner may write. A default method is quest's own.
@@ -36,6 +37,58 @@ pub trait Pieces: Send + Sync {
     fn swiglu(&self, gate: &Array, up: &Array) -> Result<Array> {
         Ok(crate::lm::models::activations::swiglu(gate, up)?)
     }
+
+    /// Rotary position embedding of `x` (`[B, heads, L, head_dim]`, the L positions starting
+    /// at `offset`, the cache's position of the first): the first `dims` channels of each
+    /// head turned by `position · base^(-2i/dims)`, pairs taken as neighbours (`traditional`)
+    /// or as the two halves. mlx-lm's `nn.RoPE`; by default MLX's fused kernel
+    /// (`mlx_rs::fast::rope`).
+    fn rope(
+        &self,
+        x: &Array,
+        dims: i32,
+        traditional: bool,
+        base: f32,
+        offset: i32,
+    ) -> Result<Array> {
+        Ok(mlx_rs::fast::rope(
+            x,
+            dims,
+            traditional,
+            base,
+            1.0,
+            offset,
+            None,
+        )?)
+    }
+
+    /// `softmax(q·kᵀ·scale + mask) · v` per head: `queries` `[B, heads, L, D]`, `keys` and
+    /// `values` the cache's view `[B, kv_heads, S, D]` (all S positions so far; `heads` a
+    /// multiple of `kv_heads`, each key head shared by `heads / kv_heads` query heads). With
+    /// [`Mask::Causal`] query `i` sees keys `0..=S-L+i`: the whole cached prefix and the
+    /// prompt up to itself. By default MLX's fused kernel
+    /// (`mlx_rs::fast::scaled_dot_product_attention`).
+    fn attention(
+        &self,
+        queries: &Array,
+        keys: &Array,
+        values: &Array,
+        scale: f32,
+        mask: Option<Mask>,
+    ) -> Result<Array> {
+        let mask = mask.map(|Mask::Causal| ScaledDotProductAttentionMask::Causal);
+        Ok(mlx_rs::fast::scaled_dot_product_attention(
+            queries, keys, values, scale, mask, None,
+        )?)
+    }
+}
+
+/// The mask [`Pieces::attention`] is given: none for one query (it sees every key), causal
+/// for several (a prompt, or a prompt's next chunk after a cached prefix).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mask {
+    /// Query `i` of `L` sees keys `0..=S-L+i` of `S`.
+    Causal,
 }
 
 /// quest's own pieces: every default. A model holds none until [`Model::with_pieces`]
@@ -71,13 +124,110 @@ mod tests {
         }
     }
 
+    /// RoPE with MLX's ops, as the rope lesson's solution writes it; `restart` counts the
+    /// positions of every call from 0 (the offset forgotten), `flip` takes the other layout.
+    struct RopeByOps {
+        restart: bool,
+        flip: bool,
+    }
+    impl Pieces for RopeByOps {
+        fn rope(
+            &self,
+            x: &Array,
+            dims: i32,
+            traditional: bool,
+            base: f32,
+            offset: i32,
+        ) -> Result<Array> {
+            use mlx_rs::ops::{arange, concatenate, split_at_indices, stack};
+            let traditional = traditional != self.flip;
+            let shape = x.shape().to_vec();
+            let (l, half) = (shape[2], dims / 2);
+            let start = if self.restart { 0 } else { offset };
+            let positions = arange::<_, f32>(start, start + l, None)?.reshape(&[l, 1])?;
+            let pair =
+                arange::<_, f32>(0, half, None)?.multiply(Array::from_f32(-2.0 / dims as f32))?;
+            let angle = pair
+                .multiply(Array::from_f32(base.ln()))?
+                .exp()?
+                .multiply(&positions)?;
+            let (cos, sin) = (angle.cos()?, angle.sin()?);
+            let parts = split_at_indices(x, &[dims], -1)?;
+            let (a, b) = if traditional {
+                let pairs = parts[0].reshape(&[shape[0], shape[1], l, half, 2])?;
+                let ab = split_at_indices(&pairs, &[1], -1)?;
+                (ab[0].squeeze_axes(&[-1])?, ab[1].squeeze_axes(&[-1])?)
+            } else {
+                let ab = split_at_indices(&parts[0], &[half], -1)?;
+                (ab[0].clone(), ab[1].clone())
+            };
+            let ra = a.multiply(&cos)?.subtract(b.multiply(&sin)?)?;
+            let rb = a.multiply(&sin)?.add(b.multiply(&cos)?)?;
+            let rotated = if traditional {
+                stack(&[ra, rb], -1)?.reshape(&[shape[0], shape[1], l, dims])?
+            } else {
+                concatenate(&[ra, rb], -1)?
+            };
+            Ok(concatenate(&[rotated, parts[1].clone()], -1)?)
+        }
+    }
+
+    /// Attention with MLX's ops; `unmasked` leaves the causal mask out, `prefix_blind`
+    /// masks as if the cache held only this call's positions.
+    struct AttentionByOps {
+        unmasked: bool,
+        prefix_blind: bool,
+    }
+    impl Pieces for AttentionByOps {
+        fn attention(
+            &self,
+            queries: &Array,
+            keys: &Array,
+            values: &Array,
+            scale: f32,
+            mask: Option<Mask>,
+        ) -> Result<Array> {
+            use mlx_rs::ops::{arange, broadcast_to, le, matmul, select, softmax_axis};
+            let (q, k) = (queries.shape().to_vec(), keys.shape().to_vec());
+            let repeat = |t: &Array| -> Result<Array> {
+                let (b, kv, s, d) = (k[0], k[1], k[2], k[3]);
+                let wide = broadcast_to(t.expand_dims(2)?, &[b, kv, q[1] / kv, s, d])?;
+                Ok(wide.reshape(&[b, q[1], s, d])?)
+            };
+            let (keys, values) = (repeat(keys)?, repeat(values)?);
+            let scores = matmul(
+                queries.multiply(Array::from_f32(scale))?,
+                keys.swap_axes(-1, -2)?,
+            )?;
+            let scores = match mask {
+                Some(Mask::Causal) if !self.unmasked => {
+                    let (l, s) = (q[2], k[2]);
+                    let first = if self.prefix_blind { 0 } else { s - l };
+                    let query = arange::<_, i32>(first, first + l, None)?.reshape(&[l, 1])?;
+                    let key = arange::<_, i32>(0, s, None)?.reshape(&[1, s])?;
+                    select(
+                        le(&key, &query)?,
+                        &scores,
+                        Array::from_f32(f32::NEG_INFINITY),
+                    )?
+                }
+                _ => scores,
+            };
+            Ok(matmul(softmax_axis(&scores, -1, true)?, &values)?)
+        }
+    }
+
+    /// A prompt, one decode step, then a second prompt chunk after that cached prefix.
     fn logits(model: &crate::lm::Model) -> Array {
         let mut cache = model.make_cache();
         let first = model
             .forward(&tokens_array(&[1, 2, 3, 4, 5]), &mut cache)
             .unwrap();
         let step = model.forward(&tokens_array(&[9]), &mut cache).unwrap();
-        mlx_rs::ops::concatenate(&[first, step], 1).unwrap()
+        let chunk = model
+            .forward(&tokens_array(&[7, 8, 6]), &mut cache)
+            .unwrap();
+        mlx_rs::ops::concatenate(&[first, step, chunk], 1).unwrap()
     }
 
     fn max_diff(a: &Array, b: &Array) -> f32 {
@@ -104,6 +254,49 @@ mod tests {
             assert!(same <= 1e-4, "{}: {same}", config["model_type"]);
             let off = max_diff(&quest, &none);
             assert!(off > 1e-2, "{}: {off}", config["model_type"]);
+        }
+    }
+
+    /// Ops-written RoPE and attention give quest's logits on llama and Qwen3 (grouped
+    /// heads, a prefill after a cached prefix); a forgotten offset, the other layout, a
+    /// missing mask or one blind to the prefix do not.
+    #[test]
+    fn the_models_rope_and_attention_run_through_the_pieces() {
+        let qwen3 = serde_json::json!({"model_type": "qwen3", "hidden_size": 64,
+            "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+            "head_dim": 32, "intermediate_size": 128, "vocab_size": 256,
+            "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "tie_word_embeddings": true});
+        for config in [random::tiny_llama(), qwen3] {
+            let name = &config["model_type"];
+            let model = || random::model(&config, 7).unwrap();
+            let quest = logits(&model());
+            let rope = |restart, flip| logits(&model().with_pieces(RopeByOps { restart, flip }));
+            let attention = |unmasked, prefix_blind| {
+                logits(&model().with_pieces(AttentionByOps {
+                    unmasked,
+                    prefix_blind,
+                }))
+            };
+            for (what, ours, right) in [
+                ("rope", rope(false, false), true),
+                ("rope restarting at 0", rope(true, false), false),
+                ("rope, other layout", rope(false, true), false),
+                ("attention", attention(false, false), true),
+                ("attention unmasked", attention(true, false), false),
+                (
+                    "attention blind to the prefix",
+                    attention(false, true),
+                    false,
+                ),
+            ] {
+                let diff = max_diff(&quest, &ours);
+                if right {
+                    assert!(diff <= 1e-4, "{name} {what}: {diff}");
+                } else {
+                    // Random weights make small logits: a wrong RoPE moved llama's by 3.8e-3.
+                    assert!(diff > 1e-3, "{name} {what}: {diff}");
+                }
+            }
         }
     }
 }

@@ -467,6 +467,152 @@ fn rows() -> Vec<Row> {
         },
         Row {
             args: FEW_TOKENS,
+            // The angles through `power(base, -2i/dims)`: another order of the same
+            // arithmetic (7.8e-5 from quest's at most, measured).
+            honest: |s| {
+                s.solution
+                    .replace(
+                        "let freq = pair.multiply(Array::from_f32(base.ln()))?.exp()?;",
+                        "let freq = power(Array::from_f32(base), &pair)?;",
+                    )
+                    .replace("cos, sin, split_at_indices", "cos, power, sin, split_at_indices")
+            },
+            refusals: &[
+                Refusal {
+                    what: "the other layout: neighbours paired where the model pairs halves",
+                    edit: |s| s.solution.replace("if traditional {", "if !traditional {"),
+                    command: "submit",
+                    // 22 at step 0, measured (docs/lessons/rope/2026-12-02-rope-ops/).
+                    stdout: &[
+                        "At step 0 (predicting from position",
+                        "the lesson allows 1e-3",
+                        "the first layer whose output is off is layer 0 of 30",
+                    ],
+                    stderr: &["does not rotate the way the model was trained"],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "positions restarting at 0 every call: the prompt right, decode wrong",
+                    edit: |s| {
+                        s.solution.replace(
+                            "arange::<_, f32>(offset, offset + l, None)",
+                            "arange::<_, f32>(0, l, None)",
+                        )
+                    },
+                    command: "submit",
+                    // 0 at step 0, 21 at step 1, measured.
+                    stdout: &[
+                        "At step 1 (predicting from position",
+                        "the first layer whose output is off is layer 0 of 30",
+                    ],
+                    stderr: &["does not rotate the way the model was trained"],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "MLX's fused RoPE, renamed on import",
+                    edit: |s| {
+                        format!(
+                            "use mlx_rs::fast::rope as turn;\n{}",
+                            s.solution.replace(
+                                "        let shape = x.shape().to_vec();",
+                                "        return Ok(turn(x, dims, traditional, base, 1.0, offset, None)?);\n        #[allow(unreachable_code)]\n        let shape = x.shape().to_vec();",
+                            )
+                        )
+                    },
+                    command: "submit",
+                    stdout: &["MLX's fused RoPE"],
+                    stderr: &["fix those lines"],
+                    snapshot: None,
+                    masked: false,
+                },
+            ],
+            answers: &["layout=split-half", "restart=step-1"],
+            check_passed: |stdout, _| {
+                assert!(
+                    stdout.contains("every logit within 1e-3 of quest's and the same argmax"),
+                    "{stdout}"
+                );
+            },
+            ..Row::of("rope")
+        },
+        Row {
+            args: FEW_TOKENS,
+            // The scale on the scores instead of the queries: another order of the same
+            // arithmetic (0 from quest's, measured: the scale is a power of two).
+            honest: |s| {
+                s.solution.replace(
+                    "        let scores = matmul(\n            queries.multiply(Array::from_f32(scale))?,\n            keys.swap_axes(-1, -2)?,\n        )?;",
+                    "        let scores = matmul(queries, keys.swap_axes(-1, -2)?)?;\n        let scores = scores.multiply(Array::from_f32(scale))?;",
+                )
+            },
+            refusals: &[
+                Refusal {
+                    what: "the mask one key late: every argmax but one the same",
+                    edit: |s| {
+                        s.solution
+                            .replace("arange::<_, i32>(s - l, s, None)", "arange::<_, i32>(s - l + 1, s + 1, None)")
+                    },
+                    command: "submit",
+                    // 8.2 at step 0, measured (docs/lessons/attention/2026-12-02-attention-ops/);
+                    // layer 0's outputs are off by less than the limit, layer 1's by more.
+                    stdout: &[
+                        "At step 0 (predicting from position",
+                        "the lesson allows 1e-3",
+                        "the first layer whose output is off is layer 1 of 30",
+                    ],
+                    stderr: &["does not compute what the model's does yet"],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "key heads tiled, not grouped: query head h reads key head h mod 3",
+                    edit: |s| {
+                        s.solution.replace(
+                            "broadcast_to(t.expand_dims(2)?, &[b, kv_heads, heads / kv_heads, s, d])",
+                            "broadcast_to(t.expand_dims(1)?, &[b, heads / kv_heads, kv_heads, s, d])",
+                        )
+                    },
+                    command: "submit",
+                    // 36 at step 0, measured.
+                    stdout: &[
+                        "At step 0 (predicting from position",
+                        "the first layer whose output is off is layer 0 of 30",
+                    ],
+                    stderr: &["does not compute what the model's does yet"],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "MLX's fused attention, renamed on import",
+                    edit: |s| {
+                        format!(
+                            "use mlx_rs::fast::scaled_dot_product_attention as sdpa;\n{}",
+                            s.solution.replace(
+                                "        let weights = softmax_axis(&scores, -1, true)?;",
+                                "        let _ = scores;\n        let weights = sdpa(queries, &keys, &values, scale, None, None)?;\n        return Ok(weights);\n        #[allow(unreachable_code)]\n        let weights = softmax_axis(&scores, -1, true)?;",
+                            )
+                        )
+                    },
+                    command: "submit",
+                    stdout: &["MLX's fused attention"],
+                    stderr: &["fix those lines"],
+                    snapshot: None,
+                    masked: false,
+                },
+            ],
+            answers: &["mask-step=step-0", "term=bytes"],
+            check_passed: |stdout, _| {
+                assert!(
+                    stdout.contains("every logit within 1e-3 of quest's and the same argmax"),
+                    "{stdout}"
+                );
+            },
+            ..Row::of("attention")
+        },
+        Row {
+            args: FEW_TOKENS,
             // The gate as gate / (1 + e^-gate) · up, compiled once: another formula for the
             // same numbers (6.9e-5 from quest's at most, measured).
             honest: |s| {

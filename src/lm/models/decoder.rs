@@ -7,7 +7,7 @@ use std::sync::Arc;
 use anyhow::{ensure, Context, Result};
 use mlx_rs::{Array, Dtype};
 
-use super::layers::{DecoderShape, Mlp, RmsNorm};
+use super::layers::{Attention, DecoderShape, Mlp, RmsNorm};
 use crate::kernels::Kernels;
 use crate::lm::cache::LayerCache;
 use crate::lm::pieces::Pieces;
@@ -29,6 +29,8 @@ pub trait Layer {
     fn norms_mut(&mut self) -> Vec<&mut RmsNorm>;
     /// The block's feed-forward, for [`Decode::set_pieces`].
     fn mlp_mut(&mut self) -> &mut Mlp;
+    /// The block's attention, where it has one (Qwen3.5's gated-delta blocks do not).
+    fn attention_mut(&mut self) -> Option<&mut Attention>;
 }
 
 /// A loaded decoder of any architecture, as the model runs it.
@@ -46,7 +48,7 @@ pub trait Decode {
     fn requantize(&mut self, layout: Layout, dtype: Dtype) -> Result<()>;
     fn weight_bytes(&self) -> usize;
     fn num_layers(&self) -> usize;
-    /// Every RMS norm and SwiGLU of the model calls `pieces` from now on.
+    /// Every RMS norm, SwiGLU, RoPE and attention of the model calls `pieces` from now on.
     fn set_pieces(&mut self, pieces: Arc<dyn Pieces>);
 }
 
@@ -176,6 +178,9 @@ impl<L: Layer> Decode for Decoder<L> {
     fn set_pieces(&mut self, pieces: Arc<dyn Pieces>) {
         for layer in &mut self.layers {
             layer.mlp_mut().pieces = Some(pieces.clone());
+            if let Some(attention) = layer.attention_mut() {
+                attention.pieces = Some(pieces.clone());
+            }
         }
         let blocks = self.layers.iter_mut().flat_map(Layer::norms_mut);
         for norm in blocks.chain([&mut self.norm]) {

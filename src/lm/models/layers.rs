@@ -17,7 +17,7 @@ use super::activations::swiglu;
 use super::gated_delta::GatedDeltaShape;
 use crate::kernels::{Fold, HeadsSpec, Kernels};
 use crate::lm::cache::KvCache;
-use crate::lm::pieces::Pieces;
+use crate::lm::pieces::{Mask, Pieces};
 use crate::lm::weights::{Fused, Linear, Quantization, Weights};
 use crate::lm::Layout;
 
@@ -107,6 +107,9 @@ pub struct Attention {
     rope_dims: i32,
     rope_theta: f32,
     rope_traditional: bool,
+    /// The learner's RoPE and attention, where the model was given pieces
+    /// ([`crate::lm::Pieces`]).
+    pub pieces: Option<Arc<dyn Pieces>>,
 }
 
 impl Attention {
@@ -138,6 +141,7 @@ impl Attention {
             rope_dims: s.rope_dims,
             rope_theta: s.rope_theta,
             rope_traditional: s.rope_traditional,
+            pieces: None,
         })
     }
 
@@ -213,8 +217,16 @@ impl Attention {
         let (keys, values) = cache.update_and_fetch(&k, &v)?;
         let scale = (self.head_dim as f32).powf(-0.5);
         // One query attends to everything; a prompt needs the causal mask.
-        let mask = (l > 1).then_some(ScaledDotProductAttentionMask::Causal);
-        let out = scaled_dot_product_attention(&q, &keys, &values, scale, mask, None)?;
+        let out = match &self.pieces {
+            Some(pieces) => {
+                let mask = (l > 1).then_some(Mask::Causal);
+                pieces.attention(&q, &keys, &values, scale, mask)?
+            }
+            None => {
+                let mask = (l > 1).then_some(ScaledDotProductAttentionMask::Causal);
+                scaled_dot_product_attention(&q, &keys, &values, scale, mask, None)?
+            }
+        };
         // [B, H, L, D] -> [B, L, H*D]; again one reshape for one position.
         let out = if l == 1 {
             out.reshape(&[b, 1, -1])?
@@ -292,8 +304,17 @@ impl Attention {
             k = k.contiguous()?;
         }
         // Positions continue where the cache ends: that is what makes one-token steps work.
-        let rotate = |t: &Array| {
-            rope(
+        let rotate = |t: &Array| -> Result<Array> {
+            if let Some(pieces) = &self.pieces {
+                return pieces.rope(
+                    t,
+                    self.rope_dims,
+                    self.rope_traditional,
+                    self.rope_theta,
+                    offset,
+                );
+            }
+            Ok(rope(
                 t,
                 self.rope_dims,
                 self.rope_traditional,
@@ -301,7 +322,7 @@ impl Attention {
                 1.0,
                 offset,
                 None,
-            )
+            )?)
         };
         Ok((rotate(&q)?, rotate(&k)?, v, gate))
     }

@@ -86,6 +86,10 @@ impl Layer for Block {
         &mut self.mlp
     }
 
+    fn attention_mut(&mut self) -> Option<&mut Attention> {
+        Some(&mut self.self_attn)
+    }
+
     fn norms_mut(&mut self) -> Vec<&mut RmsNorm> {
         let mut norms = vec![
             &mut self.input_layernorm,

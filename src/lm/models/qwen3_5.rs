@@ -121,6 +121,13 @@ impl Layer for Block {
         &mut self.mlp
     }
 
+    fn attention_mut(&mut self) -> Option<&mut Attention> {
+        match &mut self.mixer {
+            Mixer::Attention(attn) => Some(attn),
+            _ => None,
+        }
+    }
+
     fn norms_mut(&mut self) -> Vec<&mut RmsNorm> {
         let mut norms = vec![
             &mut self.input_layernorm,
