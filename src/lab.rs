@@ -366,13 +366,20 @@ impl Exercise {
     /// [`Exercise::decode`] for a decoder of the learner's own (any [`crate::lm::Forward`]):
     /// the same loop, feeds and logits file; each forward call is timed as quest's model
     /// times its own ([`crate::lm::Fed`]), and `weights` (from [`crate::lm::Checkpoint::finish`])
-    /// names what it holds. It reports no layers' hidden states.
+    /// names what it holds. It reports no layers' hidden states. With `QUEST_PIECES=quest`
+    /// it decodes with quest's own model instead.
     pub fn decode_own(
         &self,
         model: &dyn crate::lm::Forward,
         weights: &crate::lm::WeightsRead,
         tokenizer: &crate::lm::Tokenizer,
     ) -> Result<()> {
+        // The baseline quest measures a learner's decoder against: quest's own model, in
+        // the learner's own binary.
+        if crate::settings::PIECES.raw().as_deref() == Some("quest") {
+            let (quest, _) = crate::lm::load(&self.model)?;
+            return self.decode(&quest, tokenizer);
+        }
         let own = Own {
             model,
             weights,
