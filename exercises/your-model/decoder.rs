@@ -110,7 +110,15 @@ impl MyModel {
         let v = heads(project(x, &block.v_proj)?, c.num_key_value_heads)?;
         // Positions go on where the cache ends.
         let rotate = |t: &Array| {
-            rope(t, d, c.rope_traditional, c.rope_theta, 1.0, cache.offset, None)
+            rope(
+                t,
+                d,
+                c.rope_traditional,
+                c.rope_theta,
+                1.0,
+                cache.offset,
+                None,
+            )
         };
         let (q, k) = (rotate(&q)?, rotate(&k)?);
         // TODO: keep this step's keys and values in the layer's cache and attend over

@@ -32,9 +32,9 @@ pub use fetch::DEFAULT_MODEL;
 pub use hub::ModelSource;
 pub use models::{Fed, Model};
 pub use own::{load_weights, Checkpoint, Config, Forward, WeightsRead};
-pub use weights::Linear;
 pub use pieces::{Pieces, QuestPieces};
 pub use tokenizer::{Message, Tokenizer};
+pub use weights::Linear;
 use weights::Weights;
 
 use crate::device::{require_built_backend, Backend};
