@@ -470,10 +470,12 @@ fn rows() -> Vec<Row> {
             // The gate as gate / (1 + e^-gate): another formula for the same SiLU (7.1e-5
             // from quest's at most, measured).
             honest: |s| {
-                s.solution.replace(
-                    "let silu = gate.multiply(sigmoid(&gate)?)?;",
-                    "let one = Array::from_f32(1.0);\n        let silu = gate.divide(mlx_rs::ops::exp(gate.negative()?)?.add(one)?)?;\n        let _ = sigmoid;",
-                )
+                s.solution
+                    .replace(
+                        "let silu = gate.multiply(sigmoid(&gate)?)?;",
+                        "let one = Array::from_f32(1.0);\n        let silu = gate.divide(mlx_rs::ops::exp(gate.negative()?)?.add(one)?)?;",
+                    )
+                    .replace("quantized_matmul, sigmoid}", "quantized_matmul}")
             },
             refusals: &[
                 Refusal {
