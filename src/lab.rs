@@ -225,7 +225,7 @@ pub struct Greedy {
 /// `keep_logits`: read every step's logits back (a sync per step, which a timed run does
 /// anyway to read its token).
 pub fn greedy(
-    model: &Model,
+    model: &dyn crate::lm::Forward,
     tokenizer: &crate::lm::Tokenizer,
     prompt: &str,
     max_tokens: usize,
@@ -237,7 +237,7 @@ pub fn greedy(
     let messages = [Message::user(prompt)];
     let text = tokenizer.apply_chat_template(&messages, true, false)?;
     let prompt_ids = tokenizer.encode(&text)?;
-    let mut cache = lm::make_prompt_cache(model);
+    let mut cache = model.make_cache();
     let mut timer = Timer::start();
     let mut logits_kept = Vec::new();
     let mut tokens = Vec::with_capacity(max_tokens);
@@ -352,6 +352,51 @@ impl Exercise {
     /// quest checks its numbers it names tokens to feed (`QUEST_FORCE`) and a file for
     /// every step's logits (`QUEST_LOGITS`).
     pub fn decode(&self, model: &Model, tokenizer: &crate::lm::Tokenizer) -> Result<()> {
+        let layers_path = crate::settings::LAYERS.os().map(PathBuf::from);
+        if layers_path.is_some() {
+            model.record_layers();
+        }
+        let run = self.greedy_checked(model, tokenizer)?;
+        if let Some(path) = &layers_path {
+            write_layers(path, &model.recorded_layers())?;
+        }
+        self.report_greedy(&run, model, tokenizer)
+    }
+
+    /// [`Exercise::decode`] for a decoder of the learner's own (any [`crate::lm::Forward`]):
+    /// the same loop, feeds and logits file; each forward call is timed as quest's model
+    /// times its own ([`crate::lm::Fed`]), and `weights` (from [`crate::lm::Checkpoint::finish`])
+    /// names what it holds. It reports no layers' hidden states. With `QUEST_PIECES=quest`
+    /// it decodes with quest's own model instead.
+    pub fn decode_own(
+        &self,
+        model: &dyn crate::lm::Forward,
+        weights: &crate::lm::WeightsRead,
+        tokenizer: &crate::lm::Tokenizer,
+    ) -> Result<()> {
+        // The baseline quest measures a learner's decoder against: quest's own model, in
+        // the learner's own binary.
+        if crate::settings::PIECES.raw().as_deref() == Some("quest") {
+            let (quest, _) = crate::lm::load(&self.model)?;
+            return self.decode(&quest, tokenizer);
+        }
+        let own = Own {
+            model,
+            weights,
+            fed: std::cell::RefCell::new(Vec::new()),
+            layers: model.make_cache().len(),
+        };
+        let run = self.greedy_checked(&own, tokenizer)?;
+        self.report_greedy(&run, &own, tokenizer)
+    }
+
+    /// [`greedy`] with the tokens quest names to feed (`QUEST_FORCE`) and every step's
+    /// logits written where quest asks (`QUEST_LOGITS`).
+    fn greedy_checked(
+        &self,
+        model: &dyn crate::lm::Forward,
+        tokenizer: &crate::lm::Tokenizer,
+    ) -> Result<Greedy> {
         let forced = match crate::settings::FORCE.raw() {
             Some(list) => Some(
                 list.split(',')
@@ -367,10 +412,6 @@ impl Exercise {
             None => None,
         };
         let logits_path = crate::settings::LOGITS.os().map(PathBuf::from);
-        let layers_path = crate::settings::LAYERS.os().map(PathBuf::from);
-        if layers_path.is_some() {
-            model.record_layers();
-        }
         let run = greedy(
             model,
             tokenizer,
@@ -383,12 +424,63 @@ impl Exercise {
             std::fs::write(path, le_bytes(run.logits.iter().flatten()))
                 .with_context(|| format!("writing {}", path.display()))?;
         }
-        if let Some(path) = &layers_path {
-            write_layers(path, &model.recorded_layers())?;
-        }
+        Ok(run)
+    }
+
+    fn report_greedy(
+        &self,
+        run: &Greedy,
+        model: &dyn Decoded,
+        tokenizer: &crate::lm::Tokenizer,
+    ) -> Result<()> {
         let text = tokenizer.decode(crate::lm::until_eos(&run.tokens, tokenizer))?;
         println!("{text}");
         self.report(&run.timer, model, run.prompt_ids.len(), &run.tokens, &text)
+    }
+}
+
+/// A learner's decoder as the report sees it: each forward call timed, as [`Model`] does.
+struct Own<'a> {
+    model: &'a dyn crate::lm::Forward,
+    weights: &'a crate::lm::WeightsRead,
+    fed: std::cell::RefCell<Vec<crate::lm::Fed>>,
+    layers: usize,
+}
+
+impl crate::lm::Forward for Own<'_> {
+    fn forward(
+        &self,
+        tokens: &mlx_rs::Array,
+        cache: &mut [crate::lm::LayerCache],
+    ) -> Result<mlx_rs::Array> {
+        let at = Instant::now();
+        let logits = self.model.forward(tokens, cache)?;
+        let shape = tokens.shape();
+        self.fed.borrow_mut().push(crate::lm::Fed {
+            at,
+            rows: shape[0] as usize,
+            positions: shape[1] as usize,
+            built: at.elapsed(),
+        });
+        Ok(logits)
+    }
+    fn make_cache(&self) -> Vec<crate::lm::LayerCache> {
+        self.model.make_cache()
+    }
+}
+
+impl Decoded for Own<'_> {
+    fn weights(&self) -> (String, u64) {
+        (self.weights.held.name(), self.weights.bytes as u64)
+    }
+    fn kernels(&self) -> Kernels {
+        Kernels::NONE
+    }
+    fn fed(&self) -> Vec<crate::lm::Fed> {
+        self.fed.borrow().clone()
+    }
+    fn layers(&self) -> usize {
+        self.layers
     }
 }
 

@@ -13,7 +13,8 @@
 //! an imported module (`transforms::eval`), a glob import and a function bound to a
 //! local (`let f = eval;`) are resolved, so `force(…)` is a call of `eval`, whose full
 //! path is `mlx_rs::transforms::eval`. A rule's `call:` with `::` in it names that full
-//! path (`quest::stats::least_squares`); without, the function's own name.
+//! path (`quest::stats::least_squares`), or with `::*` everything under one
+//! (`quest::lm::Model::*`); without, the function's own name.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -178,7 +179,11 @@ impl Call {
         match pattern {
             CallPattern::Call { call } => {
                 let call = call.trim_end_matches('!');
-                if call.contains("::") {
+                if let Some(prefix) = call.strip_suffix("::*") {
+                    // Everything under a path: a module's functions, a type's methods.
+                    let prefix = format!("{prefix}::");
+                    self.paths.iter().any(|path| path.starts_with(&prefix))
+                } else if call.contains("::") {
                     self.paths.iter().any(|path| path == call)
                 } else {
                     call == name

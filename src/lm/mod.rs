@@ -15,6 +15,7 @@ pub mod gguf;
 mod gguf_check;
 pub mod hub;
 pub mod models;
+pub mod own;
 pub mod pieces;
 pub mod random;
 pub mod tokenizer;
@@ -30,8 +31,10 @@ pub use cache::{KvCache, LayerCache, RecurrentCache};
 pub use fetch::DEFAULT_MODEL;
 pub use hub::ModelSource;
 pub use models::{Fed, Model};
+pub use own::{load_weights, Checkpoint, Config, Forward, WeightsRead};
 pub use pieces::{Mask, Pieces, QuestPieces};
 pub use tokenizer::{Message, Tokenizer};
+pub use weights::Linear;
 use weights::Weights;
 
 use crate::device::{require_built_backend, Backend};
@@ -299,6 +302,16 @@ pub fn load_model_dir_with(dir: &Path, layout: Hold) -> Result<Model> {
 }
 
 fn model_dir(dir: &Path, layout: Hold, lazy: bool) -> Result<Model> {
+    let (config, mut weights) = dir_weights(dir)?;
+    prepare(&mut weights, layout)?;
+    weights.lazy = lazy;
+    let model = Model::from_config(&config, weights)
+        .with_context(|| format!("loading the model in {}", dir.display()))?;
+    Ok(model)
+}
+
+/// An MLX directory's config and tensors, as stored.
+fn dir_weights(dir: &Path) -> Result<(serde_json::Value, Weights)> {
     let config_path = dir.join("config.json");
     let text = std::fs::read_to_string(&config_path)
         .with_context(|| format!("could not read {}", config_path.display()))?;
@@ -322,22 +335,25 @@ fn model_dir(dir: &Path, layout: Hold, lazy: bool) -> Result<Model> {
         })?;
         tensors.extend(loaded);
     }
-    let mut weights = Weights::new(tensors, dir, Backend::detect().float_dtype());
-    prepare(&mut weights, layout)?;
-    weights.lazy = lazy;
-    let model = Model::from_config(&config, weights)
-        .with_context(|| format!("loading the model in {}", dir.display()))?;
-    Ok(model)
+    let weights = Weights::new(tensors, dir, Backend::detect().float_dtype());
+    Ok((config, weights))
 }
 
 fn gguf_file(file: &Path, layout: Hold, lazy: bool) -> Result<(Model, Tokenizer)> {
-    let gguf = gguf::Gguf::open(file)?;
-    let config = gguf.config()?;
-    let mut weights = gguf.weights(&config, Backend::detect().float_dtype())?;
+    let (config, mut weights, tokenizer) = gguf_weights(file)?;
     prepare(&mut weights, layout)?;
     weights.lazy = lazy;
     let model = Model::from_config(&config, weights)
         .with_context(|| format!("loading {}", file.display()))?;
+    Ok((model, tokenizer))
+}
+
+/// A GGUF file's config (as `config.json` would say it), tensors by mlx-lm's names, and
+/// tokenizer.
+fn gguf_weights(file: &Path) -> Result<(serde_json::Value, Weights, Tokenizer)> {
+    let gguf = gguf::Gguf::open(file)?;
+    let config = gguf.config()?;
+    let weights = gguf.weights(&config, Backend::detect().float_dtype())?;
     // A tokenizer.json beside the file wins over the one rebuilt from metadata.
     let dir = file.parent().unwrap_or(Path::new("."));
     let tokenizer = if dir.join("tokenizer.json").is_file() {
@@ -345,7 +361,7 @@ fn gguf_file(file: &Path, layout: Hold, lazy: bool) -> Result<(Model, Tokenizer)
     } else {
         Tokenizer::from_gguf(&gguf, file)?
     };
-    Ok((model, tokenizer))
+    Ok((config, weights, tokenizer))
 }
 
 /// `[1, n]` int32 ids, the shape `forward` takes.

@@ -705,6 +705,78 @@ fn rows() -> Vec<Row> {
         },
         Row {
             args: FEW_TOKENS,
+            // The gate as gate / (1 + e^-gate): another formula for the same SiLU (7.1e-5
+            // from quest's at most, measured).
+            honest: |s| {
+                s.solution
+                    .replace(
+                        "let silu = gate.multiply(sigmoid(&gate)?)?;",
+                        "let one = Array::from_f32(1.0);\n        let silu = gate.divide(mlx_rs::ops::exp(gate.negative()?)?.add(one)?)?;",
+                    )
+                    .replace("quantized_matmul, sigmoid}", "quantized_matmul}")
+            },
+            refusals: &[
+                Refusal {
+                    what: "the cache not updated: step 0 right, step 1 on its own",
+                    edit: |s| {
+                        s.solution.replace(
+                            "let (keys, values) = cache.update_and_fetch(&k, &v)?;",
+                            "let _ = &cache;\n        let (keys, values) = (k, v);",
+                        )
+                    },
+                    command: "submit",
+                    stdout: &[
+                        "At step 1 (predicting from position",
+                        "the lesson allows 1e-3",
+                        "does not report its layers",
+                    ],
+                    stderr: &["The starting code's gap is the cache"],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "the causal mask left out of the prompt",
+                    edit: |s| {
+                        s.solution.replace(
+                            "let mask = (l > 1).then_some(ScaledDotProductAttentionMask::Causal);",
+                            "let mask: Option<ScaledDotProductAttentionMask> = None;\n        let _ = l;",
+                        )
+                    },
+                    command: "submit",
+                    stdout: &["At step 0 (predicting from position", "the lesson allows 1e-3"],
+                    stderr: &["does not compute what quest's model computes"],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "quest's model, renamed on import",
+                    edit: |s| {
+                        format!(
+                            "use quest::lm::load as load_model;\n{}",
+                            s.solution.replace(
+                                "    run.decode_own(&model, &read, &tokenizer)",
+                                "    let (quest, _) = load_model(&run.model)?;\n    let _ = (model, read);\n    run.decode(&quest, &tokenizer)",
+                            )
+                        )
+                    },
+                    command: "submit",
+                    stdout: &["quest's own model"],
+                    stderr: &["fix those lines"],
+                    snapshot: None,
+                    masked: false,
+                },
+            ],
+            answers: &["term=fixed"],
+            check_passed: |stdout, _| {
+                assert!(
+                    stdout.contains("every logit within 1e-3 of quest's and the same argmax"),
+                    "{stdout}"
+                );
+            },
+            ..Row::of("your-model")
+        },
+        Row {
+            args: FEW_TOKENS,
             answers: &["paid-by=first-forward"],
             ..Row::of("mapped-lazy")
         },

@@ -53,7 +53,7 @@ fn config_error(model_type: &str) -> String {
 }
 
 /// `config` as an architecture's `Config`.
-fn read_config<T: serde::de::DeserializeOwned>(
+pub(crate) fn read_config<T: serde::de::DeserializeOwned>(
     config: &serde_json::Value,
     model_type: &str,
 ) -> Result<T> {
