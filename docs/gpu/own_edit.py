@@ -8,6 +8,10 @@ here, in the course copy carry.sh packs (COURSE), and its binary is prebuilt.
   (gate / (1 + e^-gate) · up).
 - streams: the loop kept inside `with_stream`, handed the default stream (`Stream::new()`)
   instead of a new one; the solution takes the loop out of `with_stream`.
+- rope, attention, your-model (the inside track, for docs/gpu/logits.sh): the solution with
+  the honest edit tests/testsuite/all_lessons.rs makes of it — the angles through
+  `power(base, -2i/dims)`; the scale on the scores instead of the queries; the gate as
+  gate / (1 + e^-gate).
 """
 import sys
 
@@ -59,10 +63,50 @@ def streams_edit(text):
     return text
 
 
-for path, edit in [
-    ("exercises/compile/gate.rs", compile_edit),
-    ("exercises/streams/decode_loop.rs", streams_edit),
+def replaced(*pairs):
+    """An edit of the lesson's solution: each `old` must be there."""
+
+    def edit(_exercise, solution):
+        for old, new in pairs:
+            assert old in solution, old
+            solution = solution.replace(old, new)
+        return solution
+
+    return edit
+
+
+ROPE = replaced(
+    (
+        "let freq = pair.multiply(Array::from_f32(base.ln()))?.exp()?;",
+        "let freq = power(Array::from_f32(base), &pair)?;",
+    ),
+    ("cos, sin, split_at_indices", "cos, power, sin, split_at_indices"),
+)
+ATTENTION = replaced(
+    (
+        "        let scores = matmul(\n            queries.multiply(Array::from_f32(scale))?,\n"
+        "            keys.swap_axes(-1, -2)?,\n        )?;",
+        "        let scores = matmul(queries, keys.swap_axes(-1, -2)?)?;\n"
+        "        let scores = scores.multiply(Array::from_f32(scale))?;",
+    ),
+)
+YOUR_MODEL = replaced(
+    (
+        "let silu = gate.multiply(sigmoid(&gate)?)?;",
+        "let one = Array::from_f32(1.0);\n"
+        "        let silu = gate.divide(mlx_rs::ops::exp(gate.negative()?)?.add(one)?)?;",
+    ),
+    ("quantized_matmul, sigmoid}", "quantized_matmul}"),
+)
+
+for lesson, file, edit in [
+    ("compile", "gate.rs", lambda text, _: compile_edit(text)),
+    ("streams", "decode_loop.rs", lambda text, _: streams_edit(text)),
+    ("rope", "rope.rs", ROPE),
+    ("attention", "attention.rs", ATTENTION),
+    ("your-model", "decoder.rs", YOUR_MODEL),
 ]:
-    full = f"{course}/{path}"
-    text = open(full).read()
-    open(full, "w").write(edit(text))
+    full = f"{course}/exercises/{lesson}/{file}"
+    solution = open(f"{course}/solutions/{lesson}/{file}").read()
+    edited = edit(open(full).read(), solution)
+    open(full, "w").write(edited)

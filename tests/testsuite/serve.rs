@@ -724,6 +724,19 @@ impl Driver {
     }
 
     fn call(&self, method: &str, path: &str, body: Option<serde_json::Value>) -> serde_json::Value {
+        match self.try_call(method, path, body) {
+            Ok(value) => value,
+            Err(refused) => panic!("{refused}"),
+        }
+    }
+
+    /// The call, or WebDriver's refusal as text (its `error` code first).
+    fn try_call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> Result<serde_json::Value, String> {
         let body = body.map(|b| b.to_string()).unwrap_or_default();
         let mut stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
         stream
@@ -739,12 +752,14 @@ impl Driver {
         let response = read_sized_response(&mut stream);
         let json: serde_json::Value = serde_json::from_str(&response.body)
             .unwrap_or_else(|e| panic!("{method} {path}: {e}: {}", response.body));
-        assert!(
-            response.status == 200,
-            "{method} {path}: {} {json}",
-            response.status
-        );
-        json["value"].clone()
+        if response.status != 200 {
+            return Err(format!(
+                "{}: {method} {path}: {} {json}",
+                json["value"]["error"].as_str().unwrap_or("error"),
+                response.status
+            ));
+        }
+        Ok(json["value"].clone())
     }
 
     fn session_path(&self, rest: &str) -> String {
@@ -771,19 +786,34 @@ impl Driver {
             .to_owned()
     }
 
+    /// `act` on the element `css` finds. The live page replaces its parts when progress
+    /// changes, so an element found a moment ago can be gone when it is acted on ("stale
+    /// element reference"): then it is found again.
+    fn on_element<T>(&self, css: &str, act: impl Fn(&str) -> Result<T, String>) -> T {
+        let mut last = String::new();
+        for _ in 0..20 {
+            match act(&self.element(css)) {
+                Ok(done) => return done,
+                Err(refused) if refused.starts_with("stale element reference") => last = refused,
+                Err(refused) => panic!("{refused}"),
+            }
+        }
+        panic!("{css} kept going stale: {last}")
+    }
+
     fn text(&self, css: &str) -> String {
-        let element = self.element(css);
-        let path = self.session_path(&format!("/element/{element}/text"));
-        self.call("GET", &path, None)
-            .as_str()
-            .unwrap_or_default()
-            .to_owned()
+        self.on_element(css, |element| {
+            let path = self.session_path(&format!("/element/{element}/text"));
+            let value = self.try_call("GET", &path, None)?;
+            Ok(value.as_str().unwrap_or_default().to_owned())
+        })
     }
 
     fn click(&self, css: &str) {
-        let element = self.element(css);
-        let path = self.session_path(&format!("/element/{element}/click"));
-        self.call("POST", &path, Some(serde_json::json!({})));
+        self.on_element(css, |element| {
+            let path = self.session_path(&format!("/element/{element}/click"));
+            self.try_call("POST", &path, Some(serde_json::json!({})))
+        });
     }
 
     /// Runs `script` in the page (WebDriver's own channel, not the page's CSP).
@@ -815,12 +845,10 @@ impl Driver {
     }
 
     fn element_screenshot(&self, css: &str, path: &Path) {
-        let element = self.element(css);
-        let png = self.call(
-            "GET",
-            &self.session_path(&format!("/element/{element}/screenshot")),
-            None,
-        );
+        let png = self.on_element(css, |element| {
+            let path = self.session_path(&format!("/element/{element}/screenshot"));
+            self.try_call("GET", &path, None)
+        });
         std::fs::write(path, base64_decode(png.as_str().unwrap())).unwrap();
     }
 }
