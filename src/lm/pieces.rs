@@ -15,9 +15,11 @@
 //! What runs through the seam: every `RmsNorm` of the model — each block's
 //! `input_layernorm` and `post_attention_layernorm`, Qwen3's per-head `q_norm` and
 //! `k_norm`, the final `model.norm` — and every MLP's SwiGLU gate (`act_fn(gate) * up`
-//! in mlx-lm's `MLP`). Everything else is quest's, unchanged. (Qwen3.5's
-//! gated-delta layers norm inside their own recurrence, without a learned weight per
-//! call site: those stay quest's.)
+//! in mlx-lm's `MLP`), and, in a model held quantized, every projection of every
+//! attention and MLP block (q/k/v, o, gate/up, down: `quantized_matmul`). Everything
+//! else is quest's, unchanged (the tied head too). (Qwen3.5's gated-delta layers norm
+//! inside their own recurrence, without a learned weight per call site, and project
+//! by their own matrices: those stay quest's.)
 
 use anyhow::Result;
 use mlx_rs::fast::ScaledDotProductAttentionMask;
@@ -79,6 +81,27 @@ pub trait Pieces: Send + Sync {
         let mask = mask.map(|Mask::Causal| ScaledDotProductAttentionMask::Causal);
         Ok(mlx_rs::fast::scaled_dot_product_attention(
             queries, keys, values, scale, mask, None,
+        )?)
+    }
+
+    /// `x · Wᵀ` for a matrix held in MLX's affine quantization (mlx-lm's `QuantizedLinear`):
+    /// `weight` `[out, in·bits/32]` packs `32/bits` values of `bits` bits into each `uint32`,
+    /// the first in the lowest bits; each run of `group_size` values along a row shares one
+    /// of `scales` and `biases` (`[out, in/group_size]`), so a value `q` stands for
+    /// `scale · q + bias`. By default MLX's quantized matmul (`mlx_rs::ops::quantized_matmul`),
+    /// which never writes the dense matrix out. Every projection of every block runs
+    /// through it when the model's matrices are held quantized (`lm::Hold::Quantized`).
+    fn quantized_matmul(
+        &self,
+        x: &Array,
+        weight: &Array,
+        scales: &Array,
+        biases: &Array,
+        group_size: i32,
+        bits: i32,
+    ) -> Result<Array> {
+        Ok(mlx_rs::ops::quantized_matmul(
+            x, weight, scales, biases, true, group_size, bits,
         )?)
     }
 }
@@ -217,6 +240,28 @@ mod tests {
         }
     }
 
+    /// The 4-bit matmul through MLX's dequantize and a dense matmul; `biased: false`
+    /// leaves each group's bias out.
+    struct DequantizedByOps {
+        biased: bool,
+    }
+    impl Pieces for DequantizedByOps {
+        fn quantized_matmul(
+            &self,
+            x: &Array,
+            weight: &Array,
+            scales: &Array,
+            biases: &Array,
+            group_size: i32,
+            bits: i32,
+        ) -> Result<Array> {
+            let zeros = mlx_rs::ops::zeros_like(biases)?;
+            let biases = if self.biased { biases } else { &zeros };
+            let w = mlx_rs::ops::dequantize(weight, scales, biases, group_size, bits)?;
+            Ok(mlx_rs::ops::matmul(x, w.transpose()?)?)
+        }
+    }
+
     /// A prompt, one decode step, then a second prompt chunk after that cached prefix.
     fn logits(model: &crate::lm::Model) -> Array {
         let mut cache = model.make_cache();
@@ -298,5 +343,29 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// In a model held 4-bit every projection multiplies through the pieces: a dequantize
+    /// and a matmul give quest's logits, the biases left out do not; in a dense model the
+    /// piece is never called.
+    #[test]
+    fn the_models_quantized_projections_run_through_the_pieces() {
+        let quantized = || {
+            let mut model = random::model(&random::tiny_llama(), 7).unwrap();
+            model
+                .requantize(crate::lm::Layout::q4(32).unwrap())
+                .unwrap();
+            model
+        };
+        let quest = logits(&quantized());
+        let by_ops = logits(&quantized().with_pieces(DequantizedByOps { biased: true }));
+        let unbiased = logits(&quantized().with_pieces(DequantizedByOps { biased: false }));
+        let same = max_diff(&quest, &by_ops);
+        assert!(same <= 1e-4, "{same}");
+        let off = max_diff(&quest, &unbiased);
+        assert!(off > 1e-3, "{off}");
+        let dense = || random::model(&random::tiny_llama(), 7).unwrap();
+        let untouched = logits(&dense().with_pieces(DequantizedByOps { biased: false }));
+        assert_eq!(max_diff(&logits(&dense()), &untouched), 0.0);
     }
 }

@@ -10,6 +10,7 @@ use mlx_rs::ops::{dequantize, matmul, quantize, quantized_matmul};
 
 use super::Layout;
 use crate::kernels::{Fold, Kernels};
+use crate::lm::Pieces;
 use mlx_rs::{Array, Dtype};
 
 /// MLX's affine quantization parameters, as in `config.json`'s `quantization`.
@@ -248,6 +249,17 @@ impl Linear {
     /// `x · Wᵀ (+ b)`; a 4-bit matrix times one row may go through quest's matvec
     /// ([`Kernels::project`]).
     pub fn forward(&self, x: &Array, kernels: &Kernels) -> Result<Array> {
+        self.forward_in(x, kernels, None)
+    }
+
+    /// [`Linear::forward`] in a model with `pieces`: a quantized matrix is multiplied by
+    /// [`Pieces::quantized_matmul`] (a dense one by MLX's matmul, as before).
+    pub fn forward_in(
+        &self,
+        x: &Array,
+        kernels: &Kernels,
+        pieces: Option<&dyn Pieces>,
+    ) -> Result<Array> {
         let (y, bias) = match self {
             Linear::Dense { weight_t, bias } => (matmul(x, weight_t)?, bias),
             Linear::Quantized {
@@ -258,17 +270,24 @@ impl Linear {
                 group_size,
                 bits,
             } => (
-                match kernels.project(
-                    x,
-                    weight,
-                    scales,
-                    biases,
-                    *group_size,
-                    *bits,
-                    &Fold::default(),
-                )? {
-                    Some(y) => y,
-                    None => quantized_matmul(x, weight, scales, biases, true, *group_size, *bits)?,
+                match pieces {
+                    Some(pieces) => {
+                        pieces.quantized_matmul(x, weight, scales, biases, *group_size, *bits)?
+                    }
+                    None => match kernels.project(
+                        x,
+                        weight,
+                        scales,
+                        biases,
+                        *group_size,
+                        *bits,
+                        &Fold::default(),
+                    )? {
+                        Some(y) => y,
+                        None => {
+                            quantized_matmul(x, weight, scales, biases, true, *group_size, *bits)?
+                        }
+                    },
                 },
                 bias,
             ),
@@ -538,9 +557,22 @@ impl Fused {
 
     /// Each part's output, in the order given.
     pub fn forward(&self, x: &Array, kernels: &Kernels) -> Result<Vec<Array>> {
+        self.forward_in(x, kernels, None)
+    }
+
+    /// [`Fused::forward`] in a model with `pieces` ([`Linear::forward_in`]).
+    pub fn forward_in(
+        &self,
+        x: &Array,
+        kernels: &Kernels,
+        pieces: Option<&dyn Pieces>,
+    ) -> Result<Vec<Array>> {
         match self {
-            Fused::One { linear, .. } => self.split(&linear.forward(x, kernels)?),
-            Fused::Separate(parts) => parts.iter().map(|p| p.forward(x, kernels)).collect(),
+            Fused::One { linear, .. } => self.split(&linear.forward_in(x, kernels, pieces)?),
+            Fused::Separate(parts) => parts
+                .iter()
+                .map(|p| p.forward_in(x, kernels, pieces))
+                .collect(),
         }
     }
 

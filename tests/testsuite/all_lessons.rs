@@ -613,6 +613,73 @@ fn rows() -> Vec<Row> {
         },
         Row {
             args: FEW_TOKENS,
+            // The integers peeled off the low bits one at a time: another way to the same
+            // values (6.7e-5 from quest's dense model, as the solution, measured in
+            // docs/lessons/dequant-matvec/2026-12-03-cpu/).
+            honest: |s| {
+                s.solution.replace(
+                    "        let places: Vec<u32> = (0..per_word).map(|j| 1u32 << (bits * j)).collect();\n        let places = Array::from_slice(&places, &[1, 1, per_word]);\n        let levels = Array::from_slice(&[1u32 << bits], &[1]);\n        let q = remainder(floor_divide(weight.expand_dims(-1)?, &places)?, &levels)?;",
+                    "        let levels = Array::from_slice(&[1u32 << bits], &[1]);\n        let mut rest = weight.clone();\n        let mut values = Vec::new();\n        for _ in 0..per_word {\n            values.push(remainder(&rest, &levels)?);\n            rest = floor_divide(&rest, &levels)?;\n        }\n        let q = mlx_rs::ops::stack(&values, -1)?;",
+                )
+            },
+            refusals: &[
+                Refusal {
+                    what: "a word's values read from the top bits down",
+                    edit: |s| s.solution.replace("(0..per_word).map(", "(0..per_word).rev().map("),
+                    command: "submit",
+                    // 42 at step 0, measured.
+                    stdout: &[
+                        "At step 0 (predicting from position",
+                        "the lesson allows 1e-3",
+                        "the first layer whose output is off is layer 0 of 30",
+                    ],
+                    stderr: &["does not multiply by the model's weights yet"],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "MLX's quantized matmul, renamed on import",
+                    edit: |s| {
+                        format!(
+                            "use mlx_rs::ops::quantized_matmul as qmm;\n{}",
+                            s.solution.replace(
+                                "        let per_word = 32 / bits;",
+                                "        return Ok(qmm(x, weight, scales, biases, true, group_size, bits)?);\n        #[allow(unreachable_code)]\n        let per_word = 32 / bits;",
+                            )
+                        )
+                    },
+                    command: "submit",
+                    stdout: &["MLX's own 4-bit arithmetic"],
+                    stderr: &["fix those lines"],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "the model held dense, where the matvec never runs",
+                    edit: |s| {
+                        s.solution.replace(
+                            "lm::load_with(&run.model, lm::Hold::Quantized)?",
+                            "lm::load(&run.model)?",
+                        )
+                    },
+                    command: "submit",
+                    stdout: &["your matvec never runs"],
+                    stderr: &["fix those lines"],
+                    snapshot: None,
+                    masked: false,
+                },
+            ],
+            answers: &["bytes-per-weight=0.75", "term=bytes"],
+            check_passed: |stdout, _| {
+                assert!(
+                    stdout.contains("every logit within 1e-3 of quest's and the same argmax"),
+                    "{stdout}"
+                );
+            },
+            ..Row::of("dequant-matvec")
+        },
+        Row {
+            args: FEW_TOKENS,
             // The gate as gate / (1 + e^-gate) · up, compiled once: another formula for the
             // same numbers (6.9e-5 from quest's at most, measured).
             honest: |s| {

@@ -178,6 +178,7 @@ impl Attention {
         kernels: &Kernels,
     ) -> Result<Array> {
         let (b, l) = (x.shape()[0], x.shape()[1]);
+        let pieces = self.pieces.as_deref();
         let fold_in = Fold {
             norm: input_norm.map(|n| (&n.weight, n.eps)),
             ..Fold::default()
@@ -186,7 +187,7 @@ impl Attention {
         // matvec runs; a decode step on CUDA takes its heads from it in one kernel of
         // quest's (Kernels::heads), anything else splits it for MLX's ops.
         let joined = match &self.qkv_proj {
-            Fused::One { linear, .. } => Some(project(linear, x, &fold_in, kernels)?),
+            Fused::One { linear, .. } => Some(project(linear, x, &fold_in, kernels, pieces)?),
             Fused::Separate(_) => None,
         };
         let fold_out = Fold {
@@ -196,7 +197,7 @@ impl Attention {
         // A decode step on CUDA may do all of attention in one kernel of quest's.
         if let Some(qkv) = &joined {
             if let Some(out) = kernels.attend(qkv, &self.heads_spec(), cache)? {
-                return project(&self.o_proj, &out, &fold_out, kernels);
+                return project(&self.o_proj, &out, &fold_out, kernels, pieces);
             }
         }
         let by_kernel = match &joined {
@@ -208,8 +209,11 @@ impl Attention {
             None => {
                 let parts = match (&joined, input_norm) {
                     (Some(qkv), _) => self.qkv_proj.split(qkv)?,
-                    (None, Some(norm)) => self.qkv_proj.forward(&norm.forward(x)?, kernels)?,
-                    (None, None) => self.qkv_proj.forward(x, kernels)?,
+                    (None, Some(norm)) => {
+                        self.qkv_proj
+                            .forward_in(&norm.forward(x)?, kernels, pieces)?
+                    }
+                    (None, None) => self.qkv_proj.forward_in(x, kernels, pieces)?,
                 };
                 self.heads_by_ops(&parts, b, l, cache.offset)?
             }
@@ -237,7 +241,7 @@ impl Attention {
             Some(gate) => out.multiply(sigmoid(&gate)?)?,
             None => out,
         };
-        project(&self.o_proj, &out, &fold_out, kernels)
+        project(&self.o_proj, &out, &fold_out, kernels, pieces)
     }
 
     fn heads_spec(&self) -> HeadsSpec<'_> {
@@ -403,10 +407,13 @@ impl Mlp {
                 Some(norm) => norm.forward(x)?,
                 None => x.clone(),
             };
-            let gate_up = self.gate_up_proj.forward(&x, kernels)?;
+            let gate_up = self
+                .gate_up_proj
+                .forward_in(&x, kernels, Some(pieces.as_ref()))?;
+            let gated = pieces.swiglu(&gate_up[0], &gate_up[1])?;
             let y = self
                 .down_proj
-                .forward(&pieces.swiglu(&gate_up[0], &gate_up[1])?, kernels)?;
+                .forward_in(&gated, kernels, Some(pieces.as_ref()))?;
             return Ok(match residual {
                 Some(r) => r.add(&y)?,
                 None => y,
@@ -417,13 +424,13 @@ impl Mlp {
                 norm: input_norm.map(|n| (&n.weight, n.eps)),
                 ..Fold::default()
             };
-            let gate_up = project(linear, x, &fold_in, kernels)?;
+            let gate_up = project(linear, x, &fold_in, kernels, None)?;
             let fold_out = Fold {
                 swiglu: true,
                 residual,
                 ..Fold::default()
             };
-            return project(&self.down_proj, &gate_up, &fold_out, kernels);
+            return project(&self.down_proj, &gate_up, &fold_out, kernels, None);
         }
         // Parts that could not be stacked: MLX's ops, in the same order.
         let normed;
@@ -459,7 +466,13 @@ impl Mlp {
 /// `x` through `linear` with `fold`'s ops around it: one kernel of quest's where it
 /// applies ([`Kernels::project`]), else MLX's ops one by one — SwiGLU of `[gate | up]`,
 /// the norm, the product, the residual add — with the same values.
-fn project(linear: &Linear, x: &Array, fold: &Fold, kernels: &Kernels) -> Result<Array> {
+fn project(
+    linear: &Linear,
+    x: &Array,
+    fold: &Fold,
+    kernels: &Kernels,
+    pieces: Option<&dyn Pieces>,
+) -> Result<Array> {
     if let Some(y) = linear.folded(x, fold, kernels)? {
         return Ok(y);
     }
@@ -471,7 +484,7 @@ fn project(linear: &Linear, x: &Array, fold: &Fold, kernels: &Kernels) -> Result
     if let Some((weight, eps)) = fold.norm {
         x = rms_norm(&x, Some(weight), eps)?;
     }
-    let y = linear.forward(&x, kernels)?;
+    let y = linear.forward_in(&x, kernels, pieces)?;
     Ok(match fold.residual {
         Some(r) => r.add(&y)?,
         None => y,

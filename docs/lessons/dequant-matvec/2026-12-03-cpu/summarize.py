@@ -1,0 +1,12 @@
+# Medians of speed-rounds.txt (round, variant, decode tok/s, weights, bytes a step) and
+# each variant's ratio to qmm's: python3 summarize.py speed-rounds.txt
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
+rates = {}
+for _, v, tok_s, held, nbytes in rows:
+    rates.setdefault(v, (held, int(nbytes), []))[2].append(float(tok_s))
+qmm = statistics.median(rates["qmm"][2])
+for v, (held, nbytes, r) in rates.items():
+    m = statistics.median(r)
+    print(f"{v:<9} {held:<10} {nbytes / 1e6:7.1f} MB of weights a step  median {m:6.2f} tok/s "
+          f"({len(r)} rounds, {min(r):.2f}-{max(r):.2f})  ×{m / qmm:.2f} qmm")

@@ -1,0 +1,56 @@
+// dequant-matvec: the 4-bit matrix-vector product every projection of the model runs,
+// written with MLX's ops from the packed weights, their scales and their biases.
+//
+// A quantized row keeps each weight as a small integer q (4 bits: 0..=15), eight of them
+// packed into one uint32, the first in the lowest bits. Each run of `group_size` weights
+// along the row shares one scale and one bias: the weight is scale · q + bias.
+// Your task (see the lesson): the weights come out of their words, but each group's
+// bias is missing.
+
+use anyhow::Result;
+use mlx_rs::ops::{floor_divide, matmul, remainder};
+use mlx_rs::Array;
+use quest::lab::Exercise;
+use quest::lm::{self, Pieces};
+
+struct MyMatvec;
+
+impl Pieces for MyMatvec {
+    fn quantized_matmul(
+        &self,
+        x: &Array,
+        weight: &Array,
+        scales: &Array,
+        biases: &Array,
+        group_size: i32,
+        bits: i32,
+    ) -> Result<Array> {
+        let per_word = 32 / bits; // values packed in one uint32
+                                  // The j-th value of a word sits bits·j bits up: divide by 2^(bits·j) to bring it
+                                  // down, keep the remainder by 2^bits to drop the values above it.
+        let places: Vec<u32> = (0..per_word).map(|j| 1u32 << (bits * j)).collect();
+        let places = Array::from_slice(&places, &[1, 1, per_word]);
+        let levels = Array::from_slice(&[1u32 << bits], &[1]);
+        let q = remainder(floor_divide(weight.expand_dims(-1)?, &places)?, &levels)?;
+        // [out, in / per_word, per_word] -> [out, groups, group_size], in the scales' dtype.
+        let rows = weight.shape()[0];
+        let q = q
+            .reshape(&[rows, -1, group_size])?
+            .as_dtype(scales.dtype())?;
+        // TODO: scale · q + bias. Each group's bias is left out.
+        let _ = biases;
+        let w = q.multiply(scales.expand_dims(-1)?)?.reshape(&[rows, -1])?;
+        // x · Wᵀ: each output is one row of W against x.
+        Ok(matmul(x, w.transpose()?)?)
+    }
+}
+
+fn main() -> Result<()> {
+    let run = Exercise::from_env()?;
+    // The matrices as the file stores them, 4 bits a weight: by default quest's CPU
+    // expands them to float32 at load, and your matvec would never be called.
+    let (model, tokenizer) = lm::load_with(&run.model, lm::Hold::Quantized)?;
+    // Every projection of every layer multiplies through MyMatvec from here on.
+    let model = model.with_pieces(MyMatvec);
+    run.decode(&model, &tokenizer)
+}
