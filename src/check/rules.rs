@@ -1022,6 +1022,36 @@ fn helper() { println!("hi"); }"#;
         );
     }
 
+    /// `path::*` forbids everything under the path (a type's associated functions, a
+    /// module's items), however imported, and nothing beside it.
+    #[test]
+    fn a_rule_may_name_everything_under_a_path() {
+        let rules: Vec<Rule> = serde_yaml::from_str(
+            "[{id: own, forbid: [{call: quest::lm::Model::*}, {call: quest::lm::models::*}], in: file}]",
+        )
+        .unwrap();
+        let found = |source: &str| -> Vec<String> {
+            check(source, &rules).into_iter().map(|f| f.call).collect()
+        };
+        assert_eq!(
+            found("use quest::lm;\nfn main() { let m = lm::Model::with_pieces(m, p); }"),
+            ["with_pieces"]
+        );
+        assert_eq!(
+            found("use quest::lm::models::llama as ll;\nfn main() { let m = ll::build(&w); }"),
+            ["build"]
+        );
+        assert_eq!(
+            found("use quest::lm::models::*;\nfn main() { let m = llama::build(&w); }"),
+            ["build"]
+        );
+        // A sibling of the path, or a name that only starts like it, is not under it.
+        assert_eq!(
+            found("use quest::lm;\nfn main() { let c = lm::load_weights(&m); lm::Modelled::x(); }"),
+            Vec::<String>::new()
+        );
+    }
+
     /// A call inside an item macro's items counts: the compile lesson's
     /// `thread_local! { static GATE: … = …compile(…); }` calls `compile`.
     #[test]
