@@ -25,9 +25,9 @@ impl Pieces for MyMatvec {
         group_size: i32,
         bits: i32,
     ) -> Result<Array> {
-        let per_word = 32 / bits; // values packed in one uint32
-                                  // The j-th value of a word sits bits·j bits up: divide by 2^(bits·j) to bring it
-                                  // down, keep the remainder by 2^bits to drop the values above it.
+        // Values packed in one uint32. The j-th sits bits·j bits up: divide by 2^(bits·j)
+        // to bring it down, keep the remainder by 2^bits to drop the values above it.
+        let per_word = 32 / bits;
         let places: Vec<u32> = (0..per_word).map(|j| 1u32 << (bits * j)).collect();
         let places = Array::from_slice(&places, &[1, 1, per_word]);
         let levels = Array::from_slice(&[1u32 << bits], &[1]);
