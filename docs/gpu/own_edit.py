@@ -11,7 +11,7 @@ here, in the course copy carry.sh packs (COURSE), and its binary is prebuilt.
 - rope, attention, your-model (the inside track, for docs/gpu/logits.sh): the solution with
   the honest edit tests/testsuite/all_lessons.rs makes of it — the angles through
   `power(base, -2i/dims)`; the scale on the scores instead of the queries; the gate as
-  gate / (1 + e^-gate).
+  gate / (1 + e^-gate); the 4-bit values peeled off the low bits one at a time.
 """
 import sys
 
@@ -99,12 +99,30 @@ YOUR_MODEL = replaced(
     ("quantized_matmul, sigmoid}", "quantized_matmul}"),
 )
 
+DEQUANT = replaced(
+    (
+        "        let places: Vec<u32> = (0..per_word).map(|j| 1u32 << (bits * j)).collect();\n"
+        "        let places = Array::from_slice(&places, &[1, 1, per_word]);\n"
+        "        let levels = Array::from_slice(&[1u32 << bits], &[1]);\n"
+        "        let q = remainder(floor_divide(weight.expand_dims(-1)?, &places)?, &levels)?;\n",
+        "        let levels = Array::from_slice(&[1u32 << bits], &[1]);\n"
+        "        let mut rest = weight.clone();\n"
+        "        let mut values = Vec::new();\n"
+        "        for _ in 0..per_word {\n"
+        "            values.push(remainder(&rest, &levels)?);\n"
+        "            rest = floor_divide(&rest, &levels)?;\n"
+        "        }\n"
+        "        let q = mlx_rs::ops::stack(&values, -1)?;\n",
+    ),
+)
+
 for lesson, file, edit in [
     ("compile", "gate.rs", lambda text, _: compile_edit(text)),
     ("streams", "decode_loop.rs", lambda text, _: streams_edit(text)),
     ("rope", "rope.rs", ROPE),
     ("attention", "attention.rs", ATTENTION),
     ("your-model", "decoder.rs", YOUR_MODEL),
+    ("dequant-matvec", "matvec.rs", DEQUANT),
 ]:
     full = f"{course}/exercises/{lesson}/{file}"
     solution = open(f"{course}/solutions/{lesson}/{file}").read()
