@@ -294,7 +294,18 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
 
     // 2a. A piece of the model: its logits against quest's own, step by step.
     if let Some(check) = spec.logits {
-        let tolerance = check.tolerance_in(quest::device::Backend::detect().float_dtype());
+        let dtype = quest::device::Backend::detect().float_dtype();
+        let tolerance = check.tolerance_in(dtype);
+        if !check.measured_in(dtype) {
+            // Said before the check, so that a refusal by float16's rounding is read as such.
+            println!(
+                "  {}",
+                ctx.ui_with(
+                    "submit_logits_unmeasured",
+                    &[("tolerance", &format!("{tolerance:.0e}"))]
+                )
+            );
+        }
         if let Err(why) = check_logits(ctx, lesson, &yours, &request, tolerance)? {
             return refuse(ctx, &mut learner, id, code, None, &why);
         }

@@ -318,12 +318,22 @@ impl LogitsCheck {
     /// The tolerance where the model computes in `dtype`: a 16-bit float takes
     /// `half_precision` where the lesson gives it.
     pub fn tolerance_in(&self, dtype: mlx_rs::Dtype) -> f32 {
-        let half = matches!(dtype, mlx_rs::Dtype::Float16 | mlx_rs::Dtype::Bfloat16);
         match self.half_precision {
-            Some(tolerance) if half => tolerance,
+            Some(tolerance) if is_half(dtype) => tolerance,
             _ => self.tolerance,
         }
     }
+
+    /// Whether the lesson measured its tolerance for a model computing in `dtype`: a
+    /// 16-bit float without `half_precision` is held to float32's, which its rounding alone
+    /// may pass.
+    pub fn measured_in(&self, dtype: mlx_rs::Dtype) -> bool {
+        !is_half(dtype) || self.half_precision.is_some()
+    }
+}
+
+fn is_half(dtype: mlx_rs::Dtype) -> bool {
+    matches!(dtype, mlx_rs::Dtype::Float16 | mlx_rs::Dtype::Bfloat16)
 }
 
 /// What quest measures for the lesson's claim.
@@ -774,6 +784,27 @@ impl LessonSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// float32 takes the tolerance; float16 `half_precision` where measured, else the
+    /// float32 tolerance, said to be unmeasured there.
+    #[test]
+    fn a_tolerance_is_chosen_by_the_dtype_and_said_unmeasured_without_its_own() {
+        use mlx_rs::Dtype::{Bfloat16, Float16, Float32};
+        let both = LogitsCheck {
+            tolerance: 1e-3,
+            half_precision: Some(2e-1),
+        };
+        let float32_only = LogitsCheck {
+            tolerance: 1e-3,
+            half_precision: None,
+        };
+        assert_eq!(both.tolerance_in(Float32), 1e-3);
+        assert_eq!(both.tolerance_in(Float16), 2e-1);
+        assert_eq!(float32_only.tolerance_in(Bfloat16), 1e-3);
+        assert!(both.measured_in(Float16) && both.measured_in(Float32));
+        assert!(float32_only.measured_in(Float32));
+        assert!(!float32_only.measured_in(Float16) && !float32_only.measured_in(Bfloat16));
+    }
 
     fn parse(yaml: &str) -> Result<LessonSpec> {
         let spec: LessonSpec = serde_yaml::from_str(yaml)?;
