@@ -17,9 +17,9 @@
 //! `k_norm`, the final `model.norm` — and every MLP's SwiGLU gate (`act_fn(gate) * up`
 //! in mlx-lm's `MLP`), and, in a model held quantized, every projection of every
 //! attention and MLP block (q/k/v, o, gate/up, down: `quantized_matmul`). Everything
-//! else is quest's, unchanged (the tied head too). (Qwen3.5's gated-delta layers norm
-//! inside their own recurrence, without a learned weight per call site, and project
-//! by their own matrices: those stay quest's.)
+//! else is quest's, unchanged (the tied head too). Qwen3.5's gated-delta layers run
+//! their recurrence through the pieces (`gated_delta`); their norms (inside the layer,
+//! without a learned weight per call site) and their own projections stay quest's.
 
 use anyhow::Result;
 use mlx_rs::fast::ScaledDotProductAttentionMask;
@@ -82,6 +82,26 @@ pub trait Pieces: Send + Sync {
         Ok(mlx_rs::fast::scaled_dot_product_attention(
             queries, keys, values, scale, mask, None,
         )?)
+    }
+
+    /// Qwen3.5's gated delta rule over `L` tokens, one at a time (mlx-lm's
+    /// `gated_delta_ops`): per value head, the state `S` (`[Dv, Dk]`) decays by `g`, the
+    /// delta rule writes `v` at key `k` with strength `β` — `S += β (v − S k) ⊗ k` — and
+    /// the query reads `y = S q`. `queries`, `keys`: `[B, L, Hk, Dk]` (already normed and
+    /// scaled); `values`: `[B, L, Hv, Dv]`, `Hv` a multiple of `Hk` (each key head shared by
+    /// `Hv / Hk` value heads); `g`, `beta`: `[B, L, Hv]`; `state`: `[B, Hv, Dv, Dk]` in
+    /// float32, the cache's. Returns `y` (`[B, L, Hv, Dv]`, in the queries' dtype) and the
+    /// new state. By default quest's, MLX's ops in mlx-lm's order.
+    fn gated_delta(
+        &self,
+        queries: &Array,
+        keys: &Array,
+        values: &Array,
+        g: &Array,
+        beta: &Array,
+        state: Array,
+    ) -> Result<(Array, Array)> {
+        crate::lm::models::gated_delta::recurrence(queries, keys, values, g, beta, state)
     }
 
     /// `x · Wᵀ` for a matrix held in MLX's affine quantization (mlx-lm's `QuantizedLinear`):
@@ -262,6 +282,48 @@ mod tests {
         }
     }
 
+    /// The delta rule written with matmuls over the grouped heads; `decay: false`
+    /// forgets nothing (g left out).
+    struct DeltaByMatmul {
+        decay: bool,
+    }
+    impl Pieces for DeltaByMatmul {
+        fn gated_delta(
+            &self,
+            queries: &Array,
+            keys: &Array,
+            values: &Array,
+            g: &Array,
+            beta: &Array,
+            mut state: Array,
+        ) -> Result<(Array, Array)> {
+            use mlx_rs::ops::indexing::IndexOp;
+            use mlx_rs::ops::{matmul, repeat_axis, stack};
+            let group = values.shape()[2] / keys.shape()[2];
+            let (q, k) = (
+                repeat_axis::<f32>(queries.clone(), group, 2)?,
+                repeat_axis::<f32>(keys.clone(), group, 2)?,
+            );
+            let mut ys = Vec::new();
+            for t in 0..q.shape()[1] {
+                let column = |a: &Array| a.index((.., t)).expand_dims(-1); // [B, H, D, 1]
+                let (q_t, k_t, v_t) = (column(&q)?, column(&k)?, column(values)?);
+                if self.decay {
+                    state = state.multiply(g.index((.., t)).expand_dims(-1)?.expand_dims(-1)?)?;
+                }
+                let beta_t = beta.index((.., t)).expand_dims(-1)?.expand_dims(-1)?;
+                let delta = v_t.subtract(matmul(&state, &k_t)?)?.multiply(beta_t)?;
+                state = state.add(matmul(&delta, k_t.swap_axes(-1, -2)?)?)?;
+                ys.push(
+                    matmul(&state, &q_t)?
+                        .squeeze_axes(&[-1])?
+                        .as_dtype(queries.dtype())?,
+                );
+            }
+            Ok((stack(&ys, 1)?, state))
+        }
+    }
+
     /// A prompt, one decode step, then a second prompt chunk after that cached prefix.
     fn logits(model: &crate::lm::Model) -> Array {
         let mut cache = model.make_cache();
@@ -367,5 +429,32 @@ mod tests {
         let dense = || random::model(&random::tiny_llama(), 7).unwrap();
         let untouched = logits(&dense().with_pieces(DequantizedByOps { biased: false }));
         assert_eq!(max_diff(&logits(&dense()), &untouched), 0.0);
+    }
+
+    /// Qwen3.5's gated delta layers run their recurrence through the pieces: the same rule
+    /// by matmuls gives quest's logits (a prompt, a step, a chunk after it: the state
+    /// carried), one that forgets nothing does not.
+    #[test]
+    fn the_models_gated_delta_runs_through_the_pieces() {
+        let hybrid = serde_json::json!({"model_type": "qwen3_5", "hidden_size": 64,
+            "num_hidden_layers": 4, "num_attention_heads": 2, "num_key_value_heads": 1,
+            "head_dim": 32, "intermediate_size": 128, "vocab_size": 256, "rms_norm_eps": 1e-6,
+            "linear_num_key_heads": 1, "linear_num_value_heads": 2,
+            "linear_key_head_dim": 16, "linear_value_head_dim": 16,
+            "linear_conv_kernel_dim": 4, "full_attention_interval": 4,
+            "tie_word_embeddings": true, "rope_parameters": {"rope_type": "default",
+            "rope_theta": 10000000.0, "partial_rotary_factor": 0.25}});
+        let model = || random::model(&hybrid, 7).unwrap();
+        let quest = logits(&model());
+        let same = max_diff(
+            &quest,
+            &logits(&model().with_pieces(DeltaByMatmul { decay: true })),
+        );
+        assert!(same <= 1e-4, "{same}");
+        let off = max_diff(
+            &quest,
+            &logits(&model().with_pieces(DeltaByMatmul { decay: false })),
+        );
+        assert!(off > 1e-3, "{off}");
     }
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use anyhow::{ensure, Context, Result};
 use mlx_rs::{Array, Dtype};
 
+use super::gated_delta::GatedDeltaNet;
 use super::layers::{Attention, DecoderShape, Mlp, RmsNorm};
 use crate::kernels::Kernels;
 use crate::lm::cache::LayerCache;
@@ -31,6 +32,10 @@ pub trait Layer {
     fn mlp_mut(&mut self) -> &mut Mlp;
     /// The block's attention, where it has one (Qwen3.5's gated-delta blocks do not).
     fn attention_mut(&mut self) -> Option<&mut Attention>;
+    /// The block's gated delta net, where it has one (Qwen3.5's linear-attention blocks).
+    fn gated_delta_mut(&mut self) -> Option<&mut GatedDeltaNet> {
+        None
+    }
 }
 
 /// A loaded decoder of any architecture, as the model runs it.
@@ -48,7 +53,8 @@ pub trait Decode {
     fn requantize(&mut self, layout: Layout, dtype: Dtype) -> Result<()>;
     fn weight_bytes(&self) -> usize;
     fn num_layers(&self) -> usize;
-    /// Every RMS norm, SwiGLU, RoPE and attention of the model calls `pieces` from now on.
+    /// Every RMS norm, SwiGLU, RoPE, attention, gated delta rule and (held quantized)
+    /// projection of the model calls `pieces` from now on.
     fn set_pieces(&mut self, pieces: Arc<dyn Pieces>);
 }
 
@@ -180,6 +186,9 @@ impl<L: Layer> Decode for Decoder<L> {
             layer.mlp_mut().pieces = Some(pieces.clone());
             if let Some(attention) = layer.attention_mut() {
                 attention.pieces = Some(pieces.clone());
+            }
+            if let Some(delta) = layer.gated_delta_mut() {
+                delta.pieces = Some(pieces.clone());
             }
         }
         let blocks = self.layers.iter_mut().flat_map(Layer::norms_mut);

@@ -24,7 +24,8 @@ use super::activations::silu;
 use crate::kernels::Kernels;
 use crate::lm::cache::RecurrentCache;
 use crate::lm::weights::{Linear, Quantization, Weights};
-use crate::lm::Layout;
+use crate::lm::{Layout, Pieces};
+use std::sync::Arc;
 
 /// Head counts and sizes of a gated delta layer (the `linear_*` keys of the config).
 #[derive(Clone, Debug)]
@@ -62,6 +63,8 @@ pub struct GatedDeltaNet {
     norm_weight: Array,
     out_proj: Linear,
     shape: GatedDeltaShape,
+    /// The learner's recurrence, where the model was given pieces ([`Pieces::gated_delta`]).
+    pub pieces: Option<Arc<dyn Pieces>>,
 }
 
 impl GatedDeltaNet {
@@ -90,6 +93,7 @@ impl GatedDeltaNet {
             norm_weight: w.take(&format!("{p}.norm.weight"))?,
             out_proj: w.linear(&format!("{p}.out_proj"), q)?,
             shape: shape.clone(),
+            pieces: None,
         })
     }
 
@@ -148,7 +152,10 @@ impl GatedDeltaNet {
                 Dtype::Float32,
             )?,
         };
-        let (y, state) = recurrence(&q, &k, &v, &g, &beta, state)?;
+        let (y, state) = match &self.pieces {
+            Some(pieces) => pieces.gated_delta(&q, &k, &v, &g, &beta, state)?,
+            None => recurrence(&q, &k, &v, &g, &beta, state)?,
+        };
 
         cache.conv = Some(conv_input.index((.., conv_len - keep.., ..)).contiguous()?);
         cache.state = Some(state);
@@ -204,7 +211,7 @@ fn normalize_qk(q: &Array, k: &Array, key_head_dim: i32) -> Result<(Array, Array
 /// The delta rule over `L` tokens, one step at a time (mlx-lm's `gated_delta_ops`).
 /// `q`, `k`: `[B, L, Hk, Dk]`; `v`: `[B, L, Hv, Dv]`; `g`, `beta`: `[B, L, Hv]`;
 /// `state`: `[B, Hv, Dv, Dk]`. Returns `y` (`[B, L, Hv, Dv]`) and the new state.
-fn recurrence(
+pub(crate) fn recurrence(
     q: &Array,
     k: &Array,
     v: &Array,

@@ -128,6 +128,13 @@ impl Layer for Block {
         }
     }
 
+    fn gated_delta_mut(&mut self) -> Option<&mut GatedDeltaNet> {
+        match &mut self.mixer {
+            Mixer::GatedDelta(delta) => Some(delta),
+            _ => None,
+        }
+    }
+
     fn norms_mut(&mut self) -> Vec<&mut RmsNorm> {
         let mut norms = vec![
             &mut self.input_layernorm,
