@@ -680,6 +680,71 @@ fn rows() -> Vec<Row> {
         },
         Row {
             args: FEW_TOKENS,
+            // S k and S q as matrix products: another order of the same sums (1.5e-5 from
+            // quest's, measured in docs/lessons/linear-attention/2026-12-03-cpu/).
+            honest: |s| {
+                s.solution
+                    .replace(
+                        "            let recalled = state.multiply(&k_row)?.sum_axis(-1, None)?; // S k: [B, H, Dv]",
+                        "            let recalled = matmul(&state, k_t.expand_dims(-1)?)?.squeeze_axes(&[-1])?;",
+                    )
+                    .replace(
+                        "            let y = state.multiply(q_t.expand_dims(-2)?)?.sum_axis(-1, None)?; // S q",
+                        "            let y = matmul(&state, q_t.expand_dims(-1)?)?.squeeze_axes(&[-1])?;",
+                    )
+                    .replace("{broadcast_to, stack}", "{broadcast_to, matmul, stack}")
+            },
+            refusals: &[
+                Refusal {
+                    what: "the query reading the state before the token is written",
+                    edit: |s| {
+                        s.solution
+                            .replace(
+                                "            state = state.multiply(&g_t)?;\n",
+                                "            let read = state.multiply(q_t.expand_dims(-2)?)?.sum_axis(-1, None)?;\n            state = state.multiply(&g_t)?;\n",
+                            )
+                            .replace(
+                                "            ys.push(y.as_dtype(queries.dtype())?);",
+                                "            let _ = y;\n            ys.push(read.as_dtype(queries.dtype())?);",
+                            )
+                    },
+                    command: "submit",
+                    // 4.2 at step 0, measured.
+                    stdout: &[
+                        "At step 0 (predicting from position",
+                        "the lesson allows 1e-3",
+                        "the first layer whose output is off is layer 0 of 24",
+                    ],
+                    stderr: &["does not update the state the way the model's does yet"],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "quest's own recurrence called from yours",
+                    edit: |s| {
+                        s.solution.replace(
+                            "        let shape = queries.shape();",
+                            "        return quest::lm::QuestPieces.gated_delta(queries, keys, values, g, beta, state);\n        #[allow(unreachable_code)]\n        let shape = queries.shape();",
+                        )
+                    },
+                    command: "submit",
+                    stdout: &["hands the work to another recurrence"],
+                    stderr: &["fix those lines"],
+                    snapshot: None,
+                    masked: false,
+                },
+            ],
+            answers: &["state-bytes=1-mib", "at-4096=same"],
+            check_passed: |stdout, _| {
+                assert!(
+                    stdout.contains("every logit within 1e-3 of quest's and the same argmax"),
+                    "{stdout}"
+                );
+            },
+            ..Row::of("linear-attention")
+        },
+        Row {
+            args: FEW_TOKENS,
             // The gate as gate / (1 + e^-gate) · up, compiled once: another formula for the
             // same numbers (6.9e-5 from quest's at most, measured).
             honest: |s| {

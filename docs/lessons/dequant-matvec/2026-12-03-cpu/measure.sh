@@ -36,7 +36,7 @@ run_forced() { # NAME BINARY [ENV…]
 run_forced qmm solution QUEST_PIECES=quest
 for v in solution honest start reversed; do run_forced $v $v; done
 {
-  python3 $here/compare.py "$out" qmm solution honest start reversed
+  python3 docs/lessons/compare_logits.py "$out" qmm solution honest start reversed
   for v in reference qmm solution start reversed; do
     f=$out/$v-free.json; [ $v = reference ] && f=$out/reference.json
     echo "--- $v, free-running text: $(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['text'])" "$f")"

@@ -1,6 +1,6 @@
 # Every step's logits of each variant (argv[2:]) against the reference (reference.f32 in
-# argv[1]): the largest absolute difference over the vocabulary, the step it is at, the
-# argmax agreement.
+# argv[1]), as the inside track's measure.sh scripts write them: the largest absolute
+# difference over the vocabulary, the step it is at, the argmax agreement.
 import json, struct, sys
 
 out, names = sys.argv[1], sys.argv[2:]
