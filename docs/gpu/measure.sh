@@ -83,6 +83,9 @@
 #   streams        the same walk for the streams lesson (a stream of its own against the
 #                  default stream).
 #   rms-norm       the same walk for the rms-norm lesson (the learner's norm in every layer).
+#   rope, attention, dequant-matvec, linear-attention, your-model
+#                  the same walk for the inside track's other lessons, on the carried
+#                  SmolLM2 (linear-attention: random:qwen3.5-0.8b), the edit own_edit.py's.
 #   slope          `quest slope --contexts 256,2048,8192` (CONTEXTS; ROUNDS 5).
 #   slope-attend   `quest slope` per shape of SLOPE_SHAPES (default "Qwen3-0.6B Qwen3-8B")
 #                  with QUEST_ATTEND=mlx then =quest, REPS times (default 2), CONTEXTS
@@ -97,7 +100,8 @@
 #                  averages the decode steps (ncu serializes kernels: no launch gaps in it).
 set -uo pipefail
 [ $# -gt 0 ] || { sed -n '2,/^set -uo/p' "$0" | sed '$d'; exit 2; }
-subcommands=" flow fresh kept kept-defaults ceiling compile streams rms-norm fit qmv fits alt-qmv alt peer peers kernels check journey bench batch
+subcommands=" flow fresh kept kept-defaults ceiling compile streams rms-norm rope attention dequant-matvec
+  linear-attention your-model fit qmv fits alt-qmv alt peer peers kernels check journey bench batch
   bits slope slope-attend sweep profile "
 for sub in "$@"; do
   case $subcommands in
@@ -580,6 +584,9 @@ walk() {
     quest submit "$lesson" --model "$model" --max-tokens "$T" --rounds "$(rounds 3)" --predict shows-here=yes \
       "${predicts[@]}" 2>&1 | tee "$o/$tag-submit.txt" | tail -20
     card=$(grep -o "quest card $lesson --before [0-9.]* --after [0-9.]*" "$o/$tag-submit.txt" | head -1)
+    # A lesson measured against quest's pieces records its rounds at submit: its card
+    # takes the answers alone.
+    if [ -z "$card" ] && grep -q "quest card $lesson --answer" "$o/$tag-submit.txt"; then card="quest card $lesson"; fi
     ratio=$(grep -o '(×[0-9.]*)' "$o/$tag-submit.txt" | head -1 | tr -d '(×)')
     # The card's shows-here is what submit measured: 10 % or more in the lesson's direction.
     shows=$(python3 -c "import sys; r = float(sys.argv[1] or 0); print('yes' if r >= 1.10 or (0 < r <= 1 / 1.10) else 'no')" "${ratio:-0}")
@@ -590,6 +597,17 @@ walk() {
 compile() { walk compile gate.rs term=fixed; }
 streams() { walk streams decode_loop.rs why=fences; }
 rms-norm() { walk rms-norm norm.rs term=fixed; }
+# The inside track's other lessons, on the real SmolLM2 unless WALK_MODELS says otherwise
+# (linear-attention: its own random Qwen3.5 shape).
+rope() { WALK_MODELS=${WALK_MODELS:-smollm2-135m-instruct} walk rope rope.rs layout=split-half restart=step-1; }
+attention() { WALK_MODELS=${WALK_MODELS:-smollm2-135m-instruct} walk attention attention.rs mask-step=step-0 term=bytes; }
+dequant-matvec() {
+  WALK_MODELS=${WALK_MODELS:-smollm2-135m-instruct} walk dequant-matvec matvec.rs bytes-per-weight=0.75 term=bytes
+}
+linear-attention() {
+  WALK_MODELS=${WALK_MODELS:-random:qwen3.5-0.8b} walk linear-attention delta.rs state-bytes=1-mib at-4096=same
+}
+your-model() { WALK_MODELS=${WALK_MODELS:-smollm2-135m-instruct} walk your-model decoder.rs term=fixed; }
 
 profile() {
   local bin
