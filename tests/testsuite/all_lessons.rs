@@ -539,13 +539,16 @@ fn rows() -> Vec<Row> {
         },
         Row {
             args: FEW_TOKENS,
-            // The scale on the scores instead of the queries: another order of the same
-            // arithmetic (0 from quest's, measured: the scale is a power of two).
+            // The softmax written out, exp(scores - max) over its sum: another order of the
+            // same arithmetic (8.8e-5 from quest's at most, measured in
+            // docs/lessons/attention/2026-12-03-softmax/).
             honest: |s| {
-                s.solution.replace(
-                    "        let scores = matmul(\n            queries.multiply(Array::from_f32(scale))?,\n            keys.swap_axes(-1, -2)?,\n        )?;",
-                    "        let scores = matmul(queries, keys.swap_axes(-1, -2)?)?;\n        let scores = scores.multiply(Array::from_f32(scale))?;",
-                )
+                s.solution
+                    .replace(
+                        "        let weights = softmax_axis(&scores, -1, true)?;",
+                        "        let shifted = scores.subtract(scores.max_axis(-1, true)?)?.exp()?;\n        let weights = shifted.divide(shifted.sum_axis(-1, true)?)?;",
+                    )
+                    .replace(", softmax_axis}", "}")
             },
             refusals: &[
                 Refusal {
