@@ -16,7 +16,7 @@ print(f"a step: MLP {layers * mlp} weights, attention {layers * attn}, norms {la
 print(f"a step at {f32} bytes a weight: {total * f32} bytes = {total * f32 / 1e6:.1f} MB; "
       f"the MLP's {layers * mlp * f32} bytes = {layers * mlp * f32 / 1e6:.1f} MB")
 for name, n in [("MLP", layers * mlp), ("attention", layers * attn), ("head", head), ("norms", layers * norms + hidden)]:
-    print(f"share {name}: {100 * n / total:.1f} %")
+    print(f"share {name}: {100 * n / total:.2f} %")
 narrow = 32
 removed = layers * 3 * hidden * (inter - narrow) * f32
 print(f"MLP {inter} -> {narrow} wide: {removed} bytes fewer = {removed / 1e6:.1f} MB = {100 * removed / (total * f32):.1f} % of the step's bytes")
