@@ -613,6 +613,101 @@ fn rows() -> Vec<Row> {
         },
         Row {
             args: FEW_TOKENS,
+            // silu as gate / (1 + e^-gate): another order of the same arithmetic (6.9e-5 from
+            // quest's at most, measured: docs/lessons/mlp/2026-12-03-gate-ops/).
+            honest: |s| {
+                s.solution
+                    .replace(
+                        "let silu = gate.multiply(sigmoid(gate)?)?;",
+                        "let one = Array::from_f32(1.0);\n        let silu = gate.divide(one.add(gate.negative()?.exp()?)?)?;",
+                    )
+                    .replace("use mlx_rs::ops::sigmoid;\n", "")
+            },
+            refusals: &[
+                Refusal {
+                    what: "silu's x forgotten: sigmoid(gate) · up",
+                    edit: |s| {
+                        s.solution.replace(
+                            "let silu = gate.multiply(sigmoid(gate)?)?;",
+                            "let silu = sigmoid(gate)?;",
+                        )
+                    },
+                    command: "submit",
+                    // 32.7 at step 0, measured; the first layer's MLP already differs.
+                    stdout: &[
+                        "At step 0 (predicting from position",
+                        "the lesson allows 1e-3",
+                        "the first layer whose output is off is layer 0 of 30",
+                    ],
+                    stderr: &["does not compute SwiGLU yet"],
+                    snapshot: Some("mlp_logits_refused"),
+                    masked: true,
+                },
+                Refusal {
+                    what: "gate and up swapped: silu(up) · gate",
+                    edit: |s| {
+                        s.solution.replace(
+                            "let silu = gate.multiply(sigmoid(gate)?)?;\n        Ok(silu.multiply(up)?)",
+                            "let silu = up.multiply(sigmoid(up)?)?;\n        Ok(silu.multiply(gate)?)",
+                        )
+                    },
+                    command: "submit",
+                    // 19.6 at step 0, measured.
+                    stdout: &[
+                        "At step 0 (predicting from position",
+                        "the first layer whose output is off is layer 0 of 30",
+                    ],
+                    stderr: &["does not compute SwiGLU yet"],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "mlx-rs's silu, renamed on import",
+                    edit: |s| {
+                        format!(
+                            "use mlx_rs::nn::silu as act;\n{}",
+                            s.solution
+                                .replace("use mlx_rs::ops::sigmoid;\n", "")
+                                .replace("let silu = gate.multiply(sigmoid(gate)?)?;", "let silu = act(gate)?;")
+                        )
+                    },
+                    command: "submit",
+                    stdout: &["mlx-rs's SiLU"],
+                    stderr: &["fix those lines"],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "quest's own gate, renamed on import",
+                    edit: |s| {
+                        format!(
+                            "use quest::lm::models::activations::swiglu as fused;\n{}",
+                            s.solution
+                                .replace("use mlx_rs::ops::sigmoid;\n", "")
+                                .replace(
+                                    "        let silu = gate.multiply(sigmoid(gate)?)?;\n        Ok(silu.multiply(up)?)",
+                                    "        Ok(fused(gate, up)?)",
+                                )
+                        )
+                    },
+                    command: "submit",
+                    stdout: &["quest's own SiLU or SwiGLU"],
+                    stderr: &["fix those lines"],
+                    snapshot: None,
+                    masked: false,
+                },
+            ],
+            answers: &["share=three-fifths", "term=bytes"],
+            check_passed: |stdout, _| {
+                assert!(
+                    stdout.contains("every logit within 1e-3 of quest's and the same argmax"),
+                    "{stdout}"
+                );
+            },
+            ..Row::of("mlp")
+        },
+        Row {
+            args: FEW_TOKENS,
             // The gate as gate / (1 + e^-gate) · up, compiled once: another formula for the
             // same numbers (6.9e-5 from quest's at most, measured).
             honest: |s| {
