@@ -102,6 +102,72 @@ const FEW_TOKENS: &[&str] = &["--max-tokens", "8"];
 /// three times each), so that the last to finish started early.
 fn rows() -> Vec<Row> {
     vec![
+        // A model of Qwen3.5-0.8B's shape, made anew in every process: among the slowest.
+        Row {
+            args: FEW_TOKENS,
+            // S k and S q as matrix products: another order of the same sums (1.5e-5 from
+            // quest's, measured in docs/lessons/linear-attention/2026-12-03-cpu/).
+            honest: |s| {
+                s.solution
+                    .replace(
+                        "            let recalled = state.multiply(&k_row)?.sum_axis(-1, None)?; // S k: [B, H, Dv]",
+                        "            let recalled = matmul(&state, k_t.expand_dims(-1)?)?.squeeze_axes(&[-1])?;",
+                    )
+                    .replace(
+                        "            let y = state.multiply(q_t.expand_dims(-2)?)?.sum_axis(-1, None)?; // S q",
+                        "            let y = matmul(&state, q_t.expand_dims(-1)?)?.squeeze_axes(&[-1])?;",
+                    )
+                    .replace("{broadcast_to, stack}", "{broadcast_to, matmul, stack}")
+            },
+            refusals: &[
+                Refusal {
+                    what: "the query reading the state before the token is written",
+                    edit: |s| {
+                        s.solution
+                            .replace(
+                                "            state = state.multiply(&g_t)?;\n",
+                                "            let read = state.multiply(q_t.expand_dims(-2)?)?.sum_axis(-1, None)?;\n            state = state.multiply(&g_t)?;\n",
+                            )
+                            .replace(
+                                "            ys.push(y.as_dtype(queries.dtype())?);",
+                                "            let _ = y;\n            ys.push(read.as_dtype(queries.dtype())?);",
+                            )
+                    },
+                    command: "submit",
+                    // 4.2 at step 0, measured.
+                    stdout: &[
+                        "At step 0 (predicting from position",
+                        "the lesson allows 1e-3",
+                        "the first layer whose output is off is layer 0 of 24",
+                    ],
+                    stderr: &["does not update the state the way the model's does yet"],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "quest's own recurrence called from yours",
+                    edit: |s| {
+                        s.solution.replace(
+                            "        let shape = queries.shape();",
+                            "        return quest::lm::QuestPieces.gated_delta(queries, keys, values, g, beta, state);\n        #[allow(unreachable_code)]\n        let shape = queries.shape();",
+                        )
+                    },
+                    command: "submit",
+                    stdout: &["hands the work to another recurrence"],
+                    stderr: &["fix those lines"],
+                    snapshot: None,
+                    masked: false,
+                },
+            ],
+            answers: &["state-bytes=1-mib", "at-4096=same"],
+            check_passed: |stdout, _| {
+                assert!(
+                    stdout.contains("every logit within 1e-3 of quest's and the same argmax"),
+                    "{stdout}"
+                );
+            },
+            ..Row::of("linear-attention")
+        },
         Row {
             // The smallest full-attention shape beside the smallest hybrid.
             args: &["--model", "SmolLM2-135M,Qwen3.5-0.8B", "--max-tokens", "2"],
@@ -616,6 +682,101 @@ fn rows() -> Vec<Row> {
         },
         Row {
             args: FEW_TOKENS,
+            // silu as gate / (1 + e^-gate): another order of the same arithmetic (6.9e-5 from
+            // quest's at most, measured: docs/lessons/mlp/2026-12-03-gate-ops/).
+            honest: |s| {
+                s.solution
+                    .replace(
+                        "let silu = gate.multiply(sigmoid(gate)?)?;",
+                        "let one = Array::from_f32(1.0);\n        let silu = gate.divide(one.add(gate.negative()?.exp()?)?)?;",
+                    )
+                    .replace("use mlx_rs::ops::sigmoid;\n", "")
+            },
+            refusals: &[
+                Refusal {
+                    what: "silu's x forgotten: sigmoid(gate) · up",
+                    edit: |s| {
+                        s.solution.replace(
+                            "let silu = gate.multiply(sigmoid(gate)?)?;",
+                            "let silu = sigmoid(gate)?;",
+                        )
+                    },
+                    command: "submit",
+                    // 32.7 at step 0, measured; the first layer's MLP already differs.
+                    stdout: &[
+                        "At step 0 (predicting from position",
+                        "the lesson allows 1e-3",
+                        "the first layer whose output is off is layer 0 of 30",
+                    ],
+                    stderr: &["does not compute SwiGLU yet"],
+                    snapshot: Some("mlp_logits_refused"),
+                    masked: true,
+                },
+                Refusal {
+                    what: "gate and up swapped: silu(up) · gate",
+                    edit: |s| {
+                        s.solution.replace(
+                            "let silu = gate.multiply(sigmoid(gate)?)?;\n        Ok(silu.multiply(up)?)",
+                            "let silu = up.multiply(sigmoid(up)?)?;\n        Ok(silu.multiply(gate)?)",
+                        )
+                    },
+                    command: "submit",
+                    // 19.6 at step 0, measured.
+                    stdout: &[
+                        "At step 0 (predicting from position",
+                        "the first layer whose output is off is layer 0 of 30",
+                    ],
+                    stderr: &["does not compute SwiGLU yet"],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "mlx-rs's silu, renamed on import",
+                    edit: |s| {
+                        format!(
+                            "use mlx_rs::nn::silu as act;\n{}",
+                            s.solution
+                                .replace("use mlx_rs::ops::sigmoid;\n", "")
+                                .replace("let silu = gate.multiply(sigmoid(gate)?)?;", "let silu = act(gate)?;")
+                        )
+                    },
+                    command: "submit",
+                    stdout: &["mlx-rs's SiLU"],
+                    stderr: &["fix those lines"],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "quest's own gate, renamed on import",
+                    edit: |s| {
+                        format!(
+                            "use quest::lm::models::activations::swiglu as fused;\n{}",
+                            s.solution
+                                .replace("use mlx_rs::ops::sigmoid;\n", "")
+                                .replace(
+                                    "        let silu = gate.multiply(sigmoid(gate)?)?;\n        Ok(silu.multiply(up)?)",
+                                    "        Ok(fused(gate, up)?)",
+                                )
+                        )
+                    },
+                    command: "submit",
+                    stdout: &["quest's own SiLU or SwiGLU"],
+                    stderr: &["fix those lines"],
+                    snapshot: None,
+                    masked: false,
+                },
+            ],
+            answers: &["share=three-fifths", "term=bytes"],
+            check_passed: |stdout, _| {
+                assert!(
+                    stdout.contains("every logit within 1e-3 of quest's and the same argmax"),
+                    "{stdout}"
+                );
+            },
+            ..Row::of("mlp")
+        },
+        Row {
+            args: FEW_TOKENS,
             // The integers peeled off the low bits one at a time: another way to the same
             // values (6.7e-5 from quest's dense model, as the solution, measured in
             // docs/lessons/dequant-matvec/2026-12-03-cpu/).
@@ -680,71 +841,6 @@ fn rows() -> Vec<Row> {
                 );
             },
             ..Row::of("dequant-matvec")
-        },
-        Row {
-            args: FEW_TOKENS,
-            // S k and S q as matrix products: another order of the same sums (1.5e-5 from
-            // quest's, measured in docs/lessons/linear-attention/2026-12-03-cpu/).
-            honest: |s| {
-                s.solution
-                    .replace(
-                        "            let recalled = state.multiply(&k_row)?.sum_axis(-1, None)?; // S k: [B, H, Dv]",
-                        "            let recalled = matmul(&state, k_t.expand_dims(-1)?)?.squeeze_axes(&[-1])?;",
-                    )
-                    .replace(
-                        "            let y = state.multiply(q_t.expand_dims(-2)?)?.sum_axis(-1, None)?; // S q",
-                        "            let y = matmul(&state, q_t.expand_dims(-1)?)?.squeeze_axes(&[-1])?;",
-                    )
-                    .replace("{broadcast_to, stack}", "{broadcast_to, matmul, stack}")
-            },
-            refusals: &[
-                Refusal {
-                    what: "the query reading the state before the token is written",
-                    edit: |s| {
-                        s.solution
-                            .replace(
-                                "            state = state.multiply(&g_t)?;\n",
-                                "            let read = state.multiply(q_t.expand_dims(-2)?)?.sum_axis(-1, None)?;\n            state = state.multiply(&g_t)?;\n",
-                            )
-                            .replace(
-                                "            ys.push(y.as_dtype(queries.dtype())?);",
-                                "            let _ = y;\n            ys.push(read.as_dtype(queries.dtype())?);",
-                            )
-                    },
-                    command: "submit",
-                    // 4.2 at step 0, measured.
-                    stdout: &[
-                        "At step 0 (predicting from position",
-                        "the lesson allows 1e-3",
-                        "the first layer whose output is off is layer 0 of 24",
-                    ],
-                    stderr: &["does not update the state the way the model's does yet"],
-                    snapshot: None,
-                    masked: false,
-                },
-                Refusal {
-                    what: "quest's own recurrence called from yours",
-                    edit: |s| {
-                        s.solution.replace(
-                            "        let shape = queries.shape();",
-                            "        return quest::lm::QuestPieces.gated_delta(queries, keys, values, g, beta, state);\n        #[allow(unreachable_code)]\n        let shape = queries.shape();",
-                        )
-                    },
-                    command: "submit",
-                    stdout: &["hands the work to another recurrence"],
-                    stderr: &["fix those lines"],
-                    snapshot: None,
-                    masked: false,
-                },
-            ],
-            answers: &["state-bytes=1-mib", "at-4096=same"],
-            check_passed: |stdout, _| {
-                assert!(
-                    stdout.contains("every logit within 1e-3 of quest's and the same argmax"),
-                    "{stdout}"
-                );
-            },
-            ..Row::of("linear-attention")
         },
         Row {
             args: FEW_TOKENS,
