@@ -232,7 +232,7 @@ impl Exercise {
                         "{} ops per decode step · {:.2} µs per op here: {:.2} ms of host work per step predicted",
                         report.ops_per_step,
                         report.us_per_op,
-                        report.metric(Metric::PredictedHostMs).unwrap_or_default()
+                        report.metric(Metric::HostMsPredicted).unwrap_or_default()
                     );
                 }
                 if let Some(growth) = report.metric(Metric::MsPerTokenGrowth) {
@@ -875,8 +875,8 @@ impl Report {
             Metric::OpsPerStep => self.ops_per_step as f64,
             Metric::UsPerOp if self.ops_per_step == 0 => return None,
             Metric::UsPerOp => self.us_per_op,
-            Metric::PredictedHostMs if self.ops_per_step == 0 => return None,
-            Metric::PredictedHostMs => self.ops_per_step as f64 * self.us_per_op / 1e3,
+            Metric::HostMsPredicted if self.ops_per_step == 0 => return None,
+            Metric::HostMsPredicted => self.ops_per_step as f64 * self.us_per_op / 1e3,
             Metric::WeightMbPerToken if self.weight_bytes_per_token == 0 => return None,
             Metric::WeightMbPerToken => self.weight_bytes_per_token as f64 / 1e6,
         };

@@ -123,7 +123,7 @@ pub(crate) fn run_and_record(ctx: &Ctx, lesson: &Lesson, args: &RunArgs) -> Resu
     }
     // A lesson that counts a step's ops shows them, and what they predict, on every run.
     if lesson.spec.measure.iter().any(|m| m.metric == quest::course::Metric::OpsPerStep) {
-        if let Some(ms) = report.metric(quest::course::Metric::PredictedHostMs) {
+        if let Some(ms) = report.metric(quest::course::Metric::HostMsPredicted) {
             println!(
                 "{}",
                 ctx.ui_with(

@@ -423,7 +423,7 @@ pub enum Metric {
     /// against its length.
     UsPerOp,
     /// `ops_per_step × us_per_op`: the host's time per step those ops predict, in ms.
-    PredictedHostMs,
+    HostMsPredicted,
 }
 
 impl Metric {
@@ -438,7 +438,7 @@ impl Metric {
         Metric::BuildUsPerLayer,
         Metric::OpsPerStep,
         Metric::UsPerOp,
-        Metric::PredictedHostMs,
+        Metric::HostMsPredicted,
     ];
 
     /// Its key in reports and in the progress file.
@@ -454,7 +454,7 @@ impl Metric {
             Metric::BuildUsPerLayer => "build_us_per_layer",
             Metric::OpsPerStep => "ops_per_step",
             Metric::UsPerOp => "us_per_op",
-            Metric::PredictedHostMs => "host_ms_predicted",
+            Metric::HostMsPredicted => "host_ms_predicted",
         }
     }
 
@@ -472,7 +472,7 @@ impl Metric {
             Metric::BuildUsPerLayer => "µs/layer",
             Metric::OpsPerStep => "ops",
             Metric::UsPerOp => "µs/op",
-            Metric::PredictedHostMs => "ms",
+            Metric::HostMsPredicted => "ms",
         }
     }
 
