@@ -274,7 +274,15 @@ pub fn greedy(
     forced: Option<&[u32]>,
     keep_logits: bool,
 ) -> Result<Greedy> {
-    greedy_with(model, tokenizer, prompt, max_tokens, forced, keep_logits, false)
+    greedy_with(
+        model,
+        tokenizer,
+        prompt,
+        max_tokens,
+        forced,
+        keep_logits,
+        false,
+    )
 }
 
 /// [`greedy`], and with `count_ops` the ops of one more decode step's graph (never run).
@@ -432,7 +440,11 @@ impl Exercise {
     /// decode step's graph (a step built after the loop, counted, never run) and this
     /// backend's µs per op ([`host_cost_per_op`], measured after the loop). Neither
     /// touches the loop's timing.
-    pub fn decode_counting_ops(&self, model: &Model, tokenizer: &crate::lm::Tokenizer) -> Result<()> {
+    pub fn decode_counting_ops(
+        &self,
+        model: &Model,
+        tokenizer: &crate::lm::Tokenizer,
+    ) -> Result<()> {
         let layers_path = crate::settings::LAYERS.os().map(PathBuf::from);
         if layers_path.is_some() {
             model.record_layers();
@@ -445,7 +457,14 @@ impl Exercise {
         let text = tokenizer.decode(crate::lm::until_eos(&run.tokens, tokenizer))?;
         println!("{text}");
         let ops = Some((run.step_ops, &cost));
-        self.report_with_ops(&run.timer, model, run.prompt_ids.len(), &run.tokens, &text, ops)
+        self.report_with_ops(
+            &run.timer,
+            model,
+            run.prompt_ids.len(),
+            &run.tokens,
+            &text,
+            ops,
+        )
     }
 
     /// [`Exercise::decode`] for a decoder of the learner's own (any [`crate::lm::Forward`]):

@@ -122,7 +122,12 @@ pub(crate) fn run_and_record(ctx: &Ctx, lesson: &Lesson, args: &RunArgs) -> Resu
         }
     }
     // A lesson that counts a step's ops shows them, and what they predict, on every run.
-    if lesson.spec.measure.iter().any(|m| m.metric == quest::course::Metric::OpsPerStep) {
+    if lesson
+        .spec
+        .measure
+        .iter()
+        .any(|m| m.metric == quest::course::Metric::OpsPerStep)
+    {
         if let Some(ms) = report.metric(quest::course::Metric::HostMsPredicted) {
             println!(
                 "{}",

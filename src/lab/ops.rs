@@ -34,7 +34,8 @@ pub fn graph_op_kinds(outputs: &[&Array]) -> Result<std::collections::BTreeMap<S
             open = Some((primitive, label));
         } else if let Some((primitive, label)) = &open {
             if let Some(output) = line.strip_prefix(&format!("{primitive} -> ")) {
-                ops.entry(output.to_owned()).or_insert_with(|| label.clone());
+                ops.entry(output.to_owned())
+                    .or_insert_with(|| label.clone());
                 open = None;
             }
         }
