@@ -22,6 +22,9 @@ use crate::course::Metric;
 use crate::kernels::Kernels;
 use crate::lm::Model;
 
+mod ops;
+pub use ops::{export_to_dot, graph_op_kinds, graph_ops, host_cost_per_op, OpCost};
+
 /// The BLAS line a report carries: MLX's CPU backend's BLAS, empty on a GPU (its matmuls
 /// are MLX's own kernels there).
 fn cpu_blas() -> String {
@@ -123,6 +126,20 @@ impl Exercise {
         self.report_rows(timer, model, prompt_tokens, &[tokens.to_vec()], text)
     }
 
+    /// [`Exercise::report`] with the op count of one decode step and this backend's host
+    /// cost per op ([`Exercise::decode_counting_ops`]).
+    fn report_with_ops(
+        &self,
+        timer: &Timer,
+        model: &dyn Decoded,
+        prompt_tokens: usize,
+        tokens: &[u32],
+        text: &str,
+        ops: Option<(usize, &OpCost)>,
+    ) -> Result<()> {
+        self.report_rows_with(timer, model, prompt_tokens, &[tokens.to_vec()], text, ops)
+    }
+
     /// [`Exercise::report`] for a batch: the tokens of each sequence (row), all of one
     /// length, decoded together (each step wrote one token to every row). The decode rate
     /// counts every row's tokens; `text` is row 0's.
@@ -133,6 +150,18 @@ impl Exercise {
         prompt_tokens: usize,
         rows: &[Vec<u32>],
         text: &str,
+    ) -> Result<()> {
+        self.report_rows_with(timer, model, prompt_tokens, rows, text, None)
+    }
+
+    fn report_rows_with(
+        &self,
+        timer: &Timer,
+        model: &dyn Decoded,
+        prompt_tokens: usize,
+        rows: &[Vec<u32>],
+        text: &str,
+        ops: Option<(usize, &OpCost)>,
     ) -> Result<()> {
         let tokens = rows.first().cloned().unwrap_or_default();
         anyhow::ensure!(
@@ -177,6 +206,8 @@ impl Exercise {
             steps_fed,
             steps_build_ms: timer.steps_built(&fed),
             layers: model.layers(),
+            ops_per_step: ops.map_or(0, |(n, _)| n),
+            us_per_op: ops.map_or(0.0, |(_, cost)| cost.us_per_op),
         };
         match &self.report_path {
             Some(path) => report.write(path),
@@ -194,6 +225,14 @@ impl Exercise {
                         "batch {}: {:.2} tok/s per sequence",
                         report.batch,
                         report.metric(Metric::PerSeqTokS).unwrap_or_default()
+                    );
+                }
+                if report.ops_per_step > 0 {
+                    println!(
+                        "{} ops per decode step · {:.2} µs per op here: {:.2} ms of host work per step predicted",
+                        report.ops_per_step,
+                        report.us_per_op,
+                        report.metric(Metric::HostMsPredicted).unwrap_or_default()
                     );
                 }
                 if let Some(growth) = report.metric(Metric::MsPerTokenGrowth) {
@@ -217,6 +256,9 @@ pub struct Greedy {
     /// position).
     pub logits: Vec<Vec<f32>>,
     pub timer: Timer,
+    /// The ops of one more decode step, built after the loop was done and counted
+    /// ([`graph_ops`]), when asked for; else 0.
+    pub step_ops: usize,
 }
 
 /// The journey's greedy loop on `model`: the chat prompt prefilled, then one token a
@@ -231,6 +273,27 @@ pub fn greedy(
     max_tokens: usize,
     forced: Option<&[u32]>,
     keep_logits: bool,
+) -> Result<Greedy> {
+    greedy_with(
+        model,
+        tokenizer,
+        prompt,
+        max_tokens,
+        forced,
+        keep_logits,
+        false,
+    )
+}
+
+/// [`greedy`], and with `count_ops` the ops of one more decode step's graph (never run).
+fn greedy_with(
+    model: &dyn crate::lm::Forward,
+    tokenizer: &crate::lm::Tokenizer,
+    prompt: &str,
+    max_tokens: usize,
+    forced: Option<&[u32]>,
+    keep_logits: bool,
+    count_ops: bool,
 ) -> Result<Greedy> {
     use crate::lm::{self, Message};
     use mlx_rs::ops::indexing::argmax_axis;
@@ -270,11 +333,21 @@ pub fn greedy(
         input = lm::tokens_array(&[fed]);
     }
     timer.done();
+    // One more step built as the loop builds each, on the cache as it stands, and
+    // counted, not run. The cache's writes feed the step's attention, so the logits'
+    // graph holds them too.
+    let step_ops = if count_ops {
+        let logits = model.forward(&input, &mut cache)?;
+        graph_ops(&[&logits])?
+    } else {
+        0
+    };
     Ok(Greedy {
         prompt_ids,
         tokens,
         logits: logits_kept,
         timer,
+        step_ops,
     })
 }
 
@@ -363,6 +436,37 @@ impl Exercise {
         self.report_greedy(&run, model, tokenizer)
     }
 
+    /// [`Exercise::decode`], and the report says what the host's ops cost: the ops of one
+    /// decode step's graph (a step built after the loop, counted, never run) and this
+    /// backend's µs per op ([`host_cost_per_op`], measured after the loop). Neither
+    /// touches the loop's timing.
+    pub fn decode_counting_ops(
+        &self,
+        model: &Model,
+        tokenizer: &crate::lm::Tokenizer,
+    ) -> Result<()> {
+        let layers_path = crate::settings::LAYERS.os().map(PathBuf::from);
+        if layers_path.is_some() {
+            model.record_layers();
+        }
+        let run = self.greedy_checked_with(model, tokenizer, true)?;
+        if let Some(path) = &layers_path {
+            write_layers(path, &model.recorded_layers())?;
+        }
+        let cost = host_cost_per_op()?;
+        let text = tokenizer.decode(crate::lm::until_eos(&run.tokens, tokenizer))?;
+        println!("{text}");
+        let ops = Some((run.step_ops, &cost));
+        self.report_with_ops(
+            &run.timer,
+            model,
+            run.prompt_ids.len(),
+            &run.tokens,
+            &text,
+            ops,
+        )
+    }
+
     /// [`Exercise::decode`] for a decoder of the learner's own (any [`crate::lm::Forward`]):
     /// the same loop, feeds and logits file; each forward call is timed as quest's model
     /// times its own ([`crate::lm::Fed`]), and `weights` (from [`crate::lm::Checkpoint::finish`])
@@ -397,6 +501,15 @@ impl Exercise {
         model: &dyn crate::lm::Forward,
         tokenizer: &crate::lm::Tokenizer,
     ) -> Result<Greedy> {
+        self.greedy_checked_with(model, tokenizer, false)
+    }
+
+    fn greedy_checked_with(
+        &self,
+        model: &dyn crate::lm::Forward,
+        tokenizer: &crate::lm::Tokenizer,
+        count_ops: bool,
+    ) -> Result<Greedy> {
         let forced = match crate::settings::FORCE.raw() {
             Some(list) => Some(
                 list.split(',')
@@ -412,13 +525,14 @@ impl Exercise {
             None => None,
         };
         let logits_path = crate::settings::LOGITS.os().map(PathBuf::from);
-        let run = greedy(
+        let run = greedy_with(
             model,
             tokenizer,
             &self.prompt,
             self.max_tokens,
             forced.as_deref(),
             logits_path.is_some(),
+            count_ops,
         )?;
         if let Some(path) = &logits_path {
             std::fs::write(path, le_bytes(run.logits.iter().flatten()))
@@ -520,6 +634,8 @@ impl Exercise {
             steps_fed: Vec::new(),
             steps_build_ms: Vec::new(),
             layers: 0,
+            ops_per_step: 0,
+            us_per_op: 0.0,
         };
         match &self.report_path {
             Some(path) => report.write(path),
@@ -623,7 +739,10 @@ impl Timer {
     /// came from) and those after it (one per decode step). Without a first token, all
     /// are the prefill's.
     pub fn split_fed(&self, fed: &[crate::lm::Fed]) -> (Vec<usize>, Vec<usize>) {
-        let (before, after): (Vec<_>, Vec<_>) = fed.iter().partition(|call| self.is_prefill(call));
+        let (before, after): (Vec<_>, Vec<_>) = fed
+            .iter()
+            .filter(|call| self.in_run(call))
+            .partition(|call| self.is_prefill(call));
         let positions = |calls: Vec<&crate::lm::Fed>| calls.iter().map(|c| c.positions).collect();
         (positions(before), positions(after))
     }
@@ -632,9 +751,15 @@ impl Timer {
     /// calls made after the first token.
     pub fn steps_built(&self, fed: &[crate::lm::Fed]) -> Vec<f64> {
         fed.iter()
-            .filter(|call| !self.is_prefill(call))
+            .filter(|call| self.in_run(call) && !self.is_prefill(call))
             .map(|call| call.built.as_secs_f64() * 1e3)
             .collect()
+    }
+
+    /// Whether `call` was made before the loop was done: a step built afterwards only to
+    /// be looked at (its ops counted) is none of the run's.
+    fn in_run(&self, call: &crate::lm::Fed) -> bool {
+        self.done.is_none_or(|done| call.at < done)
     }
 
     /// Whether `call` was made before the first token (without one, every call was).
@@ -720,6 +845,17 @@ pub struct Report {
     /// The layers a forward call ran (0: not recorded).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub layers: usize,
+    /// The ops (graph nodes) of one decode step, counted before it ran (0: not counted;
+    /// [`Exercise::decode_counting_ops`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub ops_per_step: usize,
+    /// The host's µs per op on this backend, measured in the same process ([`OpCost`]).
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
+    pub us_per_op: f64,
+}
+
+fn is_zero_f64(x: &f64) -> bool {
+    *x == 0.0
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -754,6 +890,12 @@ impl Report {
             Metric::BuildUsPerLayer => {
                 crate::stats::median(&self.steps_build_ms) * 1e3 / self.layers as f64
             }
+            Metric::OpsPerStep if self.ops_per_step == 0 => return None,
+            Metric::OpsPerStep => self.ops_per_step as f64,
+            Metric::UsPerOp if self.ops_per_step == 0 => return None,
+            Metric::UsPerOp => self.us_per_op,
+            Metric::HostMsPredicted if self.ops_per_step == 0 => return None,
+            Metric::HostMsPredicted => self.ops_per_step as f64 * self.us_per_op / 1e3,
             Metric::WeightMbPerToken if self.weight_bytes_per_token == 0 => return None,
             Metric::WeightMbPerToken => self.weight_bytes_per_token as f64 / 1e6,
         };
@@ -1306,6 +1448,8 @@ mod tests {
             steps_fed: vec![],
             steps_build_ms: vec![],
             layers: 0,
+            ops_per_step: 0,
+            us_per_op: 0.0,
         }
     }
 

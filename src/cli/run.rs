@@ -121,6 +121,27 @@ pub(crate) fn run_and_record(ctx: &Ctx, lesson: &Lesson, args: &RunArgs) -> Resu
             );
         }
     }
+    // A lesson that counts a step's ops shows them, and what they predict, on every run.
+    if lesson
+        .spec
+        .measure
+        .iter()
+        .any(|m| m.metric == quest::course::Metric::OpsPerStep)
+    {
+        if let Some(ms) = report.metric(quest::course::Metric::HostMsPredicted) {
+            println!(
+                "{}",
+                ctx.ui_with(
+                    "ops_per_step",
+                    &[
+                        ("ops", &report.ops_per_step.to_string()),
+                        ("us", &format!("{:.2}", report.us_per_op)),
+                        ("ms", &format!("{ms:.2}"))
+                    ]
+                )
+            );
+        }
+    }
     let checked = super::values::check(ctx, lesson, &report)?;
     let mut run = run_record(&report, code, ctx.lang);
     if let Some(checked) = &checked {

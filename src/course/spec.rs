@@ -427,10 +427,17 @@ pub enum Metric {
     /// The host's time to build one decode step's graph, per layer, in µs (the median
     /// step's forward call over the layers it ran).
     BuildUsPerLayer,
+    /// The ops (graph nodes) of one decode step, counted before it runs.
+    OpsPerStep,
+    /// The host's µs per op on this backend: the slope of a chain of cheap ops' time
+    /// against its length.
+    UsPerOp,
+    /// `ops_per_step × us_per_op`: the host's time per step those ops predict, in ms.
+    HostMsPredicted,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 8] = [
+    pub const ALL: [Metric; 11] = [
         Metric::DecodeTokS,
         Metric::PerSeqTokS,
         Metric::TtftMs,
@@ -439,6 +446,9 @@ impl Metric {
         Metric::MsPerTokenGrowth,
         Metric::WeightMbPerToken,
         Metric::BuildUsPerLayer,
+        Metric::OpsPerStep,
+        Metric::UsPerOp,
+        Metric::HostMsPredicted,
     ];
 
     /// Its key in reports and in the progress file.
@@ -452,6 +462,9 @@ impl Metric {
             Metric::MsPerTokenGrowth => "ms_per_token_growth",
             Metric::WeightMbPerToken => "weight_mb_per_token",
             Metric::BuildUsPerLayer => "build_us_per_layer",
+            Metric::OpsPerStep => "ops_per_step",
+            Metric::UsPerOp => "us_per_op",
+            Metric::HostMsPredicted => "host_ms_predicted",
         }
     }
 
@@ -467,6 +480,9 @@ impl Metric {
             Metric::MsPerTokenGrowth => "ms/100 tok",
             Metric::WeightMbPerToken => "MB",
             Metric::BuildUsPerLayer => "µs/layer",
+            Metric::OpsPerStep => "ops",
+            Metric::UsPerOp => "µs/op",
+            Metric::HostMsPredicted => "ms",
         }
     }
 

@@ -893,6 +893,47 @@ fn rows() -> Vec<Row> {
         },
         Row {
             args: FEW_TOKENS,
+            // The square as x · x inside the compiled norm: another order of the same
+            // arithmetic, the same ops compiled.
+            honest: |s| s.solution.replace("x.square()?", "x.multiply(x)?"),
+            refusals: &[
+                Refusal {
+                    what: "the norm compiled anew inside every call",
+                    edit: |s| {
+                        s.solution.replace(
+                            "        Ok(NORM.with(|f| (f.borrow_mut())((x, weight, &eps)))?)",
+                            "        let mut fresh = compiled_norm();\n        Ok(fresh((x, weight, &eps))?)",
+                        )
+                    },
+                    command: "submit",
+                    stdout: &["compiles on every call again"],
+                    stderr: &["fix those lines"],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "the weight left out of the compiled norm",
+                    edit: |s| {
+                        s.solution.replace(
+                            "x.multiply(&inverse_rms)?.multiply(weight)",
+                            "let _ = weight;\n            x.multiply(&inverse_rms)",
+                        )
+                    },
+                    command: "submit",
+                    stdout: &["At step 0 (predicting from position", "the lesson allows 1e-3"],
+                    stderr: &["does not compute x · rsqrt(mean(x²) + eps) · weight"],
+                    snapshot: None,
+                    masked: false,
+                },
+            ],
+            answers: &["term=fixed", "fused-here=its-ops"],
+            check_run: |stdout| {
+                assert!(stdout.contains("Ops per decode step:"), "{stdout}");
+            },
+            ..Row::of("ops-cost")
+        },
+        Row {
+            args: FEW_TOKENS,
             // `with_stream` kept, handed the default stream: not the solution's text.
             honest: |s| {
                 s.starting
