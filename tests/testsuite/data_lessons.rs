@@ -401,6 +401,17 @@ fn a_runaway_exercise_meets_its_time_limit() {
 fn stopping_quest_stops_its_exercise() {
     use std::time::{Duration, Instant};
     let root = course_with_data_lessons("signal");
+    // Built first, by a short run: the wait below is then the exercise's start, not the
+    // build queue (quest builds one exercise at a time, and the author's checks running
+    // beside this test build every lesson's).
+    let built = crate::common::quest_command()
+        .args(["run", "sleepy", "--no-lesson", "--max-tokens", "1"])
+        .env("QUEST_ROOT", &root)
+        .env("QUEST_HOME", home("signal"))
+        .output()
+        .unwrap();
+    let (stdout, stderr) = crate::common::text(&built);
+    assert!(built.status.success(), "{stdout}{stderr}");
     let mut quest = crate::common::quest_command()
         .args(["run", "sleepy", "--no-lesson", "--max-tokens", "2000"])
         .env("QUEST_ROOT", &root)
