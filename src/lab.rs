@@ -126,20 +126,6 @@ impl Exercise {
         self.report_rows(timer, model, prompt_tokens, &[tokens.to_vec()], text)
     }
 
-    /// [`Exercise::report`] with the op count of one decode step and this backend's host
-    /// cost per op ([`Exercise::decode_counting_ops`]).
-    fn report_with_ops(
-        &self,
-        timer: &Timer,
-        model: &dyn Decoded,
-        prompt_tokens: usize,
-        tokens: &[u32],
-        text: &str,
-        ops: Option<(usize, &OpCost)>,
-    ) -> Result<()> {
-        self.report_rows_with(timer, model, prompt_tokens, &[tokens.to_vec()], text, ops)
-    }
-
     /// [`Exercise::report`] for a batch: the tokens of each sequence (row), all of one
     /// length, decoded together (each step wrote one token to every row). The decode rate
     /// counts every row's tokens; `text` is row 0's.
@@ -425,15 +411,7 @@ impl Exercise {
     /// quest checks its numbers it names tokens to feed (`QUEST_FORCE`) and a file for
     /// every step's logits (`QUEST_LOGITS`).
     pub fn decode(&self, model: &Model, tokenizer: &crate::lm::Tokenizer) -> Result<()> {
-        let layers_path = crate::settings::LAYERS.os().map(PathBuf::from);
-        if layers_path.is_some() {
-            model.record_layers();
-        }
-        let run = self.greedy_checked(model, tokenizer)?;
-        if let Some(path) = &layers_path {
-            write_layers(path, &model.recorded_layers())?;
-        }
-        self.report_greedy(&run, model, tokenizer)
+        self.decode_reporting(model, tokenizer, false)
     }
 
     /// [`Exercise::decode`], and the report says what the host's ops cost: the ops of one
@@ -445,26 +423,32 @@ impl Exercise {
         model: &Model,
         tokenizer: &crate::lm::Tokenizer,
     ) -> Result<()> {
+        self.decode_reporting(model, tokenizer, true)
+    }
+
+    /// The loop of [`Exercise::decode`], each layer's hidden states written where quest
+    /// asks, then the report; with `count_ops` the step's ops and µs per op in it.
+    fn decode_reporting(
+        &self,
+        model: &Model,
+        tokenizer: &crate::lm::Tokenizer,
+        count_ops: bool,
+    ) -> Result<()> {
         let layers_path = crate::settings::LAYERS.os().map(PathBuf::from);
         if layers_path.is_some() {
             model.record_layers();
         }
-        let run = self.greedy_checked_with(model, tokenizer, true)?;
+        let run = self.greedy_checked(model, tokenizer, count_ops)?;
         if let Some(path) = &layers_path {
             write_layers(path, &model.recorded_layers())?;
         }
-        let cost = host_cost_per_op()?;
-        let text = tokenizer.decode(crate::lm::until_eos(&run.tokens, tokenizer))?;
-        println!("{text}");
-        let ops = Some((run.step_ops, &cost));
-        self.report_with_ops(
-            &run.timer,
-            model,
-            run.prompt_ids.len(),
-            &run.tokens,
-            &text,
-            ops,
-        )
+        let cost = if count_ops {
+            Some(host_cost_per_op()?)
+        } else {
+            None
+        };
+        let ops = cost.as_ref().map(|cost| (run.step_ops, cost));
+        self.report_greedy(&run, model, tokenizer, ops)
     }
 
     /// [`Exercise::decode`] for a decoder of the learner's own (any [`crate::lm::Forward`]):
@@ -490,21 +474,14 @@ impl Exercise {
             fed: std::cell::RefCell::new(Vec::new()),
             layers: model.make_cache().len(),
         };
-        let run = self.greedy_checked(&own, tokenizer)?;
-        self.report_greedy(&run, &own, tokenizer)
+        let run = self.greedy_checked(&own, tokenizer, false)?;
+        self.report_greedy(&run, &own, tokenizer, None)
     }
 
     /// [`greedy`] with the tokens quest names to feed (`QUEST_FORCE`) and every step's
-    /// logits written where quest asks (`QUEST_LOGITS`).
+    /// logits written where quest asks (`QUEST_LOGITS`); with `count_ops`, one more step's
+    /// ops counted after it.
     fn greedy_checked(
-        &self,
-        model: &dyn crate::lm::Forward,
-        tokenizer: &crate::lm::Tokenizer,
-    ) -> Result<Greedy> {
-        self.greedy_checked_with(model, tokenizer, false)
-    }
-
-    fn greedy_checked_with(
         &self,
         model: &dyn crate::lm::Forward,
         tokenizer: &crate::lm::Tokenizer,
@@ -546,10 +523,12 @@ impl Exercise {
         run: &Greedy,
         model: &dyn Decoded,
         tokenizer: &crate::lm::Tokenizer,
+        ops: Option<(usize, &OpCost)>,
     ) -> Result<()> {
         let text = tokenizer.decode(crate::lm::until_eos(&run.tokens, tokenizer))?;
         println!("{text}");
-        self.report(&run.timer, model, run.prompt_ids.len(), &run.tokens, &text)
+        let rows = [run.tokens.clone()];
+        self.report_rows_with(&run.timer, model, run.prompt_ids.len(), &rows, &text, ops)
     }
 }
 
