@@ -1,6 +1,8 @@
 # Every step's logits of each variant (argv[2:]) against the reference (reference.f32 in
 # argv[1]), as the inside track's measure.sh scripts write them: the largest absolute
-# difference over the vocabulary, the step it is at, the argmax agreement.
+# difference over the vocabulary, the step it is at, the first step over the inside
+# track's 1e-3, the argmax agreement. (The dequant-matvec and linear-attention results of
+# 2026-12-03 were written before it printed step 1 and the first step over 1e-3.)
 import json, struct, sys
 
 out, names = sys.argv[1], sys.argv[2:]
@@ -22,5 +24,7 @@ for v in names:
     per_step = [max(abs(u - w) for u, w in zip(r, s)) for r, s in zip(reference, y)]
     agree = sum(argmax(r) == argmax(s) for r, s in zip(reference, y))
     worst = max(range(len(per_step)), key=per_step.__getitem__)
+    first = next((i for i, d in enumerate(per_step) if d > 1e-3), None)
     print(f"reference vs {v}: max abs difference {max(per_step):.3e} at step {worst}, "
-          f"step 0 {per_step[0]:.3e}, argmax agrees at {agree}/{len(per_step)} steps")
+          f"step 0 {per_step[0]:.3e}, step 1 {per_step[1]:.3e}, first step over 1e-3: {first}, "
+          f"argmax agrees at {agree}/{len(per_step)} steps")

@@ -95,6 +95,15 @@ impl Row {
     }
 }
 
+/// A piece of the model's passing submission: every step's logits within the inside
+/// track's 1e-3 of quest's, the same argmax at each.
+fn logits_within_tolerance(stdout: &str, _: &State) {
+    assert!(
+        stdout.contains("every logit within 1e-3 of quest's and the same argmax"),
+        "{stdout}"
+    );
+}
+
 /// Eight tokens: enough for every token check, a fraction of the lesson's 32.
 const FEW_TOKENS: &[&str] = &["--max-tokens", "8"];
 
@@ -160,12 +169,7 @@ fn rows() -> Vec<Row> {
                 },
             ],
             answers: &["state-bytes=1-mib", "at-4096=same"],
-            check_passed: |stdout, _| {
-                assert!(
-                    stdout.contains("every logit within 1e-3 of quest's and the same argmax"),
-                    "{stdout}"
-                );
-            },
+            check_passed: logits_within_tolerance,
             ..Row::of("linear-attention")
         },
         Row {
@@ -523,12 +527,7 @@ fn rows() -> Vec<Row> {
                 },
             ],
             answers: &["term=fixed"],
-            check_passed: |stdout, _| {
-                assert!(
-                    stdout.contains("every logit within 1e-3 of quest's and the same argmax"),
-                    "{stdout}"
-                );
-            },
+            check_passed: logits_within_tolerance,
             ..Row::of("rms-norm")
         },
         Row {
@@ -595,12 +594,7 @@ fn rows() -> Vec<Row> {
                 },
             ],
             answers: &["layout=split-half", "restart=step-1"],
-            check_passed: |stdout, _| {
-                assert!(
-                    stdout.contains("every logit within 1e-3 of quest's and the same argmax"),
-                    "{stdout}"
-                );
-            },
+            check_passed: logits_within_tolerance,
             ..Row::of("rope")
         },
         Row {
@@ -672,12 +666,7 @@ fn rows() -> Vec<Row> {
                 },
             ],
             answers: &["mask-step=step-0", "term=bytes"],
-            check_passed: |stdout, _| {
-                assert!(
-                    stdout.contains("every logit within 1e-3 of quest's and the same argmax"),
-                    "{stdout}"
-                );
-            },
+            check_passed: logits_within_tolerance,
             ..Row::of("attention")
         },
         Row {
@@ -767,12 +756,7 @@ fn rows() -> Vec<Row> {
                 },
             ],
             answers: &["share=three-fifths", "term=bytes"],
-            check_passed: |stdout, _| {
-                assert!(
-                    stdout.contains("every logit within 1e-3 of quest's and the same argmax"),
-                    "{stdout}"
-                );
-            },
+            check_passed: logits_within_tolerance,
             ..Row::of("mlp")
         },
         Row {
@@ -834,12 +818,7 @@ fn rows() -> Vec<Row> {
                 },
             ],
             answers: &["bytes-per-weight=0.75", "term=bytes"],
-            check_passed: |stdout, _| {
-                assert!(
-                    stdout.contains("every logit within 1e-3 of quest's and the same argmax"),
-                    "{stdout}"
-                );
-            },
+            check_passed: logits_within_tolerance,
             ..Row::of("dequant-matvec")
         },
         Row {
@@ -1039,12 +1018,7 @@ fn rows() -> Vec<Row> {
                 },
             ],
             answers: &["term=fixed"],
-            check_passed: |stdout, _| {
-                assert!(
-                    stdout.contains("every logit within 1e-3 of quest's and the same argmax"),
-                    "{stdout}"
-                );
-            },
+            check_passed: logits_within_tolerance,
             ..Row::of("your-model")
         },
         Row {

@@ -47,7 +47,7 @@ for v in $variants; do
   QUEST_MAX_TOKENS=32 QUEST_REPORT=$out/$v-free.json "$out/$v" > /dev/null
 done
 {
-  python3 $here/compare.py "$out" $variants
+  python3 docs/lessons/compare_logits.py "$out" $variants
   for v in reference $variants; do
     f=$out/$v-free.json; [ $v = reference ] && f=$out/reference.json
     echo "--- $v, free-running text: $(python3 -c "import json,sys; print(repr(json.load(open(sys.argv[1])).get('text')))" "$f")"

@@ -39,7 +39,7 @@ for v in solution honest traditional start; do
   QUEST_MAX_TOKENS=32 QUEST_REPORT=$out/$v-free.json "$out/$v" > "$out/$v-free.txt"
 done
 {
-  python3 $here/compare.py "$out"
+  python3 docs/lessons/compare_logits.py "$out" solution honest traditional start
   for v in reference solution traditional start; do
     f=$out/$v-free.txt; [ $v = reference ] && f=$out/reference.txt
     echo "--- $v, free-running text:"; python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['text'])" "$out/$v$([ $v = reference ] || echo -free).json" 2>/dev/null || cat "$f"
