@@ -12,6 +12,9 @@
 //! predicted) earns the first-try bonus (`LessonRecord::right_first_time`). The CLI
 //! parses, runs, calls these, prints and records.
 
+mod draws;
+pub use draws::{draws_compared, DrawsVerdict, StepDraws};
+
 use crate::check::card::{check_claim, correct_answer, Evidence, Refused};
 use crate::course::spec::{
     Answer, CardNumber, Direction, FeedRule, LessonSpec, Move, Question, TokenCheck,
@@ -27,7 +30,7 @@ pub fn tokens_compared(check: TokenCheck, solution: usize, learner: usize) -> Op
     match check {
         TokenCheck::Exact => Some(solution.max(learner)),
         TokenCheck::First(n) => Some(n),
-        TokenCheck::None => None,
+        TokenCheck::Repeatable | TokenCheck::None => None,
     }
 }
 

@@ -281,8 +281,36 @@ fn greedy_with(
     keep_logits: bool,
     count_ops: bool,
 ) -> Result<Greedy> {
+    let mut argmax = |_: usize, last: &mlx_rs::Array| -> Result<u32> {
+        let y = mlx_rs::ops::indexing::argmax_axis(last, -1, None)?;
+        Ok(y.item_exact::<u32>())
+    };
+    decode_loop(
+        model,
+        tokenizer,
+        prompt,
+        max_tokens,
+        forced,
+        keep_logits,
+        count_ops,
+        &mut argmax,
+    )
+}
+
+/// The journey's loop with the token of each step chosen by `pick` (the step, the last
+/// position's logits `[1, vocab]`): [`greedy_with`]'s argmax, or a sampler's draw.
+#[allow(clippy::too_many_arguments)]
+fn decode_loop(
+    model: &dyn crate::lm::Forward,
+    tokenizer: &crate::lm::Tokenizer,
+    prompt: &str,
+    max_tokens: usize,
+    forced: Option<&[u32]>,
+    keep_logits: bool,
+    count_ops: bool,
+    pick: &mut dyn FnMut(usize, &mlx_rs::Array) -> Result<u32>,
+) -> Result<Greedy> {
     use crate::lm::{self, Message};
-    use mlx_rs::ops::indexing::argmax_axis;
     let messages = [Message::user(prompt)];
     let text = tokenizer.apply_chat_template(&messages, true, false)?;
     let prompt_ids = tokenizer.encode(&text)?;
@@ -294,8 +322,7 @@ fn greedy_with(
     for step in 0..max_tokens.max(1) {
         let logits = model.forward(&input, &mut cache)?;
         let last = lm::last_position(&logits);
-        let y = argmax_axis(&last, -1, None)?;
-        tokens.push(y.item_exact::<u32>());
+        tokens.push(pick(step, &last)?);
         if step == 0 {
             timer.first_token();
         } else {
@@ -476,6 +503,74 @@ impl Exercise {
         };
         let run = self.greedy_checked(&own, tokenizer, false)?;
         self.report_greedy(&run, &own, tokenizer, None)
+    }
+
+    /// The journey's loop with each step's token drawn by `sampler` as `QUEST_SAMPLING`
+    /// asks ([`crate::lm::Sampling`]), from one key a step split from the seed's: the same
+    /// seed writes the same tokens. When quest checks the sampler it sets `QUEST_DRAWS`:
+    /// every step then draws `QUEST_DRAWS_PER_STEP` tokens from its logits (the first is
+    /// the step's token), written there, and the logits where `QUEST_LOGITS` says. With
+    /// `QUEST_PIECES=quest` quest's own sampler draws instead.
+    pub fn decode_sampled(
+        &self,
+        model: &Model,
+        tokenizer: &crate::lm::Tokenizer,
+        sampler: &dyn crate::lm::Sampler,
+    ) -> Result<()> {
+        use crate::settings::{DRAWS, DRAWS_PER_STEP, LOGITS, PIECES};
+        let sampling = crate::lm::Sampling::from_env()?;
+        let sampler: &dyn crate::lm::Sampler = if PIECES.raw().as_deref() == Some("quest") {
+            &crate::lm::QuestSampler
+        } else {
+            sampler
+        };
+        let draws_path = DRAWS.os().map(PathBuf::from);
+        let draws: i32 = match &draws_path {
+            Some(_) => DRAWS_PER_STEP.parse()?,
+            None => 1,
+        };
+        anyhow::ensure!(draws >= 1, "{} must be 1 or more", DRAWS_PER_STEP.name);
+        let logits_path = LOGITS.os().map(PathBuf::from);
+        let mut key = mlx_rs::random::key(sampling.seed)?;
+        let mut drawn: Vec<u32> = Vec::new();
+        let mut pick = |_: usize, last: &mlx_rs::Array| -> Result<u32> {
+            let (this, next) = mlx_rs::random::split(&key, 2)?;
+            key = next;
+            let row = last.as_dtype(mlx_rs::Dtype::Float32)?;
+            let tokens = sampler.sample(&row, &sampling, draws, &this)?;
+            anyhow::ensure!(
+                tokens.shape() == [1, draws],
+                "the sampler returned shape {:?} for logits of shape {:?} and {draws} draws: \
+                 it must return [rows, draws] = [1, {draws}]",
+                tokens.shape(),
+                row.shape()
+            );
+            let tokens = tokens.as_dtype(mlx_rs::Dtype::Uint32)?;
+            let tokens = tokens.as_slice::<u32>();
+            if draws_path.is_some() {
+                drawn.extend_from_slice(tokens);
+            }
+            Ok(tokens[0])
+        };
+        let run = decode_loop(
+            model,
+            tokenizer,
+            &self.prompt,
+            self.max_tokens,
+            None,
+            logits_path.is_some(),
+            false,
+            &mut pick,
+        )?;
+        if let Some(path) = &logits_path {
+            std::fs::write(path, le_bytes(run.logits.iter().flatten()))
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
+        if let Some(path) = &draws_path {
+            let bytes: Vec<u8> = drawn.iter().flat_map(|t| t.to_le_bytes()).collect();
+            std::fs::write(path, bytes).with_context(|| format!("writing {}", path.display()))?;
+        }
+        self.report_greedy(&run, model, tokenizer, None)
     }
 
     /// [`greedy`] with the tokens quest names to feed (`QUEST_FORCE`) and every step's
@@ -1234,6 +1329,81 @@ pub fn run_forced_with(
     let _ = std::fs::remove_file(&path);
     let _ = std::fs::remove_file(&layers_path);
     Ok((report?, logits?, layers.transpose()?))
+}
+
+/// What a sampler's checked run left: its report, every step's logits and every step's
+/// draws from them ([`run_drawn`]).
+pub struct Drawn {
+    pub report: Report,
+    pub logits: Vec<Vec<f32>>,
+    pub draws: Vec<Vec<u32>>,
+}
+
+/// Runs a built exercise that ends with [`Exercise::decode_sampled`] asking `per_step`
+/// draws a step with `sampling`, and reads back its report, logits and draws (none where
+/// it wrote none: an exercise that does not sample).
+pub fn run_drawn(
+    binary: &Path,
+    request: &RunRequest,
+    sampling: &crate::lm::Sampling,
+    per_step: usize,
+) -> Result<Drawn> {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let scratch = |what: &str| {
+        std::env::temp_dir().join(format!(
+            "quest-{what}-{}-{}.bin",
+            std::process::id(),
+            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ))
+    };
+    let (logits_path, draws_path) = (scratch("sampled-logits"), scratch("draws"));
+    let _ = std::fs::remove_file(&logits_path);
+    let _ = std::fs::remove_file(&draws_path);
+    let (logits_text, draws_text) = (
+        logits_path.display().to_string(),
+        draws_path.display().to_string(),
+    );
+    let (sampling, per_step_text) = (sampling.to_string(), per_step.to_string());
+    let env = [
+        (crate::settings::SAMPLING.name, sampling.as_str()),
+        (crate::settings::LOGITS.name, logits_text.as_str()),
+        (crate::settings::DRAWS.name, draws_text.as_str()),
+        (crate::settings::DRAWS_PER_STEP.name, per_step_text.as_str()),
+    ];
+    let drawn = run_with_env(binary, request, &env).and_then(|report| {
+        if !draws_path.exists() || !logits_path.exists() {
+            return Ok(Drawn {
+                report,
+                logits: Vec::new(),
+                draws: Vec::new(),
+            });
+        }
+        let steps = report.tokens.len();
+        let logits = read_logits(&logits_path, steps)?;
+        let bytes = std::fs::read(&draws_path)?;
+        anyhow::ensure!(
+            bytes.len() == steps * per_step * 4,
+            "{} holds {} bytes, not {steps} steps of {per_step} draws",
+            draws_path.display(),
+            bytes.len()
+        );
+        let draws = bytes
+            .chunks_exact(per_step * 4)
+            .map(|step| {
+                step.chunks_exact(4)
+                    .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                    .collect()
+            })
+            .collect();
+        Ok(Drawn {
+            report,
+            logits,
+            draws,
+        })
+    });
+    let _ = std::fs::remove_file(&logits_path);
+    let _ = std::fs::remove_file(&draws_path);
+    drawn
 }
 
 /// The exercise ran but failed; its own error output is kept.

@@ -129,6 +129,12 @@ settings! {
         "where `Exercise::decode` writes every step's logits (float32, little-endian, a step after another) for quest's logits check";
     LAYERS: "QUEST_LAYERS", Exercise, "unset: no hidden states written" computed true,
         "where `Exercise::decode` writes each step's hidden state after every layer of quest's decoder (two u32, layers and width, then float32 rows), so a refused logits check can name the first layer that differs";
+    SAMPLING: "QUEST_SAMPLING", Exercise, "temperature=0.8,top_k=20,top_p=0.9,seed=0",
+        "what `Exercise::decode_sampled` asks its sampler for: the temperature, `top_k` (0: off), `top_p` (1: off) and the seed of the decode's key, any of them named (the sampling lesson's)";
+    DRAWS: "QUEST_DRAWS", Exercise, "unset: one draw a step" computed true,
+        "where `Exercise::decode_sampled` writes, at every step, `QUEST_DRAWS_PER_STEP` draws from that step's logits (u32, little-endian, a step after another) for quest's check of a sampler by its distribution";
+    DRAWS_PER_STEP: "QUEST_DRAWS_PER_STEP", Exercise, "1000",
+        "how many tokens `Exercise::decode_sampled` draws a step when `QUEST_DRAWS` is set";
     PIECES: "QUEST_PIECES", Exercise, "yours",
         "`yours` or `quest`: with `quest`, `Model::with_pieces` keeps quest's own pieces (MLX's fused ops), so quest can measure a lesson's piece against its own in the same binary";
     LAB_SOURCE: "QUEST_LAB_SOURCE", Build, "lab/src/main.rs's own" computed true,

@@ -43,6 +43,16 @@ pub enum DevCommand {
         #[arg(long)]
         release: bool,
     },
+    /// Judge exercise sources by a lesson's `draws:` check and print how far each one's
+    /// draws land from the distribution: how an author measures a sampler lesson's
+    /// tolerance (the solution, honest variants, wrong ones).
+    Draws {
+        /// The lesson (id).
+        lesson: String,
+        /// The exercise sources to build and judge.
+        #[arg(required = true)]
+        sources: Vec<std::path::PathBuf>,
+    },
     /// Write every CUDA kernel of quest's, as MLX's CUDA backend would compile it, into a
     /// folder (one `.cu` per variant and example shape), for docs/gpu/nvrtc_check.py to
     /// compile with NVRTC on a machine without a GPU; and each as quest compiles it itself
@@ -83,6 +93,20 @@ pub fn run(root: &Path, command: &DevCommand) -> Result<()> {
                         quest::lab::prebuild(&quest::lab::workspace_root(), source, out, *release)?;
                     println!("{id}: {} → {}", source.display(), binary.display());
                 }
+            }
+            Ok(())
+        }
+        DevCommand::Draws { lesson, sources } => {
+            course.ensure_known_lesson(lesson, Lang::En)?;
+            let lesson = course.lesson(lesson, Lang::En)?;
+            let Some(check) = lesson.spec.draws else {
+                bail!("{}: the lesson has no `draws:` check", lesson.meta.id);
+            };
+            let request = super::run::request(&lesson, &super::RunArgs::default());
+            for source in sources {
+                let binary = quest::lab::build(&quest::lab::workspace_root(), source, true)?;
+                let (sampling, verdict) = super::submit::judge_draws(&binary, &request, check)?;
+                println!("{}: {sampling}: {}", source.display(), draws_line(&verdict));
             }
             Ok(())
         }
@@ -435,7 +459,8 @@ fn check_code(root: &Path, lesson: &Lesson, problems: &mut Vec<String>, notes: &
     let starting_breaks_rules = !rules::check(&starting, rules_of).is_empty();
     // A lesson whose code is a piece of the model may keep its rules from the start: its
     // logits say what is wrong (proven below, by running both).
-    if !rules_of.is_empty() && lesson.spec.logits.is_none() && !starting_breaks_rules {
+    let judged_by_numbers = lesson.spec.logits.is_some() || lesson.spec.draws.is_some();
+    if !rules_of.is_empty() && !judged_by_numbers && !starting_breaks_rules {
         problems.push(format!(
             "{id}: the starting code already keeps every rule: the exercise asks nothing"
         ));
@@ -494,6 +519,9 @@ fn check_code(root: &Path, lesson: &Lesson, problems: &mut Vec<String>, notes: &
     if let Some(check) = lesson.spec.logits {
         let tolerance = check.tolerance_in(quest::device::Backend::detect().float_dtype());
         logits_check(lesson, tolerance, starting_breaks_rules, problems);
+    }
+    if let Some(check) = lesson.spec.draws {
+        draws_check(lesson, check, starting_breaks_rules, problems);
     }
     let path = root.join(exercise);
     match std::fs::read_to_string(&path) {
@@ -554,6 +582,83 @@ fn logits_check(
                     "do not keep"
                 }
             ));
+        }
+    }
+}
+
+/// A lesson's `draws:` check, proven by running it: the solution's draws are accepted and
+/// the starting code's refused (unless its rules already refuse it), each run sampling as
+/// the lesson's settings say.
+fn draws_check(
+    lesson: &Lesson,
+    check: quest::course::spec::DrawsCheck,
+    starting_breaks_rules: bool,
+    problems: &mut Vec<String>,
+) {
+    let id = &lesson.meta.id;
+    let request = super::run::request(lesson, &super::RunArgs::default());
+    let sources = [
+        super::learner::starting_code_file(lesson).map(|(path, _)| ("starting code", path, false)),
+        super::learner::solution_path(lesson).map(|path| ("solution", path, true)),
+    ];
+    for (what, path, passes) in sources.into_iter().flatten() {
+        let judged = quest::lab::build(&quest::lab::workspace_root(), &path, true)
+            .and_then(|binary| super::submit::judge_draws(&binary, &request, check));
+        let verdict = match judged {
+            Ok((_, verdict)) => verdict,
+            Err(e) => return problems.push(format!("{id}: the {what} did not run: {e:#}")),
+        };
+        let within = matches!(verdict, quest::grade::DrawsVerdict::Within { .. });
+        let refused_anyway = !passes && starting_breaks_rules;
+        if within != passes && !refused_anyway {
+            problems.push(format!(
+                "{id}: the {what}'s draws {} the distribution within {} ({verdict:?})",
+                if within {
+                    "already keep"
+                } else {
+                    "do not keep"
+                },
+                check.tolerance
+            ));
+        }
+    }
+}
+
+/// A draws verdict in one line: the mean distance, honest draws' and the excess; where
+/// refused, the furthest step.
+fn draws_line(verdict: &quest::grade::DrawsVerdict) -> String {
+    use quest::grade::DrawsVerdict;
+    let numbers = |distance: f64, honest: f64, spread: f64| {
+        format!(
+            "distance {distance:.4}, honest {honest:.4} ± {spread:.4}, excess {:+.4}",
+            distance - honest
+        )
+    };
+    match verdict {
+        DrawsVerdict::Within {
+            distance,
+            honest,
+            spread,
+        } => format!("within: {}", numbers(*distance, *honest, *spread)),
+        DrawsVerdict::Beyond {
+            distance,
+            honest,
+            spread,
+            worst,
+        } => format!(
+            "beyond: {}; furthest at step {}: {:.4} (honest {:.4}), token {} drawn {:.1} % \
+             for {:.1} %, {:.1} % outside the filters",
+            numbers(*distance, *honest, *spread),
+            worst.step,
+            worst.distance,
+            worst.honest,
+            worst.token,
+            100.0 * worst.share,
+            100.0 * worst.probability,
+            100.0 * worst.outside
+        ),
+        DrawsVerdict::Missing { steps, expected } => {
+            format!("missing: draws for {steps} steps of {expected}")
         }
     }
 }

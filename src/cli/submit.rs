@@ -137,6 +137,122 @@ pub(crate) fn check_logits(
     }
 }
 
+/// A sampler's run with `check.per_step` draws a step, its draws judged against the exact
+/// distribution of each step's logits under the sampling quest asks for
+/// ([`grade::draws_compared`]): what `quest submit` and `quest dev check` both run.
+pub(crate) fn judge_draws(
+    binary: &Path,
+    request: &quest::lab::RunRequest,
+    check: quest::course::spec::DrawsCheck,
+) -> Result<(quest::lm::Sampling, grade::DrawsVerdict)> {
+    let sampling = quest::lm::Sampling::from_env()?;
+    let drawn = quest::lab::run_drawn(binary, request, &sampling, check.per_step)?;
+    let expected: Vec<Vec<f64>> = drawn
+        .logits
+        .iter()
+        .map(|row| quest::lm::sample::distribution(row, &sampling))
+        .collect();
+    // quest's honest draws from their own seed, not the learner's key's.
+    let honest_seed = sampling.seed ^ 0x5eed;
+    let verdict = grade::draws_compared(&expected, &drawn.draws, check.tolerance, honest_seed);
+    Ok((sampling, verdict))
+}
+
+/// [`judge_draws`], said: `Err` holds why the sampler was refused, after the step, the
+/// distance and the token most over-drawn were printed.
+fn check_draws(
+    ctx: &Ctx,
+    lesson: &Lesson,
+    binary: &Path,
+    request: &quest::lab::RunRequest,
+    check: quest::course::spec::DrawsCheck,
+) -> Result<std::result::Result<(), String>> {
+    println!(
+        "{}",
+        ctx.ui_with(
+            "submit_checking_draws",
+            &[
+                ("per_step", &check.per_step.to_string()),
+                ("sampling", &quest::lm::Sampling::from_env()?.to_string()),
+            ]
+        )
+    );
+    let (_, verdict) =
+        judge_draws(binary, request, check).map_err(|e| super::run::explain_run_error(ctx, e))?;
+    let percent = |share: f64| format!("{:.1}", 100.0 * share);
+    let numbers = |distance: f64, honest: f64, spread: f64| {
+        [
+            ("distance", format!("{distance:.3}")),
+            ("honest", format!("{honest:.3}")),
+            ("spread", format!("{spread:.3}")),
+            ("tolerance", format!("{}", check.tolerance)),
+        ]
+    };
+    let filled = |key: &str, values: &[(&str, String)]| {
+        let pairs: Vec<(&str, &str)> = values.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        ctx.ui_with(key, &pairs)
+    };
+    match verdict {
+        grade::DrawsVerdict::Within {
+            distance,
+            honest,
+            spread,
+        } => {
+            println!(
+                "  ✓ {}",
+                filled("submit_draws_ok", &numbers(distance, honest, spread))
+            );
+            Ok(Ok(()))
+        }
+        grade::DrawsVerdict::Beyond {
+            distance,
+            honest,
+            spread,
+            worst,
+        } => {
+            println!(
+                "  ✗ {}",
+                filled("submit_draws_beyond", &numbers(distance, honest, spread))
+            );
+            println!(
+                "    {}",
+                filled(
+                    "submit_draws_step",
+                    &[
+                        ("step", worst.step.to_string()),
+                        ("distance", format!("{:.3}", worst.distance)),
+                        ("honest", format!("{:.3}", worst.honest)),
+                        ("token", worst.token.to_string()),
+                        ("share", percent(worst.share)),
+                        ("probability", percent(worst.probability)),
+                        ("outside", percent(worst.outside)),
+                    ]
+                )
+            );
+            // A lesson may say what such a gap usually is (`messages: draws:`).
+            let why = lesson
+                .meta
+                .messages
+                .get(quest::course::DRAWS_MESSAGE)
+                .map_or_else(|| ctx.ui("submit_draws_failed"), String::as_str);
+            Ok(Err(why.to_owned()))
+        }
+        grade::DrawsVerdict::Missing { steps, expected } => {
+            println!(
+                "  ✗ {}",
+                ctx.ui_with(
+                    "submit_draws_missing",
+                    &[
+                        ("steps", &steps.to_string()),
+                        ("expected", &expected.to_string()),
+                    ]
+                )
+            );
+            Ok(Err(ctx.ui("submit_draws_failed").to_owned()))
+        }
+    }
+}
+
 /// Both models again, teacher-forced as before, now reading back every layer's output: which
 /// layer of the refused step first differs ([`grade::layers_compared`]), in words.
 fn first_layer_apart(
@@ -311,9 +427,16 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
         }
     }
 
+    // 2b. A sampler: its draws against the distribution it was asked for.
+    if let Some(check) = spec.draws {
+        if let Err(why) = check_draws(ctx, lesson, &yours, &request, check)? {
+            return refuse(ctx, &mut learner, id, code, None, &why);
+        }
+    }
+
     // 3. The behaviour: the solution's greedy tokens.
     let reference = match spec.tokens {
-        quest::course::spec::TokenCheck::None => None,
+        quest::course::spec::TokenCheck::None | quest::course::spec::TokenCheck::Repeatable => None,
         _ => Some(run_binary(
             ctx,
             &build(ctx, &solution_path(lesson)?, true)?,
@@ -362,6 +485,32 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
             );
         }
         println!("  ✓ {}", ctx.ui("submit_feeds_ok"));
+    }
+    // 3b. A sampler's tokens: the same seed, run again, the same tokens.
+    if spec.tokens == quest::course::spec::TokenCheck::Repeatable {
+        println!("{}", ctx.ui("submit_checking_repeat"));
+        let again = run_binary(ctx, &yours, &request)?;
+        let n = first_run.tokens.len().max(again.tokens.len());
+        if let Some(at) = grade::first_difference(&first_run.tokens, &again.tokens, n) {
+            println!(
+                "  ✗ {}",
+                ctx.ui_with("submit_repeat_differs", &[("at", &at.to_string())])
+            );
+            println!("    1: {}", first_run.text.trim());
+            println!("    2: {}", again.text.trim());
+            return refuse(
+                ctx,
+                &mut learner,
+                id,
+                code,
+                None,
+                ctx.ui("submit_repeat_failed"),
+            );
+        }
+        println!(
+            "  ✓ {}",
+            ctx.ui_with("submit_repeat_ok", &[("n", &n.to_string())])
+        );
     }
     let compared = reference.as_ref().and_then(|reference| {
         grade::tokens_compared(spec.tokens, reference.tokens.len(), first_run.tokens.len())

@@ -19,6 +19,10 @@ pub const TOKENS_MESSAGE: &str = "tokens";
 /// (`logits:`), after the step, the position and the size: what such a gap usually is.
 pub const LOGITS_MESSAGE: &str = "logits";
 
+/// The key in `messages:` of what `quest submit` says when a sampler's draws leave the
+/// distribution it was asked for (`draws:`): what such a gap usually is.
+pub const DRAWS_MESSAGE: &str = "draws";
+
 /// The typed front matter of a lesson file: what is said in this language.
 /// Unknown keys are refused so a typo (`titel:`) fails loudly instead of being ignored.
 #[derive(Debug, Clone, Deserialize)]

@@ -23,7 +23,9 @@ use serde::Deserialize;
 pub use exercise::{first_difference, Difference, EXERCISE_ATTR};
 pub use glossary::{Glossary, Hit, Term, GLOSSARY_FILE};
 pub use lang::{Lang, Localized};
-pub use lesson::{FrontMatter, Lesson, QuestionText, Quote, LOGITS_MESSAGE, TOKENS_MESSAGE};
+pub use lesson::{
+    FrontMatter, Lesson, QuestionText, Quote, DRAWS_MESSAGE, LOGITS_MESSAGE, TOKENS_MESSAGE,
+};
 pub use sections::{markdown_options, parse_info, CodeBlock, Section, INTRO, REQUIRED_SECTIONS};
 pub use spec::{LessonSpec, Metric};
 pub use translation::{sha256_hex, source_hash, TranslationStatus};

@@ -55,6 +55,10 @@ pub struct LessonSpec {
     /// token sequence (teacher forcing): for lessons whose code is a piece of the model.
     #[serde(default)]
     pub logits: Option<LogitsCheck>,
+    /// A sampler's draws against the distribution it was asked for: for a lesson whose
+    /// code is the sampler (`Exercise::decode_sampled`).
+    #[serde(default)]
+    pub draws: Option<DrawsCheck>,
     /// How many sequences the learner's run must decode together (its report's rows);
     /// the token check then compares row 0. Unset: any batch.
     #[serde(default)]
@@ -298,7 +302,22 @@ pub enum TokenCheck {
     Exact,
     /// The first `n` tokens (where a change of arithmetic may flip a late near-tie).
     First(usize),
+    /// Not the solution's but the learner's own, run twice with the same seed: a sampler
+    /// draws other tokens than the solution's from the same key, but the same ones again.
+    Repeatable,
     None,
+}
+
+/// `draws: {per_step: 1000, tolerance: 0.02}`: a sampler judged by its distribution. At
+/// every step of its run the learner's sampler draws `per_step` tokens from that step's
+/// logits; their mean distance from the exact distribution (total variation, over the
+/// steps) may be at most `tolerance` above what as many honest draws average
+/// ([`crate::grade::draws_compared`]). Measured, never guessed.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DrawsCheck {
+    pub per_step: usize,
+    pub tolerance: f64,
 }
 
 /// `logits: {tolerance: 1e-3, half_precision: 2e-1}`: every step's logits within the
@@ -683,12 +702,29 @@ impl LessonSpec {
                 bail!("{at}: `logits: tolerance:` is a max abs difference, above 0");
             }
         }
+        if let Some(draws) = &self.draws {
+            if self.exercise.is_none() {
+                bail!("{at}: `draws` judges an exercise's sampler: it needs `exercise`");
+            }
+            if draws.per_step == 0 || !(draws.tolerance.is_finite() && draws.tolerance > 0.0) {
+                bail!(
+                    "{at}: `draws:` needs `per_step` draws (1 or more) and a `tolerance` above 0 \
+                     (a total variation distance)"
+                );
+            }
+        }
         if self.batch == Some(0) {
             bail!("{at}: `batch` is a number of sequences, 1 or more");
         }
         if let Some(measure) = &self.measure {
-            if measure.against == Baseline::QuestPieces && self.logits.is_none() {
-                bail!("{at}: `against: quest_pieces` measures a piece of the model: it needs `logits`");
+            if measure.against == Baseline::QuestPieces
+                && self.logits.is_none()
+                && self.draws.is_none()
+            {
+                bail!(
+                    "{at}: `against: quest_pieces` measures a piece of the model or the \
+                     sampler: it needs `logits` or `draws`"
+                );
             }
             if measure
                 .at_least

@@ -18,6 +18,7 @@ pub mod models;
 pub mod own;
 pub mod pieces;
 pub mod random;
+pub mod sample;
 pub mod tokenizer;
 pub mod weights;
 
@@ -33,6 +34,7 @@ pub use hub::ModelSource;
 pub use models::{Fed, Model};
 pub use own::{load_weights, Checkpoint, Config, Forward, WeightsRead};
 pub use pieces::{Mask, Pieces, QuestPieces};
+pub use sample::{QuestSampler, Sampler, Sampling};
 pub use tokenizer::{Message, Tokenizer};
 pub use weights::Linear;
 use weights::Weights;

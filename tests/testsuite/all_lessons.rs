@@ -599,6 +599,76 @@ fn rows() -> Vec<Row> {
         },
         Row {
             args: FEW_TOKENS,
+            // The Gumbel-max trick by hand: the same distribution, other tokens from the
+            // same key (docs/lessons/sampling/2026-12-03-cpu/draws.txt).
+            honest: |s| {
+                s.solution.replace(
+                    "        Ok(categorical(&z, -1, ShapeOrCount::Count(draws), key)?)",
+                    "        let noise = mlx_rs::random::gumbel::<f32>(&[rows, draws, vocab][..], key)?;\n        \
+                     Ok(argmax_axis(&z.expand_dims(1)?.add(&noise)?, -1, false)?)",
+                )
+            },
+            refusals: &[
+                Refusal {
+                    what: "top-p forgotten: the tokens past the nucleus drawn",
+                    edit: |s| {
+                        s.solution
+                            .replace("if sampling.top_p < 1.0 {", "if false && sampling.top_p < 1.0 {")
+                    },
+                    command: "submit",
+                    // The smallest wrong excess measured, 0.055 over 32 steps.
+                    stdout: &[
+                        "more than 0.02 above honest draws'",
+                        "Furthest at step",
+                        "the draws were tokens the filters remove",
+                    ],
+                    stderr: &["does not draw from the distribution"],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "drawn from MLX's global random state, not the key",
+                    edit: |s| {
+                        s.solution.replace(
+                            "categorical(&z, -1, ShapeOrCount::Count(draws), key)",
+                            "categorical(&z, -1, ShapeOrCount::Count(draws), None)",
+                        )
+                    },
+                    command: "submit",
+                    stdout: &["The same seed drew other tokens from token"],
+                    stderr: &["draw with the `key` it is given"],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "quest's own sampler, renamed on import",
+                    edit: |s| {
+                        format!(
+                            "use quest::lm::QuestSampler as Theirs;\n{}",
+                            s.solution.replace(
+                                "        let (rows, vocab) = (logits.shape()[0], logits.shape()[1]);",
+                                "        return Theirs.sample(logits, sampling, draws, key);\n        \
+                                 #[allow(unreachable_code)]\n        \
+                                 let (rows, vocab) = (logits.shape()[0], logits.shape()[1]);",
+                            )
+                        )
+                    },
+                    command: "submit",
+                    stdout: &["quest's own sampler"],
+                    stderr: &["fix those lines"],
+                    snapshot: None,
+                    masked: false,
+                },
+            ],
+            answers: &["at-most=20", "same-seed=same", "same-tokens=same-draw"],
+            check_passed: |stdout, _| {
+                assert!(stdout.contains("Your draws are"), "{stdout}");
+                assert!(stdout.contains("The same seed, the same 8 tokens."), "{stdout}");
+            },
+            ..Row::of("sampling")
+        },
+        Row {
+            args: FEW_TOKENS,
             // The softmax written out, exp(scores - max) over its sum: another order of the
             // same arithmetic (8.8e-5 from quest's at most, measured in
             // docs/lessons/attention/2026-12-03-softmax/).
@@ -1280,6 +1350,10 @@ fn flow(row: &Row) {
     match spec.tokens {
         TokenCheck::Exact => assert_same_tokens(&stdout, tokens),
         TokenCheck::First(n) => assert_same_tokens(&stdout, n.min(tokens)),
+        TokenCheck::Repeatable => assert!(
+            stdout.contains(&format!("The same seed, the same {tokens} tokens.")),
+            "{stdout}"
+        ),
         TokenCheck::None => {}
     }
     if spec.values.is_some() {
