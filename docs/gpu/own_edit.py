@@ -116,6 +116,33 @@ DEQUANT = replaced(
     ),
 )
 
+MLP = replaced(
+    (
+        "let silu = gate.multiply(sigmoid(gate)?)?;",
+        "let one = Array::from_f32(1.0);\n"
+        "        let silu = gate.divide(one.add(gate.negative()?.exp()?)?)?;",
+    ),
+    ("use mlx_rs::ops::sigmoid;\n", ""),
+)
+LINEAR_ATTENTION = replaced(
+    (
+        "            let recalled = state.multiply(&k_row)?.sum_axis(-1, None)?; // S k: [B, H, Dv]",
+        "            let recalled = matmul(&state, k_t.expand_dims(-1)?)?.squeeze_axes(&[-1])?;",
+    ),
+    (
+        "            let y = state.multiply(q_t.expand_dims(-2)?)?.sum_axis(-1, None)?; // S q",
+        "            let y = matmul(&state, q_t.expand_dims(-1)?)?.squeeze_axes(&[-1])?;",
+    ),
+    ("{broadcast_to, stack}", "{broadcast_to, matmul, stack}"),
+)
+SAMPLING = replaced(
+    (
+        "        Ok(categorical(&z, -1, ShapeOrCount::Count(draws), key)?)",
+        "        let noise = mlx_rs::random::gumbel::<f32>(&[rows, draws, vocab][..], key)?;\n"
+        "        Ok(argmax_axis(&z.expand_dims(1)?.add(&noise)?, -1, false)?)",
+    ),
+)
+
 for lesson, file, edit in [
     ("compile", "gate.rs", lambda text, _: compile_edit(text)),
     ("streams", "decode_loop.rs", lambda text, _: streams_edit(text)),
@@ -123,6 +150,9 @@ for lesson, file, edit in [
     ("attention", "attention.rs", ATTENTION),
     ("your-model", "decoder.rs", YOUR_MODEL),
     ("dequant-matvec", "matvec.rs", DEQUANT),
+    ("mlp", "mlp.rs", MLP),
+    ("linear-attention", "delta.rs", LINEAR_ATTENTION),
+    ("sampling", "sampling.rs", SAMPLING),
 ]:
     full = f"{course}/exercises/{lesson}/{file}"
     solution = open(f"{course}/solutions/{lesson}/{file}").read()

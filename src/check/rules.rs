@@ -1052,6 +1052,33 @@ fn helper() { println!("hi"); }"#;
         );
     }
 
+    /// A unit struct used as a value is named by its path too: mlp's `Silu.forward(x)`,
+    /// imported or written out, is mlx-rs's `Silu` module, and quest's `QuestSampler`
+    /// handed on is quest's sampler.
+    #[test]
+    fn a_unit_struct_used_as_a_value_is_found() {
+        let rules: Vec<Rule> = serde_yaml::from_str(
+            "[{id: own, forbid: [{call: mlx_rs::nn::Silu}, {call: quest::lm::QuestSampler}], in: file}]",
+        )
+        .unwrap();
+        let found = |source: &str| -> Vec<String> {
+            check(source, &rules).into_iter().map(|f| f.call).collect()
+        };
+        assert_eq!(
+            found("use mlx_rs::nn::Silu;\nfn f(x: &Array) { Silu.forward(x); }"),
+            ["Silu"]
+        );
+        assert_eq!(
+            found("fn f(x: &Array) { mlx_rs::nn::Silu.forward(x); }"),
+            ["Silu"]
+        );
+        assert_eq!(
+            found("use quest::lm::QuestSampler as Theirs;\nfn f() { Theirs.sample(l, s, 1, k); }"),
+            ["QuestSampler"]
+        );
+        assert_eq!(found("fn f(x: &Array) { Silu.forward(x); }"), Vec::<String>::new());
+    }
+
     /// A call inside an item macro's items counts: the compile lesson's
     /// `thread_local! { static GATE: … = …compile(…); }` calls `compile`.
     #[test]

@@ -622,7 +622,7 @@ fn rows() -> Vec<Row> {
                         "Furthest at step",
                         "the draws were tokens the filters remove",
                     ],
-                    stderr: &["does not draw from the distribution"],
+                    stderr: &["draws from another distribution than the one asked for"],
                     snapshot: None,
                     masked: false,
                 },
@@ -1292,13 +1292,18 @@ fn flow(row: &Row) {
         stderr.contains("fix those lines")
             || stderr.contains("what it fed the model")
             // A piece of the model keeps its rules from the start; its logits are wrong.
-            || spec.logits.is_some() && refused.contains("your logits differ from quest's"),
+            || spec.logits.is_some() && refused.contains("your logits differ from quest's")
+            // A sampler keeps its rules from the start too; its draws are wrong.
+            || spec.draws.is_some() && refused.contains("above honest draws'"),
         "{refused}{stderr}"
     );
-    // A logits refusal's numbers are this machine's arithmetic (and kernels).
-    let snapshot = |name: String, text: &str| match spec.logits {
-        Some(_) => masked(text, |s| insta::assert_snapshot!(name, s)),
-        None => insta::assert_snapshot!(name, text),
+    // A logits or draws refusal's numbers are this machine's arithmetic (and kernels).
+    let snapshot = |name: String, text: &str| {
+        if spec.logits.is_some() || spec.draws.is_some() {
+            masked(text, |s| insta::assert_snapshot!(name, s))
+        } else {
+            insta::assert_snapshot!(name, text)
+        }
     };
     snapshot(format!("{snake}_refused"), &refused);
     let out = quest.ko(&submit);
