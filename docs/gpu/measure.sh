@@ -83,7 +83,7 @@
 #   streams        the same walk for the streams lesson (a stream of its own against the
 #                  default stream).
 #   rms-norm       the same walk for the rms-norm lesson (the learner's norm in every layer).
-#   rope, attention, dequant-matvec, linear-attention, your-model
+#   rope, attention, mlp, dequant-matvec, sampling, linear-attention, your-model
 #                  the same walk for the inside track's other lessons, on the carried
 #                  SmolLM2 (linear-attention: random:qwen3.5-0.8b), the edit own_edit.py's.
 #   slope          `quest slope --contexts 256,2048,8192` (CONTEXTS; ROUNDS 5).
@@ -101,7 +101,7 @@
 set -uo pipefail
 [ $# -gt 0 ] || { sed -n '2,/^set -uo/p' "$0" | sed '$d'; exit 2; }
 subcommands=" flow fresh kept kept-defaults ceiling compile streams rms-norm rope attention dequant-matvec
-  linear-attention your-model fit qmv fits alt-qmv alt peer peers kernels check journey bench batch
+  linear-attention your-model mlp sampling fit qmv fits alt-qmv alt peer peers kernels check journey bench batch
   bits slope slope-attend sweep profile "
 for sub in "$@"; do
   case $subcommands in
@@ -567,7 +567,7 @@ ceiling() {
 # edited, its binary prebuilt; `quest reset` puts the starting code back for the first run.
 #   walk LESSON FILE ANSWER…   (ANSWER: the quiz's answers but shows-here, as Q=A)
 walk() {
-  local lesson=$1 file=$2 model card shows tag own
+  local lesson=$1 file=$2 model card shows tag own shows_q shows_a
   shift 2
   own=/tmp/own-$lesson.rs
   [ -f "$own" ] || cp "exercises/$lesson/$file" "$own"
@@ -581,7 +581,10 @@ walk() {
     quest run "$lesson" --no-lesson --model "$model" --max-tokens "$T" 2>&1 | tee "$o/$tag-run-before.txt" | tail -8
     cp "$own" "exercises/$lesson/$file"
     quest run "$lesson" --no-lesson --model "$model" --max-tokens "$T" 2>&1 | tee "$o/$tag-run-after.txt" | tail -8
-    quest submit "$lesson" --model "$model" --max-tokens "$T" --rounds "$(rounds 3)" --predict shows-here=yes \
+    # Only a lesson that asks shows-here is told it (rope, attention, mlp, sampling do not).
+    shows_q=()
+    if grep -q '^  - id: shows-here$' "lessons/$lesson/lesson.yaml"; then shows_q=(--predict shows-here=yes); fi
+    quest submit "$lesson" --model "$model" --max-tokens "$T" --rounds "$(rounds 3)" "${shows_q[@]}" \
       "${predicts[@]}" 2>&1 | tee "$o/$tag-submit.txt" | tail -20
     card=$(grep -o "quest card $lesson --before [0-9.]* --after [0-9.]*" "$o/$tag-submit.txt" | head -1)
     # A lesson measured against quest's pieces records its rounds at submit: its card
@@ -590,8 +593,10 @@ walk() {
     ratio=$(grep -o '(×[0-9.]*)' "$o/$tag-submit.txt" | head -1 | tr -d '(×)')
     # The card's shows-here is what submit measured: 10 % or more in the lesson's direction.
     shows=$(python3 -c "import sys; r = float(sys.argv[1] or 0); print('yes' if r >= 1.10 or (0 < r <= 1 / 1.10) else 'no')" "${ratio:-0}")
-    echo "$card --answer shows-here=$shows ${answers[*]}"
-    ${card:-false} --answer shows-here="$shows" "${answers[@]}" 2>&1 | tee "$o/$tag-card.txt"
+    shows_a=()
+    [ ${#shows_q[@]} -eq 0 ] || shows_a=(--answer shows-here="$shows")
+    echo "$card ${shows_a[*]} ${answers[*]}"
+    ${card:-false} "${shows_a[@]}" "${answers[@]}" 2>&1 | tee "$o/$tag-card.txt"
   done
 }
 compile() { walk compile gate.rs term=fixed; }
@@ -608,6 +613,12 @@ linear-attention() {
   WALK_MODELS=${WALK_MODELS:-random:qwen3.5-0.8b} walk linear-attention delta.rs state-bytes=1-mib at-4096=same
 }
 your-model() { WALK_MODELS=${WALK_MODELS:-smollm2-135m-instruct} walk your-model decoder.rs term=fixed; }
+mlp() { WALK_MODELS=${WALK_MODELS:-smollm2-135m-instruct} walk mlp mlp.rs share=three-fifths term=bytes; }
+# The sampler's check is by its draws from the logits the run itself computed: the same on
+# any backend, float16 or not.
+sampling() {
+  WALK_MODELS=${WALK_MODELS:-smollm2-135m-instruct} walk sampling sampling.rs at-most=20 same-seed=same same-tokens=same-draw
+}
 
 profile() {
   local bin

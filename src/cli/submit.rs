@@ -582,10 +582,10 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
         println!(
             "{}",
             ctx.ui_with(
-                if against_quest {
-                    "submit_measuring_pieces"
-                } else {
-                    "submit_measuring"
+                match (against_quest, spec.draws.is_some()) {
+                    (true, true) => "submit_measuring_sampler",
+                    (true, false) => "submit_measuring_pieces",
+                    (false, _) => "submit_measuring",
                 },
                 &[
                     ("rounds", &rounds.to_string()),
