@@ -418,6 +418,20 @@ pub fn compute(computation: Computation, inputs: &Value) -> Result<Values> {
             values.set("bytes_term_ms", largest.0 * ms_per_byte);
             values.set("ceiling_bytes_ms", largest.1);
             values.set("ceiling_operations_ms", largest.2);
+            // The knee: the bytes a step reads when its bytes term has grown as large as
+            // the fixed term (ms × GB/s = MB). Below it the fixed term is the larger.
+            values.set("knee_mb", fixed_ms * 1e-6 / ms_per_byte);
+            for (p, &(bytes, _)) in inputs.points.iter().zip(&line) {
+                let share = fixed_ms / (fixed_ms + bytes * ms_per_byte);
+                values.set_for("fixed_share", &p.shape.name, share);
+            }
+            // The smallest shape's two terms, for the quiz.
+            let smallest = line
+                .iter()
+                .map(|&(bytes, _)| bytes)
+                .fold(f64::INFINITY, f64::min);
+            values.set("smallest_fixed_term_ms", fixed_ms);
+            values.set("smallest_bytes_term_ms", smallest * ms_per_byte);
         }
         Computation::ContextSlope => {
             let inputs: SlopeInputs = serde_json::from_value(inputs.clone())

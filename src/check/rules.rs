@@ -1076,7 +1076,10 @@ fn helper() { println!("hi"); }"#;
             found("use quest::lm::QuestSampler as Theirs;\nfn f() { Theirs.sample(l, s, 1, k); }"),
             ["QuestSampler"]
         );
-        assert_eq!(found("fn f(x: &Array) { Silu.forward(x); }"), Vec::<String>::new());
+        assert_eq!(
+            found("fn f(x: &Array) { Silu.forward(x); }"),
+            Vec::<String>::new()
+        );
     }
 
     /// A call inside an item macro's items counts: the compile lesson's

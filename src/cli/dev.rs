@@ -459,7 +459,8 @@ fn check_code(root: &Path, lesson: &Lesson, problems: &mut Vec<String>, notes: &
     let starting_breaks_rules = !rules::check(&starting, rules_of).is_empty();
     // A lesson whose code is a piece of the model may keep its rules from the start: its
     // logits say what is wrong (proven below, by running both).
-    let judged_by_numbers = lesson.spec.logits.is_some() || lesson.spec.draws.is_some();
+    let judged_by_numbers =
+        lesson.spec.logits.is_some() || lesson.spec.draws.is_some() || lesson.spec.values.is_some();
     if !rules_of.is_empty() && !judged_by_numbers && !starting_breaks_rules {
         problems.push(format!(
             "{id}: the starting code already keeps every rule: the exercise asks nothing"
@@ -522,6 +523,11 @@ fn check_code(root: &Path, lesson: &Lesson, problems: &mut Vec<String>, notes: &
     }
     if let Some(check) = lesson.spec.draws {
         draws_check(lesson, check, starting_breaks_rules, problems);
+    }
+    // A values lesson whose starting code keeps its rules is refused by its values alone:
+    // proven by running both (a values lesson whose rules refuse it is proven above).
+    if lesson.spec.values.is_some() && !starting_breaks_rules {
+        values_check(lesson, problems);
     }
     let path = root.join(exercise);
     match std::fs::read_to_string(&path) {
@@ -659,6 +665,40 @@ fn draws_line(verdict: &quest::grade::DrawsVerdict) -> String {
         ),
         DrawsVerdict::Missing { steps, expected } => {
             format!("missing: draws for {steps} steps of {expected}")
+        }
+    }
+}
+
+/// A lesson's `values:` check, proven by running it: the solution's values are quest's,
+/// the starting code's are not, each run with the lesson's own settings.
+fn values_check(lesson: &Lesson, problems: &mut Vec<String>) {
+    let id = &lesson.meta.id;
+    let Some(spec) = &lesson.spec.values else {
+        return;
+    };
+    let request = super::run::request(lesson, &super::RunArgs::default());
+    let sources = [
+        super::learner::starting_code_file(lesson).map(|(path, _)| ("starting code", path, false)),
+        super::learner::solution_path(lesson).map(|path| ("solution", path, true)),
+    ];
+    for (what, path, passes) in sources.into_iter().flatten() {
+        let judged = quest::lab::build(&quest::lab::workspace_root(), &path, true)
+            .and_then(|binary| quest::lab::run(&binary, &request));
+        let report = match judged {
+            Ok(report) => report,
+            Err(e) => return problems.push(format!("{id}: the {what} did not run: {e:#}")),
+        };
+        let agrees = quest::physics::compute(spec.computed_by, &report.inputs).is_ok_and(|quest| {
+            let yours = quest::physics::Values(report.values.clone());
+            quest::physics::compare(&spec.check, &yours, &quest, spec.tolerance)
+                .iter()
+                .all(|checked| checked.ok)
+        });
+        if agrees != passes {
+            problems.push(format!(
+                "{id}: the {what}'s values {} quest's",
+                if agrees { "already are" } else { "are not" }
+            ));
         }
     }
 }

@@ -159,6 +159,10 @@ impl Computation {
                 "bytes_term_ms",
                 "ceiling_bytes_ms",
                 "ceiling_operations_ms",
+                "knee_mb",
+                "fixed_share",
+                "smallest_fixed_term_ms",
+                "smallest_bytes_term_ms",
             ],
             Computation::ContextSlope => &[
                 "kv_bytes_per_context_token",

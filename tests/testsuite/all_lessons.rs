@@ -287,6 +287,55 @@ fn rows() -> Vec<Row> {
             ..Row::of("decode-ceiling")
         },
         Row {
+            args: &["--model", "SmolLM2-135M,SmolLM2-360M", "--max-tokens", "3"],
+            // The knee as the fixed term times the fitted bandwidth: the same number.
+            honest: |s| {
+                s.solution.replace(
+                    "let knee_mb = fixed_ms / ms_per_byte / 1e6;",
+                    "let gb_s = 1e-6 / ms_per_byte;\n    let knee_mb = fixed_ms * gb_s;",
+                )
+            },
+            refusals: &[Refusal {
+                what: "the knee in bytes, not MB",
+                edit: |s| {
+                    s.solution.replace(
+                        "let knee_mb = fixed_ms / ms_per_byte / 1e6;",
+                        "let knee_mb = fixed_ms / ms_per_byte;",
+                    )
+                },
+                command: "submit",
+                stdout: &["✗ knee_mb"],
+                stderr: &["Some values differ"],
+                snapshot: None,
+                masked: false,
+            }],
+            answers: &["knee-h200=beyond-8b", "halve-bytes=about-the-same"],
+            // The line through (bytes, ms per token): its intercept against the smallest
+            // shape's bytes times its slope.
+            values: |report| {
+                let line: Vec<(f64, f64)> = report["inputs"]["points"]
+                    .as_array()
+                    .expect("the exercise's inputs hold its points")
+                    .iter()
+                    .map(|p| {
+                        let bytes =
+                            format!("bytes_per_token[{}]", p["shape"]["name"].as_str().unwrap());
+                        (
+                            number(&report["values"][&bytes]),
+                            number(&p["ms_per_token"]),
+                        )
+                    })
+                    .collect();
+                let (intercept, slope) = least_squares(&line);
+                let smallest = line.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
+                BTreeMap::from([
+                    ("smallest_fixed_term_ms".to_owned(), intercept),
+                    ("smallest_bytes_term_ms".to_owned(), smallest * slope),
+                ])
+            },
+            ..Row::of("host-or-device")
+        },
+        Row {
             args: FEW_TOKENS,
             refusals: &[
             Refusal {
@@ -1294,12 +1343,15 @@ fn flow(row: &Row) {
             // A piece of the model keeps its rules from the start; its logits are wrong.
             || spec.logits.is_some() && refused.contains("your logits differ from quest's")
             // A sampler keeps its rules from the start too; its draws are wrong.
-            || spec.draws.is_some() && refused.contains("above honest draws'"),
+            || spec.draws.is_some() && refused.contains("above honest draws'")
+            // So may a values lesson's: its values are wrong.
+            || spec.values.is_some() && stderr.contains("Some values differ"),
         "{refused}{stderr}"
     );
-    // A logits or draws refusal's numbers are this machine's arithmetic (and kernels).
+    // A logits, draws or values refusal's numbers are this machine's arithmetic (and
+    // kernels, and measurements).
     let snapshot = |name: String, text: &str| {
-        if spec.logits.is_some() || spec.draws.is_some() {
+        if spec.logits.is_some() || spec.draws.is_some() || spec.values.is_some() {
             masked(text, |s| insta::assert_snapshot!(name, s))
         } else {
             insta::assert_snapshot!(name, text)
