@@ -142,6 +142,12 @@ SAMPLING = replaced(
         "        Ok(argmax_axis(&z.expand_dims(1)?.add(&noise)?, -1, false)?)",
     ),
 )
+HOST_OR_DEVICE = replaced(
+    (
+        "let knee_mb = fixed_ms / ms_per_byte / 1e6;",
+        "let gb_s = 1e-6 / ms_per_byte;\n    let knee_mb = fixed_ms * gb_s;",
+    ),
+)
 
 for lesson, file, edit in [
     ("compile", "gate.rs", lambda text, _: compile_edit(text)),
@@ -153,6 +159,7 @@ for lesson, file, edit in [
     ("mlp", "mlp.rs", MLP),
     ("linear-attention", "delta.rs", LINEAR_ATTENTION),
     ("sampling", "sampling.rs", SAMPLING),
+    ("host-or-device", "knee.rs", HOST_OR_DEVICE),
 ]:
     full = f"{course}/exercises/{lesson}/{file}"
     solution = open(f"{course}/solutions/{lesson}/{file}").read()
