@@ -1207,19 +1207,26 @@ impl std::fmt::Display for BuildFailed {
 impl std::error::Error for BuildFailed {}
 
 /// Runs a built exercise once and reads the report it wrote.
+/// A file of this process's own in the temp folder, for one exchange with an exercise
+/// (`quest-WHAT-PID-N.EXT`, N counting up), none there yet.
+fn scratch(what: &str, ext: &str) -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let path = std::env::temp_dir().join(format!(
+        "quest-{what}-{}-{}.{ext}",
+        std::process::id(),
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_file(&path);
+    path
+}
+
 pub fn run(binary: &Path, request: &RunRequest) -> Result<Report> {
     run_with_env(binary, request, &[])
 }
 
 /// [`run`], with more environment for the exercise (e.g. `QUEST_QMV=mlx`).
 pub fn run_with_env(binary: &Path, request: &RunRequest, env: &[(&str, &str)]) -> Result<Report> {
-    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let report_path = std::env::temp_dir().join(format!(
-        "quest-report-{}-{}.json",
-        std::process::id(),
-        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_file(&report_path);
+    let report_path = scratch("report", "json");
     let child = Command::new(binary)
         .env(crate::settings::MODEL.name, &request.model)
         .env(crate::settings::PROMPT.name, &request.prompt)
@@ -1294,17 +1301,7 @@ pub fn run_forced_with(
     tokens: &[u32],
     with_layers: bool,
 ) -> Result<(Report, Vec<Vec<f32>>, Option<Layers>)> {
-    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let scratch = |what: &str| {
-        std::env::temp_dir().join(format!(
-            "quest-{what}-{}-{}.f32",
-            std::process::id(),
-            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        ))
-    };
-    let (path, layers_path) = (scratch("logits"), scratch("layers"));
-    let _ = std::fs::remove_file(&path);
-    let _ = std::fs::remove_file(&layers_path);
+    let (path, layers_path) = (scratch("logits", "f32"), scratch("layers", "f32"));
     let forced: Vec<String> = tokens.iter().map(u32::to_string).collect();
     let (forced, path_text) = (forced.join(","), path.display().to_string());
     let layers_text = layers_path.display().to_string();
@@ -1348,17 +1345,7 @@ pub fn run_drawn(
     sampling: &crate::lm::Sampling,
     per_step: usize,
 ) -> Result<Drawn> {
-    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let scratch = |what: &str| {
-        std::env::temp_dir().join(format!(
-            "quest-{what}-{}-{}.bin",
-            std::process::id(),
-            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        ))
-    };
-    let (logits_path, draws_path) = (scratch("sampled-logits"), scratch("draws"));
-    let _ = std::fs::remove_file(&logits_path);
-    let _ = std::fs::remove_file(&draws_path);
+    let (logits_path, draws_path) = (scratch("sampled-logits", "f32"), scratch("draws", "u32"));
     let (logits_text, draws_text) = (
         logits_path.display().to_string(),
         draws_path.display().to_string(),

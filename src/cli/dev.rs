@@ -560,11 +560,7 @@ fn logits_check(
         Ok(reference) => reference,
         Err(e) => return problems.push(format!("{id}: quest's own model did not run: {e:#}")),
     };
-    let sources = [
-        super::learner::starting_code_file(lesson).map(|(path, _)| ("starting code", path, false)),
-        super::learner::solution_path(lesson).map(|path| ("solution", path, true)),
-    ];
-    for (what, path, passes) in sources.into_iter().flatten() {
+    for (what, path, passes) in starting_and_solution(lesson) {
         let judged = quest::lab::build(&quest::lab::workspace_root(), &path, true)
             .and_then(|binary| quest::lab::run_forced(&binary, &request, &reference.tokens));
         let verdict = match judged {
@@ -603,11 +599,7 @@ fn draws_check(
 ) {
     let id = &lesson.meta.id;
     let request = super::run::request(lesson, &super::RunArgs::default());
-    let sources = [
-        super::learner::starting_code_file(lesson).map(|(path, _)| ("starting code", path, false)),
-        super::learner::solution_path(lesson).map(|path| ("solution", path, true)),
-    ];
-    for (what, path, passes) in sources.into_iter().flatten() {
+    for (what, path, passes) in starting_and_solution(lesson) {
         let judged = quest::lab::build(&quest::lab::workspace_root(), &path, true)
             .and_then(|binary| super::submit::judge_draws(&binary, &request, check));
         let verdict = match judged {
@@ -677,11 +669,7 @@ fn values_check(lesson: &Lesson, problems: &mut Vec<String>) {
         return;
     };
     let request = super::run::request(lesson, &super::RunArgs::default());
-    let sources = [
-        super::learner::starting_code_file(lesson).map(|(path, _)| ("starting code", path, false)),
-        super::learner::solution_path(lesson).map(|path| ("solution", path, true)),
-    ];
-    for (what, path, passes) in sources.into_iter().flatten() {
+    for (what, path, passes) in starting_and_solution(lesson) {
         let judged = quest::lab::build(&quest::lab::workspace_root(), &path, true)
             .and_then(|binary| quest::lab::run(&binary, &request));
         let report = match judged {
@@ -701,4 +689,15 @@ fn values_check(lesson: &Lesson, problems: &mut Vec<String>) {
             ));
         }
     }
+}
+
+/// A lesson's starting code (which its checks must refuse: `false`) and its solution
+/// (which they must pass: `true`), each as a file to build; a missing one is left out
+/// (said elsewhere).
+fn starting_and_solution(lesson: &Lesson) -> Vec<(&'static str, std::path::PathBuf, bool)> {
+    let sources = [
+        super::learner::starting_code_file(lesson).map(|(path, _)| ("starting code", path, false)),
+        super::learner::solution_path(lesson).map(|path| ("solution", path, true)),
+    ];
+    sources.into_iter().flatten().collect()
 }

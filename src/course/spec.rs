@@ -316,7 +316,7 @@ pub enum TokenCheck {
 /// every step of its run the learner's sampler draws `per_step` tokens from that step's
 /// logits; their mean distance from the exact distribution (total variation, over the
 /// steps) may be at most `tolerance` above what as many honest draws average
-/// ([`crate::grade::draws_compared`]). Measured, never guessed.
+/// (`grade::draws_compared`). Measured, never guessed.
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DrawsCheck {

@@ -104,6 +104,23 @@ fn logits_within_tolerance(stdout: &str, _: &State) {
     );
 }
 
+/// A decode values lesson's points, from its report: each shape's bytes per token (the
+/// exercise's value) and its measured ms per token.
+fn decode_points(report: &Value) -> Vec<(f64, f64)> {
+    report["inputs"]["points"]
+        .as_array()
+        .expect("the exercise's inputs hold its points")
+        .iter()
+        .map(|p| {
+            let bytes = format!("bytes_per_token[{}]", p["shape"]["name"].as_str().unwrap());
+            (
+                number(&report["values"][&bytes]),
+                number(&p["ms_per_token"]),
+            )
+        })
+        .collect()
+}
+
 /// Eight tokens: enough for every token check, a fraction of the lesson's 32.
 const FEW_TOKENS: &[&str] = &["--max-tokens", "8"];
 
@@ -246,19 +263,7 @@ fn rows() -> Vec<Row> {
             // The line through (bytes, ms per token): its intercept against the largest
             // shape's bytes times its slope.
             values: |report| {
-                let line: Vec<(f64, f64)> = report["inputs"]["points"]
-                    .as_array()
-                    .expect("the exercise's inputs hold its points")
-                    .iter()
-                    .map(|p| {
-                        let bytes =
-                            format!("bytes_per_token[{}]", p["shape"]["name"].as_str().unwrap());
-                        (
-                            number(&report["values"][&bytes]),
-                            number(&p["ms_per_token"]),
-                        )
-                    })
-                    .collect();
+                let line = decode_points(report);
                 let (intercept, slope) = least_squares(&line);
                 let largest = line.iter().map(|p| p.0).fold(0.0, f64::max);
                 // The ceiling's two terms on that shape, from the measured rates.
@@ -313,19 +318,7 @@ fn rows() -> Vec<Row> {
             // The line through (bytes, ms per token): its intercept against the smallest
             // shape's bytes times its slope.
             values: |report| {
-                let line: Vec<(f64, f64)> = report["inputs"]["points"]
-                    .as_array()
-                    .expect("the exercise's inputs hold its points")
-                    .iter()
-                    .map(|p| {
-                        let bytes =
-                            format!("bytes_per_token[{}]", p["shape"]["name"].as_str().unwrap());
-                        (
-                            number(&report["values"][&bytes]),
-                            number(&p["ms_per_token"]),
-                        )
-                    })
-                    .collect();
+                let line = decode_points(report);
                 let (intercept, slope) = least_squares(&line);
                 let smallest = line.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
                 BTreeMap::from([
