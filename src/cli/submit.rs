@@ -114,11 +114,12 @@ pub(crate) fn check_logits(
                 first_layer_apart(ctx, binary, request, &reference.tokens, &gap, tolerance)?
             );
             // A lesson may say what such a difference usually is (`messages: logits:`).
-            let why = lesson
-                .meta
-                .messages
-                .get(quest::course::LOGITS_MESSAGE)
-                .map_or_else(|| ctx.ui("submit_logits_failed"), String::as_str);
+            let why = lesson_says(
+                ctx,
+                lesson,
+                quest::course::LOGITS_MESSAGE,
+                "submit_logits_failed",
+            );
             Ok(Err(why.to_owned()))
         }
         grade::LogitsVerdict::Missing { steps, expected } => {
@@ -135,6 +136,16 @@ pub(crate) fn check_logits(
             Ok(Err(ctx.ui("submit_logits_failed").to_owned()))
         }
     }
+}
+
+/// What the lesson says in `messages:` under `key` (why a check usually fails there), or
+/// quest's own `fallback` text.
+fn lesson_says<'a>(ctx: &'a Ctx, lesson: &'a Lesson, key: &str, fallback: &'a str) -> &'a str {
+    lesson
+        .meta
+        .messages
+        .get(key)
+        .map_or_else(|| ctx.ui(fallback), String::as_str)
 }
 
 /// A sampler's run with `check.per_step` draws a step, its draws judged against the exact
@@ -230,11 +241,12 @@ fn check_draws(
                 )
             );
             // A lesson may say what such a gap usually is (`messages: draws:`).
-            let why = lesson
-                .meta
-                .messages
-                .get(quest::course::DRAWS_MESSAGE)
-                .map_or_else(|| ctx.ui("submit_draws_failed"), String::as_str);
+            let why = lesson_says(
+                ctx,
+                lesson,
+                quest::course::DRAWS_MESSAGE,
+                "submit_draws_failed",
+            );
             Ok(Err(why.to_owned()))
         }
         grade::DrawsVerdict::Missing { steps, expected } => {
@@ -530,11 +542,12 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
             );
             println!("    {}: {}", ctx.ui("submit_got"), first_run.text.trim());
             // A lesson may say why its tokens must agree (`messages: tokens:`).
-            let why = lesson
-                .meta
-                .messages
-                .get(quest::course::TOKENS_MESSAGE)
-                .map_or_else(|| ctx.ui("submit_behaviour_failed"), String::as_str);
+            let why = lesson_says(
+                ctx,
+                lesson,
+                quest::course::TOKENS_MESSAGE,
+                "submit_behaviour_failed",
+            );
             return refuse(ctx, &mut learner, id, code, None, why);
         }
         let agreed = n.min(first_run.tokens.len());
