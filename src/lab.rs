@@ -416,6 +416,12 @@ pub fn read_layers(path: &Path) -> Result<Layers> {
         .collect())
 }
 
+/// Writes `QUEST_LOGITS`'s file: every step's row of float32, one after another.
+fn write_logits(path: &Path, logits: &[Vec<f32>]) -> Result<()> {
+    std::fs::write(path, le_bytes(logits.iter().flatten()))
+        .with_context(|| format!("writing {}", path.display()))
+}
+
 /// Reads `QUEST_LOGITS`'s file: `steps` rows of float32.
 pub fn read_logits(path: &Path, steps: usize) -> Result<Vec<Vec<f32>>> {
     let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
@@ -563,8 +569,7 @@ impl Exercise {
             &mut pick,
         )?;
         if let Some(path) = &logits_path {
-            std::fs::write(path, le_bytes(run.logits.iter().flatten()))
-                .with_context(|| format!("writing {}", path.display()))?;
+            write_logits(path, &run.logits)?;
         }
         if let Some(path) = &draws_path {
             let bytes: Vec<u8> = drawn.iter().flat_map(|t| t.to_le_bytes()).collect();
@@ -607,8 +612,7 @@ impl Exercise {
             count_ops,
         )?;
         if let Some(path) = &logits_path {
-            std::fs::write(path, le_bytes(run.logits.iter().flatten()))
-                .with_context(|| format!("writing {}", path.display()))?;
+            write_logits(path, &run.logits)?;
         }
         Ok(run)
     }
@@ -1206,7 +1210,6 @@ impl std::fmt::Display for BuildFailed {
 
 impl std::error::Error for BuildFailed {}
 
-/// Runs a built exercise once and reads the report it wrote.
 /// A file of this process's own in the temp folder, for one exchange with an exercise
 /// (`quest-WHAT-PID-N.EXT`, N counting up), none there yet.
 fn scratch(what: &str, ext: &str) -> PathBuf {
@@ -1220,6 +1223,7 @@ fn scratch(what: &str, ext: &str) -> PathBuf {
     path
 }
 
+/// Runs a built exercise once and reads the report it wrote.
 pub fn run(binary: &Path, request: &RunRequest) -> Result<Report> {
     run_with_env(binary, request, &[])
 }

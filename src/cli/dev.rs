@@ -103,9 +103,10 @@ pub fn run(root: &Path, command: &DevCommand) -> Result<()> {
                 bail!("{}: the lesson has no `draws:` check", lesson.meta.id);
             };
             let request = super::run::request(&lesson, &super::RunArgs::default());
+            let sampling = quest::lm::Sampling::from_env()?;
             for source in sources {
                 let binary = quest::lab::build(&quest::lab::workspace_root(), source, true)?;
-                let (sampling, verdict) = super::submit::judge_draws(&binary, &request, check)?;
+                let verdict = super::submit::judge_draws(&binary, &request, &sampling, check)?;
                 println!("{}: {sampling}: {}", source.display(), draws_line(&verdict));
             }
             Ok(())
@@ -599,11 +600,15 @@ fn draws_check(
 ) {
     let id = &lesson.meta.id;
     let request = super::run::request(lesson, &super::RunArgs::default());
+    let sampling = match quest::lm::Sampling::from_env() {
+        Ok(sampling) => sampling,
+        Err(e) => return problems.push(format!("{id}: {e:#}")),
+    };
     for (what, path, passes) in starting_and_solution(lesson) {
         let judged = quest::lab::build(&quest::lab::workspace_root(), &path, true)
-            .and_then(|binary| super::submit::judge_draws(&binary, &request, check));
+            .and_then(|binary| super::submit::judge_draws(&binary, &request, &sampling, check));
         let verdict = match judged {
-            Ok((_, verdict)) => verdict,
+            Ok(verdict) => verdict,
             Err(e) => return problems.push(format!("{id}: the {what} did not run: {e:#}")),
         };
         let within = matches!(verdict, quest::grade::DrawsVerdict::Within { .. });

@@ -154,19 +154,23 @@ fn lesson_says<'a>(ctx: &'a Ctx, lesson: &'a Lesson, key: &str, fallback: &'a st
 pub(crate) fn judge_draws(
     binary: &Path,
     request: &quest::lab::RunRequest,
+    sampling: &quest::lm::Sampling,
     check: quest::course::spec::DrawsCheck,
-) -> Result<(quest::lm::Sampling, grade::DrawsVerdict)> {
-    let sampling = quest::lm::Sampling::from_env()?;
-    let drawn = quest::lab::run_drawn(binary, request, &sampling, check.per_step)?;
+) -> Result<grade::DrawsVerdict> {
+    let drawn = quest::lab::run_drawn(binary, request, sampling, check.per_step)?;
     let expected: Vec<Vec<f64>> = drawn
         .logits
         .iter()
-        .map(|row| quest::lm::sample::distribution(row, &sampling))
+        .map(|row| quest::lm::sample::distribution(row, sampling))
         .collect();
     // quest's honest draws from their own seed, not the learner's key's.
     let honest_seed = sampling.seed ^ 0x5eed;
-    let verdict = grade::draws_compared(&expected, &drawn.draws, check.tolerance, honest_seed);
-    Ok((sampling, verdict))
+    Ok(grade::draws_compared(
+        &expected,
+        &drawn.draws,
+        check.tolerance,
+        honest_seed,
+    ))
 }
 
 /// [`judge_draws`], said: `Err` holds why the sampler was refused, after the step, the
@@ -178,18 +182,19 @@ fn check_draws(
     request: &quest::lab::RunRequest,
     check: quest::course::spec::DrawsCheck,
 ) -> Result<std::result::Result<(), String>> {
+    let sampling = quest::lm::Sampling::from_env()?;
     println!(
         "{}",
         ctx.ui_with(
             "submit_checking_draws",
             &[
                 ("per_step", &check.per_step.to_string()),
-                ("sampling", &quest::lm::Sampling::from_env()?.to_string()),
+                ("sampling", &sampling.to_string()),
             ]
         )
     );
-    let (_, verdict) =
-        judge_draws(binary, request, check).map_err(|e| super::run::explain_run_error(ctx, e))?;
+    let verdict = judge_draws(binary, request, &sampling, check)
+        .map_err(|e| super::run::explain_run_error(ctx, e))?;
     let percent = |share: f64| format!("{:.1}", 100.0 * share);
     let numbers = |distance: f64, honest: f64, spread: f64| {
         [
