@@ -83,6 +83,8 @@
 #   streams        the same walk for the streams lesson (a stream of its own against the
 #                  default stream).
 #   rms-norm       the same walk for the rms-norm lesson (the learner's norm in every layer).
+#   ops-cost       the same walk for ops-cost (the norm compiled once: the step's op count).
+#   host-or-device the same walk for host-or-device (the knee of this machine's own fit).
 #   rope, attention, mlp, dequant-matvec, sampling, linear-attention, your-model
 #                  the same walk for the inside track's other lessons, on the carried
 #                  SmolLM2 (linear-attention: random:qwen3.5-0.8b), the edit own_edit.py's.
@@ -100,7 +102,7 @@
 #                  averages the decode steps (ncu serializes kernels: no launch gaps in it).
 set -uo pipefail
 [ $# -gt 0 ] || { sed -n '2,/^set -uo/p' "$0" | sed '$d'; exit 2; }
-subcommands=" flow fresh kept kept-defaults ceiling compile streams rms-norm rope attention dequant-matvec
+subcommands=" flow fresh kept kept-defaults ceiling compile streams ops-cost host-or-device rms-norm rope attention dequant-matvec
   linear-attention your-model mlp sampling fit qmv fits alt-qmv alt peer peers kernels check journey bench batch
   bits slope slope-attend sweep profile "
 for sub in "$@"; do
@@ -602,6 +604,15 @@ walk() {
 compile() { walk compile gate.rs term=fixed; }
 streams() { walk streams decode_loop.rs why=fences; }
 rms-norm() { walk rms-norm norm.rs term=fixed; }
+ops-cost() { walk ops-cost norm.rs term=fixed fused-here=its-ops; }
+# A values lesson on the six shapes of `quest fit` (16 tokens a round): smallest-here is
+# the larger term of the smallest shape on this machine's line; on the H200 the fixed one
+# (docs/gpu/2026-12-02-roofline/fit.txt), and the card refuses it if this run says otherwise.
+host-or-device() {
+  local T=${HOD_TOKENS:-16}
+  WALK_MODELS=${WALK_MODELS:-SmolLM2-135M,SmolLM2-360M,Qwen3-0.6B,Qwen3-1.7B,Qwen3-4B,Qwen3-8B} \
+    walk host-or-device knee.rs smallest-here=fixed knee-h200=beyond-8b halve-bytes=about-the-same
+}
 # The inside track's other lessons, on the real SmolLM2 unless WALK_MODELS says otherwise
 # (linear-attention: its own random Qwen3.5 shape).
 rope() { WALK_MODELS=${WALK_MODELS:-smollm2-135m-instruct} walk rope rope.rs layout=split-half restart=step-1; }

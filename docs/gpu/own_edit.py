@@ -149,6 +149,9 @@ HOST_OR_DEVICE = replaced(
     ),
 )
 
+# ops-cost: the square inside the compiled norm as x · x, the same ops compiled.
+OPS_COST = replaced(("x.square()?", "x.multiply(x)?"))
+
 for lesson, file, edit in [
     ("compile", "gate.rs", lambda text, _: compile_edit(text)),
     ("streams", "decode_loop.rs", lambda text, _: streams_edit(text)),
@@ -160,6 +163,7 @@ for lesson, file, edit in [
     ("linear-attention", "delta.rs", LINEAR_ATTENTION),
     ("sampling", "sampling.rs", SAMPLING),
     ("host-or-device", "knee.rs", HOST_OR_DEVICE),
+    ("ops-cost", "norm.rs", OPS_COST),
 ]:
     full = f"{course}/exercises/{lesson}/{file}"
     solution = open(f"{course}/solutions/{lesson}/{file}").read()
