@@ -47,14 +47,15 @@ pub fn first_difference(solution: &[u32], learner: &[u32], n: usize) -> Option<u
 /// How a model's logits compare with quest's own, step by step (`logits:`).
 #[derive(Debug, Clone, PartialEq)]
 pub enum LogitsVerdict {
-    /// Every step within the tolerance, with the same argmax: the largest difference, and
-    /// the step it was at.
+    /// Every step within the tolerance: the largest difference, the step it was at, and
+    /// the steps whose argmax differs all the same ([`near_ties`]).
     Within {
         steps: usize,
         largest: f32,
         at_step: usize,
+        near_ties: Vec<usize>,
     },
-    /// The first step beyond the tolerance or with another argmax.
+    /// The first step beyond the tolerance.
     Beyond(LogitsGap),
     /// The run reported another number of steps (or another vocabulary) than quest's.
     Missing { steps: usize, expected: usize },
@@ -86,8 +87,15 @@ fn argmax(row: &[f32]) -> usize {
 
 /// Judges `yours` (one row of logits per step, teacher-forced on the reference's tokens)
 /// against `reference` (quest's own pieces on the same tokens): the first step whose max
-/// abs difference is over `tolerance` or whose argmax differs is refused; a NaN counts as
-/// an infinite difference. `prompt_tokens` turns a step into the position it predicts from.
+/// abs difference is over `tolerance` is refused; a NaN counts as an infinite difference.
+/// `prompt_tokens` turns a step into the position it predicts from.
+///
+/// A step within the tolerance whose argmax differs is a near tie, not a refusal: with
+/// every logit within `t` of quest's, another pick means quest's own logits for the two
+/// tokens lie within `2t` of each other, a tie that rounding alone may break either way
+/// (float16 on a random-weights model, whose logits are flat, breaks several in 32 steps).
+/// Those steps are listed ([`LogitsVerdict::Within`]'s `near_ties`), for the token check
+/// ([`tokens_against_quest`]).
 pub fn logits_compared(
     reference: &[Vec<f32>],
     yours: &[Vec<f32>],
@@ -102,7 +110,7 @@ pub fn logits_compared(
             expected: reference.len(),
         };
     }
-    let (mut largest, mut at_step) = (0.0f32, 0);
+    let (mut largest, mut at_step, mut near_ties) = (0.0f32, 0, Vec::new());
     for (step, (r, y)) in reference.iter().zip(yours).enumerate() {
         let (mut id, mut by) = (0, 0.0f32);
         for (i, (a, b)) in r.iter().zip(y).enumerate() {
@@ -113,7 +121,7 @@ pub fn logits_compared(
             }
         }
         let (reference_argmax, argmax) = (argmax(r), argmax(y));
-        if by > tolerance || reference_argmax != argmax {
+        if by > tolerance {
             return LogitsVerdict::Beyond(LogitsGap {
                 step,
                 // Step 0 predicts from the prompt's last position.
@@ -124,6 +132,9 @@ pub fn logits_compared(
                 argmax,
             });
         }
+        if reference_argmax != argmax {
+            near_ties.push(step);
+        }
         if by > largest {
             (largest, at_step) = (by, step);
         }
@@ -132,6 +143,37 @@ pub fn logits_compared(
         steps: reference.len(),
         largest,
         at_step,
+        near_ties,
+    }
+}
+
+/// A learner's free-running tokens against quest's own (the tokens its logits were
+/// checked on), given the near ties of that check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgainstQuest {
+    /// The same tokens as quest's.
+    Same,
+    /// The same up to this token, where the logits check found a near tie: the rest
+    /// follows from another pick there, not from another computation.
+    NearTie(usize),
+    /// Apart from this token on, where the check found no tie: the free-running loop
+    /// computes something the teacher-forced one did not.
+    Apart(usize),
+}
+
+/// Where `learner`'s tokens first leave quest's `reference` (over the longer of the two),
+/// and whether a near tie of the logits check explains it. Token `k` is what step `k`
+/// picked: until the first difference both runs were fed the same tokens, so the learner's
+/// free-running pick there is its teacher-forced argmax.
+pub fn tokens_against_quest(
+    reference: &[u32],
+    learner: &[u32],
+    near_ties: &[usize],
+) -> AgainstQuest {
+    match first_difference(reference, learner, reference.len().max(learner.len())) {
+        None => AgainstQuest::Same,
+        Some(at) if near_ties.contains(&at) => AgainstQuest::NearTie(at),
+        Some(at) => AgainstQuest::Apart(at),
     }
 }
 
@@ -593,7 +635,8 @@ mod tests {
             LogitsVerdict::Within {
                 steps: 3,
                 largest: close[1][1],
-                at_step: 1
+                at_step: 1,
+                near_ties: vec![]
             }
         );
         let mut off = reference.clone();
@@ -610,11 +653,18 @@ mod tests {
                 argmax: 0
             })
         );
-        // Within the tolerance, but the argmax moved: refused too.
+        // Within the tolerance, but the argmax moved: a near tie, listed, not refused.
         let mut flipped = reference.clone();
         flipped[0][2] = 1.0 + 1e-4;
-        let LogitsVerdict::Beyond(gap) = logits_compared(&reference, &flipped, 1.0, 10) else {
-            panic!("a moved argmax passed");
+        let LogitsVerdict::Within { near_ties, .. } =
+            logits_compared(&reference, &flipped, 1.0, 10)
+        else {
+            panic!("a near tie within the tolerance was refused");
+        };
+        assert_eq!(near_ties, vec![0]);
+        // The same move beyond a smaller tolerance: refused, with both argmaxes.
+        let LogitsVerdict::Beyond(gap) = logits_compared(&reference, &flipped, 0.1, 10) else {
+            panic!("a moved argmax beyond the tolerance passed");
         };
         assert_eq!((gap.step, gap.reference_argmax, gap.argmax), (0, 1, 2));
         // A NaN is never within.
@@ -631,6 +681,30 @@ mod tests {
                 steps: 2,
                 expected: 3
             }
+        );
+    }
+
+    #[test]
+    fn free_running_tokens_may_leave_quests_only_at_a_near_tie() {
+        let quest = [5, 6, 7, 8];
+        assert_eq!(
+            tokens_against_quest(&quest, &quest, &[]),
+            AgainstQuest::Same
+        );
+        // Another pick at step 2, where the logits check saw a tie: what follows is free.
+        assert_eq!(
+            tokens_against_quest(&quest, &[5, 6, 9, 1], &[2, 3]),
+            AgainstQuest::NearTie(2)
+        );
+        // Another pick where no tie was seen, or a tie seen later than the difference.
+        assert_eq!(
+            tokens_against_quest(&quest, &[5, 0, 7, 8], &[2]),
+            AgainstQuest::Apart(1)
+        );
+        // A run that stops early differs where its tokens end.
+        assert_eq!(
+            tokens_against_quest(&quest, &[5, 6], &[]),
+            AgainstQuest::Apart(2)
         );
     }
 

@@ -42,6 +42,14 @@ pub struct SubmitOptions {
     pub predictions: Vec<(String, String)>,
 }
 
+/// What a passed logits check hands the token check: quest's own greedy tokens (those the
+/// learner's model was fed) and the steps where the two picked apart within the
+/// tolerance ([`grade::logits_compared`]'s near ties).
+pub(crate) struct LogitsPassed {
+    quest_tokens: Vec<u32>,
+    near_ties: Vec<usize>,
+}
+
 /// The learner's model against quest's own (`logits:`): quest's greedy tokens and logits
 /// in this process, the learner's binary teacher-forced on those tokens, every step
 /// compared ([`grade::logits_compared`]). `Err` holds why it was refused, after the
@@ -52,7 +60,7 @@ pub(crate) fn check_logits(
     binary: &Path,
     request: &quest::lab::RunRequest,
     tolerance: f32,
-) -> Result<std::result::Result<(), String>> {
+) -> Result<std::result::Result<LogitsPassed, String>> {
     println!("{}", ctx.ui("submit_checking_logits"));
     let reference = quest::lab::reference(request)?;
     let (_, yours) = quest::lab::run_forced(binary, request, &reference.tokens)
@@ -68,6 +76,7 @@ pub(crate) fn check_logits(
             steps,
             largest,
             at_step,
+            near_ties,
         } => {
             println!(
                 "  ✓ {}",
@@ -81,7 +90,23 @@ pub(crate) fn check_logits(
                     ]
                 )
             );
-            Ok(Ok(()))
+            if !near_ties.is_empty() {
+                let listed: Vec<String> = near_ties.iter().map(usize::to_string).collect();
+                println!(
+                    "    {}",
+                    ctx.ui_with(
+                        "submit_logits_near_ties",
+                        &[
+                            ("steps", &listed.join(", ")),
+                            ("gap", &format!("{:.0e}", 2.0 * tolerance)),
+                        ]
+                    )
+                );
+            }
+            Ok(Ok(LogitsPassed {
+                quest_tokens: reference.tokens,
+                near_ties,
+            }))
         }
         grade::LogitsVerdict::Beyond(gap) => {
             println!(
@@ -426,6 +451,7 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
     let request = request(lesson, &options.run);
 
     // 2a. A piece of the model: its logits against quest's own, step by step.
+    let mut logits_passed = None;
     if let Some(check) = spec.logits {
         let dtype = quest::device::Backend::detect().float_dtype();
         let tolerance = check.tolerance_in(dtype);
@@ -439,8 +465,9 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
                 )
             );
         }
-        if let Err(why) = check_logits(ctx, lesson, &yours, &request, tolerance)? {
-            return refuse(ctx, &mut learner, id, code, None, &why);
+        match check_logits(ctx, lesson, &yours, &request, tolerance)? {
+            Ok(passed) => logits_passed = Some(passed),
+            Err(why) => return refuse(ctx, &mut learner, id, code, None, &why),
         }
     }
 
@@ -535,7 +562,29 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
     });
     if let Some((n, reference)) = compared {
         println!("{}", ctx.ui("submit_checking_tokens"));
-        if let Some(at) = grade::first_difference(&reference.tokens, &first_run.tokens, n) {
+        let differs = grade::first_difference(&reference.tokens, &first_run.tokens, n);
+        // Where the logits check saw near ties, a run may leave the solution's tokens
+        // at one and still be quest's computation (grade::tokens_against_quest).
+        let explained = differs.and(logits_passed.as_ref()).map(|passed| {
+            grade::tokens_against_quest(&passed.quest_tokens, &first_run.tokens, &passed.near_ties)
+        });
+        match explained {
+            Some(grade::AgainstQuest::NearTie(at)) => println!(
+                "  ✓ {}",
+                ctx.ui_with("submit_tokens_near_tie", &[("at", &at.to_string())])
+            ),
+            Some(grade::AgainstQuest::Same) => {
+                println!("  ✓ {}", ctx.ui("submit_tokens_quests"))
+            }
+            _ => {}
+        }
+        let unexplained = differs.filter(|_| {
+            !matches!(
+                explained,
+                Some(grade::AgainstQuest::NearTie(_) | grade::AgainstQuest::Same)
+            )
+        });
+        if let Some(at) = unexplained {
             println!(
                 "  {}",
                 ctx.ui_with("submit_tokens_differ", &[("at", &at.to_string())])
@@ -555,11 +604,13 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
             );
             return refuse(ctx, &mut learner, id, code, None, why);
         }
-        let agreed = n.min(first_run.tokens.len());
-        println!(
-            "  ✓ {}",
-            ctx.ui_with("submit_tokens_ok", &[("n", &agreed.to_string())])
-        );
+        if differs.is_none() {
+            let agreed = n.min(first_run.tokens.len());
+            println!(
+                "  ✓ {}",
+                ctx.ui_with("submit_tokens_ok", &[("n", &agreed.to_string())])
+            );
+        }
     }
 
     // 3b. The values it computed, against quest's own computation from its inputs.

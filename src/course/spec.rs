@@ -325,8 +325,9 @@ pub struct DrawsCheck {
 }
 
 /// `logits: {tolerance: 1e-3, half_precision: 2e-1}`: every step's logits within the
-/// tolerance (max abs difference over the vocabulary) of quest's own model's, and the same
-/// argmax. `tolerance` holds where the model computes in float32 (the CPU);
+/// tolerance (max abs difference over the vocabulary) of quest's own model's; another
+/// argmax within it is a near tie (`grade::logits_compared`). `tolerance` holds where the
+/// model computes in float32 (the CPU);
 /// `half_precision` where it computes in float16 (a GPU), whose rounding alone moves an
 /// honest piece's logits by far more. Both are measured, never guessed.
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]

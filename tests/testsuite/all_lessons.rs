@@ -96,10 +96,11 @@ impl Row {
 }
 
 /// A piece of the model's passing submission: every step's logits within the inside
-/// track's 1e-3 of quest's, the same argmax at each.
+/// track's 1e-3 of quest's, and no near tie on the CPU (float32).
 fn logits_within_tolerance(stdout: &str, _: &State) {
     assert!(
-        stdout.contains("every logit within 1e-3 of quest's and the same argmax"),
+        stdout.contains("every logit within 1e-3 of quest's (largest")
+            && !stdout.contains("a near tie"),
         "{stdout}"
     );
 }
