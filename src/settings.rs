@@ -105,6 +105,8 @@ settings! {
         "a folder of exercise binaries from `quest dev prebuild <lesson> --out DIR` (named by their sources' sha256): quest runs those and never calls cargo, and refuses a source with no binary (edited since)";
     PEER_PYTHON: "QUEST_PEER_PYTHON", Run, "unset: a venv made from PyPI" computed true,
         "a Python that already has mlx 0.32.2 and mlx-lm 0.32.2 (on quest's MLX build): `quest bench` uses it instead of making its venv from PyPI";
+    NVRTC: "QUEST_NVRTC", Run, "unset: NVRTC 13.5 from PyPI, fetched once into `QUEST_CACHE`" computed true,
+        "off a GPU: the NVRTC library (`libnvrtc.so.13`, the CUDA headers in `../include`) that compiles a lesson's own CUDA kernel to check it (the *custom-kernel* lesson)";
     CACHE: "QUEST_CACHE", Run, "the platform cache dir + `/quest`" computed true,
         "where models and compiled kernels are cached";
     HOME: "QUEST_HOME", Run, "the platform data dir + `/quest`" computed true,

@@ -27,6 +27,7 @@ pub mod custom;
 pub mod heads;
 pub mod matvec;
 pub mod precompiled;
+pub mod yours;
 
 use anyhow::Result;
 use mlx_rs::{Array, Dtype};
@@ -35,6 +36,7 @@ use crate::device::Backend;
 pub use custom::KernelSource;
 pub use heads::HeadsSpec;
 pub use matvec::Fold;
+pub use yours::YourKernel;
 
 /// quest's kernels, each replacing some of MLX's ops in a decode step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -176,6 +176,11 @@ impl Compiler {
         Ok(cubin)
     }
 
+    /// NVRTC's version, `major.minor`.
+    pub fn version(&self) -> String {
+        format!("{}.{}", self.nvrtc.version.0, self.nvrtc.version.1)
+    }
+
     /// Compiles `text` to a CUBIN with MLX's NVRTC options (mlx/backend/cuda/jit_module.cpp).
     pub fn compile(&self, text: &str) -> Result<Vec<u8>> {
         let n = &self.nvrtc;
@@ -219,9 +224,7 @@ impl Compiler {
                 let log = CStr::from_bytes_until_nul(&log)
                     .map(|c| c.to_string_lossy().into_owned())
                     .unwrap_or_default();
-                Err(anyhow!(
-                    "NVRTC could not compile a kernel of quest's:\n{log}"
-                ))
+                Err(anyhow!("NVRTC could not compile it:\n{log}"))
             };
             (n.destroy)(&mut program);
             result

