@@ -84,6 +84,7 @@
 #                  default stream).
 #   rms-norm       the same walk for the rms-norm lesson (the learner's norm in every layer).
 #   ops-cost       the same walk for ops-cost (the norm compiled once: the step's op count).
+#   custom-kernel  the same walk for custom-kernel (the norm as the learner's CUDA kernel).
 #   host-or-device the same walk for host-or-device (the knee of this machine's own fit).
 #   rope, attention, mlp, dequant-matvec, sampling, linear-attention, your-model
 #                  the same walk for the inside track's other lessons, on the carried
@@ -102,7 +103,7 @@
 #                  averages the decode steps (ncu serializes kernels: no launch gaps in it).
 set -uo pipefail
 [ $# -gt 0 ] || { sed -n '2,/^set -uo/p' "$0" | sed '$d'; exit 2; }
-subcommands=" flow fresh kept kept-defaults ceiling compile streams ops-cost host-or-device rms-norm rope attention dequant-matvec
+subcommands=" flow fresh kept kept-defaults ceiling compile streams ops-cost custom-kernel host-or-device rms-norm rope attention dequant-matvec
   linear-attention your-model mlp sampling fit qmv fits alt-qmv alt peer peers kernels check journey bench batch
   bits slope slope-attend sweep profile "
 for sub in "$@"; do
@@ -605,6 +606,7 @@ compile() { walk compile gate.rs term=fixed; }
 streams() { walk streams decode_loop.rs why=fences; }
 rms-norm() { walk rms-norm norm.rs term=fixed; }
 ops-cost() { walk ops-cost norm.rs term=fixed fused-here=its-ops; }
+custom-kernel() { walk custom-kernel norm_kernel.rs term=fixed two-ops=no-faster; }
 # A values lesson on the six shapes of `quest fit` (16 tokens a round): smallest-here is
 # the larger term of the smallest shape on this machine's line; on the H200 the fixed one
 # (docs/gpu/2026-12-02-roofline/fit.txt), and the card refuses it if this run says otherwise.

@@ -149,6 +149,9 @@ HOST_OR_DEVICE = replaced(
     ),
 )
 
+# custom-kernel: the warp's sum gathered into lane 0 instead of spread to every lane.
+CUSTOM_KERNEL = replaced(("__shfl_xor_sync", "__shfl_down_sync"))
+
 # ops-cost: the square inside the compiled norm as x · x, the same ops compiled.
 OPS_COST = replaced(("x.square()?", "x.multiply(x)?"))
 
@@ -164,6 +167,7 @@ for lesson, file, edit in [
     ("sampling", "sampling.rs", SAMPLING),
     ("host-or-device", "knee.rs", HOST_OR_DEVICE),
     ("ops-cost", "norm.rs", OPS_COST),
+    ("custom-kernel", "norm_kernel.rs", CUSTOM_KERNEL),
 ]:
     full = f"{course}/exercises/{lesson}/{file}"
     solution = open(f"{course}/solutions/{lesson}/{file}").read()

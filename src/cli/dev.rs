@@ -450,9 +450,9 @@ fn same_code(source: &Lesson, translation: &Lesson) -> Option<String> {
 /// can be `include!`d by the lab binary and build as it.
 fn check_code(root: &Path, lesson: &Lesson, problems: &mut Vec<String>, notes: &mut Vec<String>) {
     let id = &lesson.meta.id;
-    let Some(exercise) = &lesson.spec.exercise else {
+    if lesson.spec.exercise.is_none() {
         return;
-    };
+    }
     let Ok(starting) = lesson.starting_code() else {
         return;
     };
@@ -518,8 +518,15 @@ fn check_code(root: &Path, lesson: &Lesson, problems: &mut Vec<String>, notes: &
             problems.push(format!("{id}: the {what} does not build ({why})"));
         }
     }
+    let backend = quest::device::Backend::detect();
+    if !lesson.spec.runs_on_backend(backend.name()) {
+        // Here the exercise stops after what it can check (a CUDA kernel compiles): the
+        // starting code must break a rule, and the solution must stop saying it compiled.
+        runs_elsewhere_check(lesson, starting_breaks_rules, problems);
+        return notes_on_exercise(root, lesson, &starting, notes);
+    }
     if let Some(check) = lesson.spec.logits {
-        let tolerance = check.tolerance_in(quest::device::Backend::detect().float_dtype());
+        let tolerance = check.tolerance_in(backend.float_dtype());
         logits_check(lesson, tolerance, starting_breaks_rules, problems);
     }
     if let Some(check) = lesson.spec.draws {
@@ -530,6 +537,15 @@ fn check_code(root: &Path, lesson: &Lesson, problems: &mut Vec<String>, notes: &
     if lesson.spec.values.is_some() && !starting_breaks_rules {
         values_check(lesson, problems);
     }
+    notes_on_exercise(root, lesson, &starting, notes);
+}
+
+/// Whether the learner's exercise file is the lesson's starting code, said as a note.
+fn notes_on_exercise(root: &Path, lesson: &Lesson, starting: &str, notes: &mut Vec<String>) {
+    let id = &lesson.meta.id;
+    let Some(exercise) = &lesson.spec.exercise else {
+        return;
+    };
     let path = root.join(exercise);
     match std::fs::read_to_string(&path) {
         Ok(now) if now != starting => notes.push(format!(
@@ -540,6 +556,34 @@ fn check_code(root: &Path, lesson: &Lesson, problems: &mut Vec<String>, notes: &
         Err(_) => notes.push(format!(
             "{} does not exist yet (`quest reset {id}` writes it)",
             path.display()
+        )),
+    }
+}
+
+/// A lesson whose exercise does not run on this backend (`runs_on`), proven as far as it
+/// goes here: its starting code breaks a rule (nothing else refuses it here), and the
+/// solution's run stops saying its kernel compiled (`YourKernel::compile_or_stop`).
+fn runs_elsewhere_check(lesson: &Lesson, starting_breaks_rules: bool, problems: &mut Vec<String>) {
+    let id = &lesson.meta.id;
+    if !starting_breaks_rules {
+        problems.push(format!(
+            "{id}: the exercise does not run here, and its starting code keeps every rule: nothing refuses it here"
+        ));
+    }
+    // A lesson without a solution is said by check_code.
+    let Ok(solution) = super::learner::solution_path(lesson) else {
+        return;
+    };
+    let request = super::run::request(lesson, &super::RunArgs::default());
+    let ran = quest::lab::build(&quest::lab::workspace_root(), &solution, true)
+        .and_then(|binary| quest::lab::run(&binary, &request));
+    match ran {
+        Err(e) if format!("{e:#}").contains("compiles for") => {}
+        Err(e) => problems.push(format!(
+            "{id}: the solution did not compile its kernel here: {e:#}"
+        )),
+        Ok(_) => problems.push(format!(
+            "{id}: the solution ran here, where the lesson says it does not run (`runs_on`)"
         )),
     }
 }

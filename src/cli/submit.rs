@@ -450,6 +450,14 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
     let yours = build(ctx, &path, true)?;
     let request = request(lesson, &options.run);
 
+    // 2. Where the exercise does not run (`runs_on`), it stops after what it checks here
+    // (a CUDA kernel compiles): its own run says so, and nothing more is judged.
+    let backend = quest::device::Backend::detect();
+    if !spec.runs_on_backend(backend.name()) {
+        run_binary(ctx, &yours, &request)?;
+        bail!(ctx.ui_with("submit_runs_elsewhere", &[("backend", backend.name())]));
+    }
+
     // 2a. A piece of the model: its logits against quest's own, step by step.
     let mut logits_passed = None;
     if let Some(check) = spec.logits {

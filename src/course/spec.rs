@@ -25,6 +25,11 @@ pub struct LessonSpec {
     /// Backends (`cpu`, `gpu`) where the measured effect is expected to show.
     #[serde(default)]
     pub shows_on: Vec<BackendKind>,
+    /// Backends where the exercise runs at all (empty: every one). Elsewhere it stops
+    /// after what it can check there (a CUDA kernel compiles off the GPU, and no more), and
+    /// `quest dev check` proves that much: the solution stops there, saying so.
+    #[serde(default)]
+    pub runs_on: Vec<BackendKind>,
     /// The model the effect shows with, per backend in `shows_on` (`quest run <id>
     /// --model …`; `quest list` says it): e.g. `gpu: random:qwen3-8b`, where the
     /// lesson's own small model is launch-bound and every loop runs alike.
@@ -829,6 +834,11 @@ impl LessonSpec {
     }
 
     /// Whether the measured effect is expected on `backend` (`cpu`, `metal`, `cuda`).
+    /// Whether the exercise runs on `backend` (`runs_on`).
+    pub fn runs_on_backend(&self, backend: &str) -> bool {
+        self.runs_on.is_empty() || self.runs_on.contains(&BackendKind::of(backend))
+    }
+
     pub fn shows_on_backend(&self, backend: &str) -> bool {
         self.shows_on.contains(&BackendKind::of(backend))
     }
@@ -928,6 +938,13 @@ quiz:
         );
         assert!(spec.shows_on_backend("cuda"));
         assert!(!spec.shows_on_backend("cpu"));
+        // Without `runs_on` the exercise runs everywhere; with it, only there.
+        assert!(spec.runs_on_backend("cpu") && spec.runs_on_backend("cuda"));
+        let gpu_only = LessonSpec {
+            runs_on: vec![BackendKind::Gpu],
+            ..spec.clone()
+        };
+        assert!(gpu_only.runs_on_backend("cuda") && !gpu_only.runs_on_backend("cpu"));
     }
 
     #[test]

@@ -137,6 +137,26 @@ impl YourKernel {
         Ok(outs.into_iter().next().expect("a kernel of one output"))
     }
 
+    /// Where the kernel can run (a CUDA build on an NVIDIA GPU): nothing, it compiles at its
+    /// first launch. Anywhere else: compiles it for an H200 (`sm_90a`) with
+    /// [`YourKernel::compile_here`] and stops the run, saying what NVRTC said or that it
+    /// compiled and runs on a GPU only. An exercise calls it before it loads the model.
+    pub fn compile_or_stop(&self, ints: &[(&str, i32)]) -> Result<()> {
+        if Backend::detect() == Backend::Cuda {
+            return Ok(());
+        }
+        let compiled = self.compile_here(ints, "sm_90a")?;
+        bail!(
+            "your kernel `{}` compiles for {} with NVRTC {} ({} bytes of CUBIN). It runs on an \
+             NVIDIA GPU only, with quest built for CUDA (README): on this machine the lesson \
+             can check no more than that",
+            self.name,
+            compiled.arch,
+            compiled.nvrtc,
+            compiled.cubin_bytes
+        )
+    }
+
     /// The source quest compiles for `ints`, as MLX's would be (the same body).
     pub fn text(&self, ints: &[(&str, i32)]) -> Result<String> {
         Ok(self.spec().precompiled_text(ints)?.1)

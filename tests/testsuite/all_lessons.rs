@@ -1067,6 +1067,44 @@ fn rows() -> Vec<Row> {
             answers: &["why=fences"],
             ..Row::of("streams")
         },
+        // A CUDA kernel: on the CPU it compiles and stops (`runs_on: [gpu]`), so the flow
+        // goes as far as that (`runs_elsewhere`).
+        Row {
+            // The warp's sum gathered into lane 0 (`__shfl_down_sync`), where the solution
+            // spreads it to every lane: the same sum, another exchange.
+            honest: |s| s.solution.replace("__shfl_xor_sync", "__shfl_down_sync"),
+            refusals: &[
+                Refusal {
+                    what: "eps misspelt in the kernel's body",
+                    edit: |s| s.solution.replace("eps[0]);", "epsilon[0]);"),
+                    command: "run",
+                    stdout: &[],
+                    stderr: &[
+                        "your kernel `my_norm` does not compile",
+                        "identifier \"epsilon\" is undefined",
+                    ],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "MLX's fused norm, renamed on import",
+                    edit: |s| {
+                        s.solution
+                            .replace("use mlx_rs::{Array, Dtype};", "use mlx_rs::{fast::rms_norm as fused, Array, Dtype};")
+                            .replace(
+                                "        NORM.launch(",
+                                "        let _ = fused(x, Some(&weight), 1e-5)?;\n        NORM.launch(",
+                            )
+                    },
+                    command: "submit",
+                    stdout: &["MLX's fused norm"],
+                    stderr: &["fix those lines"],
+                    snapshot: None,
+                    masked: false,
+                },
+            ],
+            ..Row::of("custom-kernel")
+        },
         Row {
             args: FEW_TOKENS,
             // The gate as gate / (1 + e^-gate): another formula for the same SiLU (7.1e-5
@@ -1305,6 +1343,9 @@ fn flow(row: &Row) {
     };
     let run = [&["run", id][..], row.run_args.unwrap_or(row.args)].concat();
     let submit = [&["submit", id][..], row.args, &["--rounds", "1"]].concat();
+    if !spec.runs_on_backend("cpu") {
+        return runs_elsewhere(&quest, row, &lesson, &exercise, &sources, &run, &submit);
+    }
 
     // The starting code runs, after the lesson's text.
     let out = quest.en(&run);
@@ -1358,34 +1399,8 @@ fn flow(row: &Row) {
     snapshot(format!("{snake}_refused_ko"), &refused);
 
     // Each wrong edit the row names is refused, saying why.
-    for refusal in row.refusals {
-        let source = (refusal.edit)(&sources);
-        assert!(
-            source != sources.starting && source != sources.solution,
-            "{id}: the edit `{}` no longer applies to the lesson's code; update its row",
-            refusal.what
-        );
-        std::fs::write(&exercise, &source).unwrap();
-        let args = match refusal.command {
-            "run" => [&["run", id, "--no-lesson"][..], row.args].concat(),
-            _ => submit.clone(),
-        };
-        let out = quest.en(&args);
-        let (stdout, stderr) = text(&out);
-        let what = refusal.what;
-        assert_eq!(out.status.code(), Some(1), "{what}:\n{stdout}{stderr}");
-        for said in refusal.stdout {
-            assert!(stdout.contains(said), "{what}: no `{said}` in\n{stdout}");
-        }
-        for said in refusal.stderr {
-            assert!(stderr.contains(said), "{what}: no `{said}` in\n{stderr}");
-        }
-        match refusal.snapshot {
-            Some(name) if refusal.masked => masked(&stdout, |s| insta::assert_snapshot!(name, s)),
-            Some(name) => insta::assert_snapshot!(name, stdout),
-            None => {}
-        }
-    }
+    let run_alone = [&["run", id, "--no-lesson"][..], row.args].concat();
+    wrong_edits_refused(&quest, row, &exercise, &sources, &run_alone, &submit);
 
     // The honest edit passes every check.
     let mut honest = (row.honest)(&sources);
@@ -1428,6 +1443,112 @@ fn flow(row: &Row) {
     let measured = measured_answers(&root, &home, &lesson, &code, report.as_ref(), row);
     complete(&quest, &lesson, row, &measured, numbers);
     (row.after)(&quest);
+}
+
+/// Each wrong edit of the row, written over the exercise, refused by `run` or `submit`
+/// (its command) with what it must say; its snapshot where it has one.
+fn wrong_edits_refused(
+    quest: &Quest,
+    row: &Row,
+    exercise: &Path,
+    sources: &Sources,
+    run: &[&str],
+    submit: &[&str],
+) {
+    for refusal in row.refusals {
+        let source = (refusal.edit)(sources);
+        assert!(
+            source != sources.starting && source != sources.solution,
+            "{}: the edit `{}` no longer applies to the lesson's code; update its row",
+            row.id,
+            refusal.what
+        );
+        std::fs::write(exercise, &source).unwrap();
+        let args = match refusal.command {
+            "run" => run,
+            _ => submit,
+        };
+        let out = quest.en(args);
+        let (stdout, stderr) = text(&out);
+        let what = refusal.what;
+        assert_eq!(out.status.code(), Some(1), "{what}:\n{stdout}{stderr}");
+        for said in refusal.stdout {
+            assert!(stdout.contains(said), "{what}: no `{said}` in\n{stdout}");
+        }
+        for said in refusal.stderr {
+            assert!(stderr.contains(said), "{what}: no `{said}` in\n{stderr}");
+        }
+        match refusal.snapshot {
+            Some(name) if refusal.masked => masked(&stdout, |s| insta::assert_snapshot!(name, s)),
+            Some(name) => insta::assert_snapshot!(name, stdout),
+            None => {}
+        }
+    }
+}
+
+/// A lesson whose exercise does not run on the CPU (`runs_on`), as far as the CPU goes:
+/// `run` compiles the starting code's kernel and stops, saying so; `submit` refuses the
+/// starting code by its rules; each wrong edit is refused; the honest edit keeps the
+/// rules and compiles, and submit stops there. Nothing is recorded as passed.
+fn runs_elsewhere(
+    quest: &Quest,
+    row: &Row,
+    lesson: &Lesson,
+    exercise: &Path,
+    sources: &Sources,
+    run: &[&str],
+    submit: &[&str],
+) {
+    let id = row.id;
+    let stops_compiled = |stderr: &str| {
+        assert!(
+            stderr.contains("compiles for sm_90a with NVRTC 13.")
+                && stderr.contains("runs on an NVIDIA GPU only"),
+            "{stderr}"
+        );
+    };
+    let out = quest.en(run);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(stdout.starts_with(&lesson.meta.title), "{stdout}");
+    stops_compiled(&stderr);
+    for lang in ["en", "ko"] {
+        let out = if lang == "en" {
+            quest.en(submit)
+        } else {
+            quest.ko(submit)
+        };
+        let (refused, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{refused}{stderr}");
+        assert!(refused.contains("norm_kernel.rs:"), "{refused}{stderr}");
+        let name = format!(
+            "{}_refused{}",
+            id.replace('-', "_"),
+            if lang == "en" { "" } else { "_ko" }
+        );
+        insta::assert_snapshot!(name, refused);
+    }
+    let run_alone = [&["run", id, "--no-lesson"][..], row.args].concat();
+    wrong_edits_refused(quest, row, exercise, sources, &run_alone, submit);
+    let honest = (row.honest)(sources);
+    assert!(
+        honest != sources.solution,
+        "{id}: the honest edit no longer applies"
+    );
+    std::fs::write(exercise, &honest).unwrap();
+    let out = quest.en(submit);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(stdout.contains("keeps every rule"), "{stdout}");
+    stops_compiled(&stderr);
+    let state = progress(quest.home);
+    assert!(
+        state
+            .lessons
+            .get(id)
+            .is_none_or(|l| l.card.is_none() && l.submissions.iter().all(|s| !s.checks_passed)),
+        "{id}: recorded as passed where it does not run"
+    );
 }
 
 /// The answers quest must find right for the code `code` on this machine, worked out
