@@ -554,27 +554,8 @@ fn list(ctx: &Ctx) -> Result<()> {
                 "    {id:<w$} [{status}] {}  ({minutes}, {xp}){stale}",
                 lesson.meta.title
             );
-            if !lesson.spec.shows_on.is_empty() {
-                let places: Vec<String> = lesson
-                    .spec
-                    .shows_on
-                    .iter()
-                    .map(|kind| {
-                        let backend = kind.key();
-                        match lesson.spec.shows_with.get(kind) {
-                            Some(model) => ctx.ui_with(
-                                "list_shows_with",
-                                &[("backend", backend), ("model", model)],
-                            ),
-                            None => backend.to_owned(),
-                        }
-                    })
-                    .collect();
-                println!(
-                    "    {:<w$} {}",
-                    "",
-                    ctx.ui_with("list_shows_on", &[("where", &places.join(", "))])
-                );
+            if let Some(shows) = ctx.course.where_it_shows(&lesson, ctx.lang) {
+                println!("    {:<w$} {shows}", "");
             }
         }
     }

@@ -127,6 +127,32 @@ impl Course {
         fill_placeholders(self.ui(key, lang), args)
     }
 
+    /// Where a lesson's effect shows (`shows_on`, with the model where lesson.yaml names
+    /// one) and, for an exercise that runs on some backends only (`runs_on`), where it
+    /// runs: the line `quest list` and the course page give under its title.
+    pub fn where_it_shows(&self, lesson: &Lesson, lang: Lang) -> Option<String> {
+        let spec = &lesson.spec;
+        let mut parts = Vec::new();
+        if !spec.shows_on.is_empty() {
+            let places: Vec<String> = (spec.shows_on.iter())
+                .map(|kind| match spec.shows_with.get(kind) {
+                    Some(model) => self.ui_with(
+                        "list_shows_with",
+                        lang,
+                        &[("backend", kind.key()), ("model", model)],
+                    ),
+                    None => kind.key().to_owned(),
+                })
+                .collect();
+            parts.push(self.ui_with("list_shows_on", lang, &[("where", &places.join(", "))]));
+        }
+        if !spec.runs_on.is_empty() {
+            let places: Vec<&str> = spec.runs_on.iter().map(|kind| kind.key()).collect();
+            parts.push(self.ui_with("list_runs_on", lang, &[("where", &places.join(", "))]));
+        }
+        (!parts.is_empty()).then(|| parts.join("; "))
+    }
+
     fn check_lesson_ids(&self, path: &Path) -> Result<()> {
         let mut seen = Vec::new();
         for id in self.lesson_ids() {

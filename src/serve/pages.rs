@@ -229,9 +229,11 @@ fn tracks(site: &Site, progress: &Progress, lang: Lang) -> String {
                     ui(course, status.key(), lang)
                 )
             });
-            let shows = shows_on(course, &lesson, lang).map_or(String::new(), |text| {
-                format!(r#"<p class="shows">{}</p>"#, escape(&text))
-            });
+            let shows = course
+                .where_it_shows(&lesson, lang)
+                .map_or(String::new(), |text| {
+                    format!(r#"<p class="shows">{}</p>"#, escape(&text))
+                });
             let _ = write!(
                 out,
                 r#"<li class="lesson" data-lesson="{id}"><a href="{}">{}</a>{status_html}<p class="meta">{}</p>{shows}</li>"#,
@@ -252,27 +254,6 @@ fn byline(course: &Course, lesson: &Lesson, lang: Lang) -> String {
     let minutes = course.ui_with("minutes", lang, &[("n", &lesson.spec.minutes.to_string())]);
     let xp = course.ui_with("xp", lang, &[("n", &lesson.spec.xp.to_string())]);
     format!("~{minutes} · {xp} · {}", lesson.spec.tags.join(", "))
-}
-
-/// Where the lesson's effect shows (`shows_on`, with the model where lesson.yaml names one).
-fn shows_on(course: &Course, lesson: &Lesson, lang: Lang) -> Option<String> {
-    if lesson.spec.shows_on.is_empty() {
-        return None;
-    }
-    let places: Vec<String> = lesson
-        .spec
-        .shows_on
-        .iter()
-        .map(|kind| match lesson.spec.shows_with.get(kind) {
-            Some(model) => course.ui_with(
-                "list_shows_with",
-                lang,
-                &[("backend", kind.key()), ("model", model)],
-            ),
-            None => kind.key().to_owned(),
-        })
-        .collect();
-    Some(course.ui_with("list_shows_on", lang, &[("where", &places.join(", "))]))
 }
 
 /// `/lessons/<id>`: the lesson as its Markdown gives it, the exercise's file and
@@ -296,7 +277,7 @@ pub fn lesson_page(
         escape(&lesson.meta.title),
         escape(&byline(course, &lesson, lang))
     );
-    if let Some(text) = shows_on(course, &lesson, lang) {
+    if let Some(text) = course.where_it_shows(&lesson, lang) {
         let _ = write!(body, r#"<p class="shows">{}</p>"#, escape(&text));
     }
     if matches!(
