@@ -104,6 +104,16 @@ impl YourKernel {
                 .join(", "),
             inputs.len()
         );
+        // The body reads each input as the type it declares: another dtype would be read
+        // as garbage, so it is refused here, named.
+        for (array, (name, dtype)) in inputs.iter().zip(self.inputs) {
+            anyhow::ensure!(
+                array.dtype() == *dtype,
+                "`{}`'s input `{name}` is declared {dtype:?} and given {:?}: convert it first (`as_dtype`)",
+                self.name,
+                array.dtype()
+            );
+        }
         // MLX counts the grid in threads, as Metal does.
         let grid = (
             blocks.0 * threads.0,
