@@ -186,6 +186,7 @@ impl Exercise {
             weight_bytes_per_token: weight_bytes,
             quest_kernels: kernels.running().into_iter().map(str::to_owned).collect(),
             quest_kernels_kept: kernels.kept(),
+            quest_kernels_for_pieces: kernels.for_pieces(),
             inputs: serde_json::Value::Null,
             values: BTreeMap::new(),
             prefill_fed,
@@ -666,7 +667,8 @@ impl Decoded for Own<'_> {
         (self.weights.held.name(), self.weights.bytes as u64)
     }
     fn kernels(&self) -> Kernels {
-        Kernels::NONE
+        // The learner's decoder: quest's kernels are not in it.
+        Kernels::FOR_PIECES
     }
     fn fed(&self) -> Vec<crate::lm::Fed> {
         self.fed.borrow().clone()
@@ -706,6 +708,7 @@ impl Exercise {
             weight_bytes_per_token: 0,
             quest_kernels: Vec::new(),
             quest_kernels_kept: false,
+            quest_kernels_for_pieces: false,
             inputs: serde_json::to_value(inputs)?,
             values: values.0.clone(),
             prefill_fed: Vec::new(),
@@ -903,6 +906,10 @@ pub struct Report {
     /// else MLX compiled them in this process.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub quest_kernels_kept: bool,
+    /// Whether quest's kernels were off because the model ran the learner's pieces or
+    /// decoder (`crate::kernels::Kernels::FOR_PIECES`), the baseline with quest's pieces too.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub quest_kernels_for_pieces: bool,
     /// What quest gave an exercise that computes values (see [`Exercise::report_values`]).
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub inputs: serde_json::Value,
@@ -1582,6 +1589,7 @@ mod tests {
             weight_bytes_per_token: 540_000_000,
             quest_kernels: vec![],
             quest_kernels_kept: false,
+            quest_kernels_for_pieces: false,
             inputs: serde_json::Value::Null,
             values: BTreeMap::new(),
             prefill_fed: vec![4],

@@ -224,7 +224,9 @@ fn print_report(ctx: &Ctx, r: &Report) {
         println!("{}: {}", ctx.ui("blas"), r.blas);
     }
     if r.backend == quest::device::Backend::Cuda.name() {
-        let kernels = if r.quest_kernels.is_empty() && r.quest_kernels_kept {
+        let kernels = if r.quest_kernels.is_empty() && r.quest_kernels_for_pieces {
+            ctx.ui("quest_kernels_pieces").to_owned()
+        } else if r.quest_kernels.is_empty() && r.quest_kernels_kept {
             ctx.ui("quest_kernels_off").to_owned()
         } else if r.quest_kernels.is_empty() {
             ctx.ui("quest_kernels_none").to_owned()

@@ -153,6 +153,8 @@ pub struct Kernels {
     /// Fold each sublayer's norm and residual add into its projections even where
     /// quest's matvec does not run (MLX's ops in the folded order): to check that order.
     fold_order: bool,
+    /// Off because the model runs a learner's pieces or decoder ([`Kernels::FOR_PIECES`]).
+    for_pieces: bool,
 }
 
 impl Kernels {
@@ -161,7 +163,21 @@ impl Kernels {
         on: [false; Kernel::ALL.len()],
         hand_compiled: false,
         fold_order: false,
+        for_pieces: false,
     };
+
+    /// MLX's ops everywhere, because the model runs a learner's pieces (or the learner's
+    /// whole decoder): quest's kernels would take over the parts a piece replaces, so
+    /// neither the learner's run nor its baseline uses them.
+    pub const FOR_PIECES: Kernels = Kernels {
+        for_pieces: true,
+        ..Kernels::NONE
+    };
+
+    /// Whether they are off for a learner's pieces ([`Kernels::FOR_PIECES`]).
+    pub fn for_pieces(&self) -> bool {
+        self.for_pieces
+    }
 
     /// What the settings ask for in a process of this kind. Off CUDA, none: there is
     /// nothing of quest's to run. `auto` is quest's kernel where it kept SmolLM2's greedy

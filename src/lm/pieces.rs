@@ -362,6 +362,16 @@ mod tests {
             let off = max_diff(&quest, &none);
             assert!(off > 1e-2, "{}: {off}", config["model_type"]);
         }
+        // A model with pieces runs none of quest's kernels, and says why.
+        let with = random::model(&random::tiny_llama(), 7)
+            .unwrap()
+            .with_pieces(ByOps);
+        let kernels = with.kernels();
+        assert!(kernels.for_pieces() && kernels.running().is_empty() && !kernels.kept());
+        assert!(!random::model(&random::tiny_llama(), 7)
+            .unwrap()
+            .kernels()
+            .for_pieces());
     }
 
     /// Ops-written RoPE and attention give quest's logits on llama and Qwen3 (grouped

@@ -225,7 +225,7 @@ impl Model {
     pub fn with_pieces(mut self, pieces: impl crate::lm::Pieces + 'static) -> Self {
         // Either way MLX's ops run where quest's CUDA kernels would: `QUEST_PIECES=quest`
         // is the same process but for the pieces, the baseline a lesson measures against.
-        self.kernels.set(Kernels::NONE);
+        self.kernels.set(Kernels::FOR_PIECES);
         if crate::settings::PIECES.raw().as_deref() == Some("quest") {
             return self;
         }
