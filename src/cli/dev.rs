@@ -128,13 +128,8 @@ pub fn run(root: &Path, command: &DevCommand) -> Result<()> {
                 out.display()
             );
             if let Some(nvrtc) = nvrtc {
-                let include = nvrtc
-                    .parent()
-                    .map(|lib| lib.join("../include"))
-                    .unwrap_or_default();
-                let compiler = quest::kernels::precompiled::Compiler::new(
+                let compiler = quest::kernels::precompiled::Compiler::beside(
                     nvrtc,
-                    include,
                     arch.clone(),
                     out.join("cache"),
                 )?;
@@ -578,7 +573,7 @@ fn runs_elsewhere_check(lesson: &Lesson, starting_breaks_rules: bool, problems: 
     let ran = quest::lab::build(&quest::lab::workspace_root(), &solution, true)
         .and_then(|binary| quest::lab::run(&binary, &request));
     match ran {
-        Err(e) if format!("{e:#}").contains("compiles for") => {}
+        Err(e) if quest::kernels::YourKernel::stopped_compiled(&format!("{e:#}")) => {}
         Err(e) => problems.push(format!(
             "{id}: the solution did not compile its kernel here: {e:#}"
         )),

@@ -461,7 +461,7 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
     // 2a. A piece of the model: its logits against quest's own, step by step.
     let mut logits_passed = None;
     if let Some(check) = spec.logits {
-        let dtype = quest::device::Backend::detect().float_dtype();
+        let dtype = backend.float_dtype();
         let tolerance = check.tolerance_in(dtype);
         if !check.measured_in(dtype) {
             // Said before the check, so that a refusal by float16's rounding is read as such.
@@ -576,48 +576,41 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
         let explained = differs.and(logits_passed.as_ref()).map(|passed| {
             grade::tokens_against_quest(&passed.quest_tokens, &first_run.tokens, &passed.near_ties)
         });
-        match explained {
-            Some(grade::AgainstQuest::NearTie(at)) => println!(
+        match (differs, explained) {
+            (None, _) => {
+                let agreed = n.min(first_run.tokens.len());
+                println!(
+                    "  ✓ {}",
+                    ctx.ui_with("submit_tokens_ok", &[("n", &agreed.to_string())])
+                );
+            }
+            (Some(_), Some(grade::AgainstQuest::NearTie(at))) => println!(
                 "  ✓ {}",
                 ctx.ui_with("submit_tokens_near_tie", &[("at", &at.to_string())])
             ),
-            Some(grade::AgainstQuest::Same) => {
+            (Some(_), Some(grade::AgainstQuest::Same)) => {
                 println!("  ✓ {}", ctx.ui("submit_tokens_quests"))
             }
-            _ => {}
-        }
-        let unexplained = differs.filter(|_| {
-            !matches!(
-                explained,
-                Some(grade::AgainstQuest::NearTie(_) | grade::AgainstQuest::Same)
-            )
-        });
-        if let Some(at) = unexplained {
-            println!(
-                "  {}",
-                ctx.ui_with("submit_tokens_differ", &[("at", &at.to_string())])
-            );
-            println!(
-                "    {}: {}",
-                ctx.ui("submit_expected"),
-                reference.text.trim()
-            );
-            println!("    {}: {}", ctx.ui("submit_got"), first_run.text.trim());
-            // A lesson may say why its tokens must agree (`messages: tokens:`).
-            let why = lesson_says(
-                ctx,
-                lesson,
-                quest::course::TOKENS_MESSAGE,
-                "submit_behaviour_failed",
-            );
-            return refuse(ctx, &mut learner, id, code, None, why);
-        }
-        if differs.is_none() {
-            let agreed = n.min(first_run.tokens.len());
-            println!(
-                "  ✓ {}",
-                ctx.ui_with("submit_tokens_ok", &[("n", &agreed.to_string())])
-            );
+            (Some(at), _) => {
+                println!(
+                    "  {}",
+                    ctx.ui_with("submit_tokens_differ", &[("at", &at.to_string())])
+                );
+                println!(
+                    "    {}: {}",
+                    ctx.ui("submit_expected"),
+                    reference.text.trim()
+                );
+                println!("    {}: {}", ctx.ui("submit_got"), first_run.text.trim());
+                // A lesson may say why its tokens must agree (`messages: tokens:`).
+                let why = lesson_says(
+                    ctx,
+                    lesson,
+                    quest::course::TOKENS_MESSAGE,
+                    "submit_behaviour_failed",
+                );
+                return refuse(ctx, &mut learner, id, code, None, why);
+            }
         }
     }
 

@@ -833,12 +833,12 @@ impl LessonSpec {
         Ok(())
     }
 
-    /// Whether the measured effect is expected on `backend` (`cpu`, `metal`, `cuda`).
     /// Whether the exercise runs on `backend` (`runs_on`).
     pub fn runs_on_backend(&self, backend: &str) -> bool {
         self.runs_on.is_empty() || self.runs_on.contains(&BackendKind::of(backend))
     }
 
+    /// Whether the measured effect is expected on `backend` (`cpu`, `metal`, `cuda`).
     pub fn shows_on_backend(&self, backend: &str) -> bool {
         self.shows_on.contains(&BackendKind::of(backend))
     }

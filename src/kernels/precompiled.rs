@@ -127,6 +127,16 @@ impl Compiler {
         })
     }
 
+    /// NVRTC at `nvrtc` with the CUDA headers where its wheel puts them (`../include`
+    /// beside `lib/`), compiling for `arch`, keeping CUBINs in `cache`.
+    pub fn beside(nvrtc: &Path, arch: String, cache: PathBuf) -> Result<Self> {
+        let include = nvrtc
+            .parent()
+            .map(|lib| lib.join("../include"))
+            .unwrap_or_default();
+        Compiler::new(nvrtc, include, arch, cache)
+    }
+
     /// For this process's GPU: the NVRTC and headers of the CUDA wheels MLX's build
     /// loads (beside libmlx: `../../nvidia/cu13`), the architecture of device 0 as the
     /// driver reports it, the cache under `QUEST_CACHE`.

@@ -167,6 +167,12 @@ impl YourKernel {
         )
     }
 
+    /// Whether an exercise's error is [`YourKernel::compile_or_stop`]'s stop after a
+    /// kernel that compiled (its run's stderr carries the text, not the type).
+    pub fn stopped_compiled(error: &str) -> bool {
+        error.contains("` compiles for ")
+    }
+
     /// The source quest compiles for `ints`, as MLX's would be (the same body).
     pub fn text(&self, ints: &[(&str, i32)]) -> Result<String> {
         Ok(self.spec().precompiled_text(ints)?.1)
@@ -188,12 +194,8 @@ impl YourKernel {
         arch: &str,
         cache: &Path,
     ) -> Result<Compiled> {
-        let include = nvrtc
-            .parent()
-            .map(|lib| lib.join("../include"))
-            .unwrap_or_default();
         let compiler =
-            super::precompiled::Compiler::new(nvrtc, include, arch.to_owned(), cache.to_owned())?;
+            super::precompiled::Compiler::beside(nvrtc, arch.to_owned(), cache.to_owned())?;
         let cubin = compiler
             .compile(&self.text(ints)?)
             .with_context(|| format!("your kernel `{}` does not compile", self.name))?;
