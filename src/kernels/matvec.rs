@@ -7,11 +7,14 @@
 //! runs inside MLX's graph as a custom kernel (mlx-c's `mlx_fast_cuda_kernel_*`, which
 //! mlx-rs does not wrap), so nothing is repacked and the rest of the step is unchanged.
 //! Measured alone on the Qwen3-8B shape (docs/gpu/2026-12-01-qmv-standalone/): 1.67 TB/s against MLX's ~1 TB/s.
+//! Inside the step, with the loads batched as below (ncu, docs/gpu/2026-12-03-host-handoff/):
+//! 1.0–1.7 TB/s on a layer's matrices, 2.6 TB/s on the 389 MB head.
 //!
 //! How it differs from MLX's: `x` is staged once per block in shared memory, paired so that
 //! one shift and one `lop3` turn a word into two float16 weights (the 0x6400 trick: the
-//! bits of 1024 + q), each lane reads 16 bytes of a row per load and has the next load in
-//! flight while it multiplies, a warp owns four rows, and the bias term is applied once
+//! bits of 1024 + q), each lane reads 16 bytes of a row per load and asks for up to four
+//! chunks of each of its rows — words, scales and biases — before it multiplies any, a
+//! warp owns four rows, and the bias term is applied once
 //! per 32 weights through the sum of `x` over them. The weights are centred (q − 8) before
 //! the float16 dot, so that no large common part is cancelled after it.
 //!
@@ -70,12 +73,31 @@ const SOURCE: &str = r#"
   const int lane = tid & 31;
   const int row0 = (blockIdx.x * (blockDim.x / 32) + (tid >> 5)) * R;
 
-  // The first weights are asked for before x is staged: the load overlaps the staging.
-  uint4 q[R];
+  // A lane takes chunks lane, lane + 32, … of its rows: ITERS of them, AHEAD at a time,
+  // each batch's words, scales and biases all asked for before any is used, so that a
+  // lane has AHEAD · R loads of 16 bytes in flight instead of one per row, and no
+  // multiply waits on a scale asked for just before it.
+  constexpr int ITERS = (CHUNKS + 31) / 32;
+  constexpr int AHEAD = ITERS < 4 ? ITERS : 4;
+  uint4 q[AHEAD][R];
+  __half2 sb[AHEAD][R];  // (scale, bias) of each chunk's group
+  auto load = [&](int b) {
 #pragma unroll
-  for (int r = 0; r < R; ++r)
-    q[r] = (row0 + r < N && lane < CHUNKS) ? __ldg(&wq[(size_t)(row0 + r) * CHUNKS + lane])
-                                           : make_uint4(0, 0, 0, 0);
+    for (int p = 0; p < AHEAD; ++p) {
+      const int c = lane + 32 * (b + p);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const bool in = b + p < ITERS && c < CHUNKS && row0 + r < N;
+        const size_t row = in ? row0 + r : 0;
+        const int g = in ? (c * 32) / GROUP : 0;
+        q[p][r] = in ? __ldg(&wq[row * CHUNKS + c]) : make_uint4(0, 0, 0, 0);
+        sb[p][r] = in ? __halves2half2(__ldg(&scales[row * GROUPS + g]), __ldg(&biases[row * GROUPS + g]))
+                      : __float2half2_rn(0.f);
+      }
+    }
+  };
+  // The first batch is asked for before x is staged: the loads overlap the staging.
+  load(0);
 
 #if QUEST_NORM
   // The layer's RMS norm of x, folded in: every block reads all of x anyway.
@@ -142,33 +164,30 @@ const SOURCE: &str = r#"
 #pragma unroll
   for (int r = 0; r < R; ++r) acc[r] = 0.f;
 
-  for (int c = lane; c < CHUNKS; c += 32) {
-    uint4 next[R];
-    const int cn = c + 32;
+  for (int b = 0; b < ITERS; b += AHEAD) {
+    if (b > 0) load(b);
 #pragma unroll
-    for (int r = 0; r < R; ++r)
-      next[r] = (cn < CHUNKS && row0 + r < N) ? __ldg(&wq[(size_t)(row0 + r) * CHUNKS + cn])
-                                              : make_uint4(0, 0, 0, 0);
-    __half2 xv[16];
+    for (int p = 0; p < AHEAD; ++p) {
+      const int c = lane + 32 * (b + p);
+      if (b + p >= ITERS || c >= CHUNKS) break;
+      __half2 xv[16];
 #pragma unroll
-    for (int i = 0; i < 16; ++i) xv[i] = xs[c * 16 + i];
-    const float cs = csum[c];
-    const int g = (c * 32) / GROUP;
+      for (int i = 0; i < 16; ++i) xv[i] = xs[c * 16 + i];
+      const float cs = csum[c];
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const int row = min(row0 + r, N - 1);
-      const float sc = __half2float(scales[(size_t)row * GROUPS + g]);
-      const float bi = __half2float(biases[(size_t)row * GROUPS + g]);
-      __half2 d = __float2half2_rn(0.f);
-      const uint32_t words[4] = {q[r].x, q[r].y, q[r].z, q[r].w};
+      for (int r = 0; r < R; ++r) {
+        const float sc = __low2float(sb[p][r]);
+        const float bi = __high2float(sb[p][r]);
+        __half2 d = __float2half2_rn(0.f);
+        const uint32_t words[4] = {q[p][r].x, q[p][r].y, q[p][r].z, q[p][r].w};
 #pragma unroll
-      for (int wi = 0; wi < 4; ++wi) {
+        for (int wi = 0; wi < 4; ++wi) {
 #pragma unroll
-        for (int s = 0; s < 4; ++s) d = __hfma2(quest_pair(words[wi], s), xv[wi * 4 + s], d);
+          for (int s = 0; s < 4; ++s) d = __hfma2(quest_pair(words[wi], s), xv[wi * 4 + s], d);
+        }
+        // w = sc * q + bi = sc * (q - 8) + (bi + 8 sc)
+        acc[r] += sc * 16.f * (__low2float(d) + __high2float(d)) + (bi + 8.f * sc) * cs;
       }
-      // w = sc * q + bi = sc * (q - 8) + (bi + 8 sc)
-      acc[r] += sc * 16.f * (__low2float(d) + __high2float(d)) + (bi + 8.f * sc) * cs;
-      q[r] = next[r];
     }
   }
 #pragma unroll

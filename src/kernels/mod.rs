@@ -19,8 +19,10 @@
 //! Where they are on by default (`auto`): where they are kept compiled ([`kept_compiled`]),
 //! and in a process that warms its graphs up before its clocks start ([`Process::Warmed`]:
 //! `quest fit`, `kernel`, `slope`, `batch`; there MLX compiles them from source once, which
-//! costs the host less per call). Elsewhere every new process would pay the compile again,
-//! which cannot pay (docs/benchmarks.md has the numbers), and MLX's ops run.
+//! cost the host less per call while each call of a kept kernel handed MLX its whole CUBIN;
+//! `QUEST_KERNEL_CACHE=everywhere` runs the kept kernels there too, to measure that again).
+//! Elsewhere every new process would pay the compile again, which cannot pay
+//! (docs/benchmarks.md has the numbers), and MLX's ops run.
 
 pub mod attend;
 pub mod custom;
@@ -187,10 +189,16 @@ impl Kernels {
         if Backend::detect() != Backend::Cuda {
             return Ok(Kernels::NONE);
         }
+        // Read where a kernel is placed (precompiled::Compiled::place) and where the
+        // compiler is made (precompiled::compiler); checked here, where a mistyped value
+        // can stop the run with its message.
+        crate::settings::KERNEL_HANDOFF.parse::<precompiled::Handoff>()?;
+        let cache = crate::settings::KERNEL_CACHE.parse::<precompiled::KernelCache>()?;
         let kept = kept_compiled();
         let auto = process == Process::Warmed || kept;
         let mut kernels = Kernels {
-            hand_compiled: process == Process::Fresh && kept,
+            hand_compiled: kept
+                && (process == Process::Fresh || cache == precompiled::KernelCache::Everywhere),
             ..Kernels::NONE
         };
         for kernel in Kernel::ALL {

@@ -15,6 +15,12 @@
 //! MLX's, in a self-contained `extern "C"` function (MLX's device headers are not in its
 //! wheel), with an input's shape, where a kernel reads one, passed as eight ints after the
 //! outputs (MLX passes a precompiled kernel inputs, outputs, then scalars).
+//!
+//! How a call hands MLX the kernel ([`Compiled::place`]): MLX's precompiled path takes the
+//! CUBIN itself as the kernel's "source", copies it twice into every call's graph node and
+//! hashes all of it at every launch to find its module. So quest puts each CUBIN once in
+//! MLX's own module cache, under the name MLX derives from a short key, and a call hands
+//! MLX the key (`QUEST_KERNEL_HANDOFF=bytes` hands over the CUBIN, as before).
 
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
@@ -289,9 +295,9 @@ fn gpu_arch() -> Result<String> {
 pub fn compiler() -> Option<&'static Compiler> {
     static COMPILER: OnceLock<Option<Compiler>> = OnceLock::new();
     COMPILER
-        .get_or_init(|| match crate::settings::KERNEL_CACHE.value().as_str() {
+        .get_or_init(|| match crate::settings::KERNEL_CACHE.parse::<KernelCache>() {
             // MLX compiles quest's kernels from their source, in every process, as before.
-            "off" => None,
+            Ok(KernelCache::Off) => None,
             _ if cfg!(target_os = "macos") => None,
             _ => match Compiler::for_this_gpu() {
                 Ok(c) => Some(c),
@@ -306,14 +312,139 @@ pub fn compiler() -> Option<&'static Compiler> {
         .as_ref()
 }
 
+/// Where quest runs its kernels kept compiled (`QUEST_KERNEL_CACHE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelCache {
+    /// In the processes that start their clocks with their first graph (an exercise);
+    /// those that warm up first let MLX compile from source once.
+    On,
+    /// In every process, those that warm up first too: to measure one against the other.
+    Everywhere,
+    /// In none: MLX compiles them from source in every process.
+    Off,
+}
+
+impl std::str::FromStr for KernelCache {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "on" => Ok(KernelCache::On),
+            "everywhere" => Ok(KernelCache::Everywhere),
+            "off" => Ok(KernelCache::Off),
+            other => Err(format!(
+                "unknown choice `{other}`; use on, everywhere or off"
+            )),
+        }
+    }
+}
+
 /// `QUEST_KERNEL_CACHE=off`: MLX compiles quest's kernels from source in every process (the
 /// way they ran before quest kept them compiled; for measuring one against the other).
 pub const KEEP_ENV: &str = crate::settings::KERNEL_CACHE.name;
 
-/// A kernel variant compiled for this GPU: its `extern "C"` symbol and CUBIN.
+/// How a call hands MLX a kept kernel (`QUEST_KERNEL_HANDOFF`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Handoff {
+    /// A short key; the CUBIN waits in MLX's module cache ([`Compiled::place`]).
+    Key,
+    /// The whole CUBIN, at every call.
+    Bytes,
+}
+
+impl std::str::FromStr for Handoff {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "key" => Ok(Handoff::Key),
+            "bytes" => Ok(Handoff::Bytes),
+            other => Err(format!("unknown hand-off `{other}`; use key or bytes")),
+        }
+    }
+}
+
+/// A kernel variant compiled for this GPU: its `extern "C"` symbol and CUBIN, and the
+/// short key a call hands MLX instead of the CUBIN where [`Compiled::place`] put the CUBIN
+/// in MLX's own module cache.
 pub struct Compiled {
     pub symbol: CString,
     pub cubin: Vec<u8>,
+    pub key: Option<CString>,
+}
+
+impl Compiled {
+    /// `symbol`'s CUBIN, placed for MLX to read by key when `QUEST_KERNEL_HANDOFF=key`
+    /// (the default). Why: MLX 0.32.2 copies a precompiled kernel's image twice into every
+    /// call's graph node and hashes all of it at every launch (mlx/backend/cuda/
+    /// custom_kernel.cpp) — some 5 µs of host time a call for a 27 KB CUBIN (quest's are
+    /// 9–45 KB), five calls a layer. With the image in MLX's module cache under the name MLX
+    /// derives from the key, MLX reads it once per process and a call hands over 76 bytes. Where it
+    /// cannot be placed (said once on stderr), the call hands over the CUBIN, as before.
+    pub fn place(symbol: CString, cubin: Vec<u8>) -> Compiled {
+        // A value other than these two stopped the process earlier (Kernels::for_process).
+        let key = match crate::settings::KERNEL_HANDOFF.parse::<Handoff>() {
+            Ok(Handoff::Bytes) => None,
+            _ => place_in_mlx_cache(None, &symbol, &cubin)
+                .map(|(key, _)| key)
+                .map_err(|e| {
+                    static SAID: std::sync::Once = std::sync::Once::new();
+                    SAID.call_once(|| {
+                        eprintln!("quest: {e:#}; each call hands MLX the whole kernel")
+                    });
+                })
+                .ok(),
+        };
+        Compiled { symbol, cubin, key }
+    }
+
+    /// What a call hands MLX as the kernel's "source": the key, else the CUBIN.
+    fn handed(&self) -> &[u8] {
+        match &self.key {
+            Some(key) => key.as_bytes(),
+            None => &self.cubin,
+        }
+    }
+}
+
+/// Puts `cubin` in MLX's module cache (`folder`, else the one MLX reads) and says its key
+/// and file. The key is named by the CUBIN's sha256, so another CUBIN under the same kernel
+/// name is another module.
+fn place_in_mlx_cache(
+    folder: Option<&Path>,
+    symbol: &CStr,
+    cubin: &[u8],
+) -> Result<(CString, PathBuf)> {
+    let key = CString::new(format!("quest-cubin:{}", crate::course::sha256_hex(cubin)))?;
+    #[cfg(target_os = "macos")]
+    {
+        let _ = (folder, symbol);
+        bail!("MLX has no CUDA backend on macOS")
+    }
+    #[cfg(not(target_os = "macos"))]
+    {
+        let mut what = [0 as c_char; 512];
+        let folder = folder
+            .map(|f| CString::new(f.as_os_str().as_encoded_bytes()))
+            .transpose()?;
+        // SAFETY: every pointer is valid for the length passed; the shim writes at most
+        // `what.len()` bytes, NUL included.
+        let placed = unsafe {
+            quest_place_precompiled_module(
+                folder.as_ref().map_or(std::ptr::null(), |f| f.as_ptr()),
+                symbol.as_ptr(),
+                key.as_ptr(),
+                cubin.as_ptr().cast(),
+                cubin.len(),
+                what.as_mut_ptr(),
+                what.len(),
+            )
+        };
+        // SAFETY: the shim wrote a NUL-terminated text into `what`.
+        let what = unsafe { CStr::from_ptr(what.as_ptr()) }.to_string_lossy();
+        if placed != 0 {
+            bail!("quest's CUDA kernel could not be put in MLX's module cache: {what}");
+        }
+        Ok((key, PathBuf::from(what.into_owned())))
+    }
 }
 
 /// Compiled variants by their constants, per kernel object: call descriptions of other
@@ -333,10 +464,10 @@ impl Variants {
                 let borrowed: Vec<(&str, i32)> =
                     ints.iter().map(|(n, v)| (n.as_str(), *v)).collect();
                 let made = spec.precompiled_text(&borrowed).and_then(|(symbol, text)| {
-                    Ok(Compiled {
-                        symbol: CString::new(symbol)?,
-                        cubin: compiler.cubin(&text)?,
-                    })
+                    Ok(Compiled::place(
+                        CString::new(symbol)?,
+                        compiler.cubin(&text)?,
+                    ))
                 });
                 match made {
                     Ok(compiled) => Some(Rc::new(compiled)),
@@ -377,6 +508,17 @@ extern "C" {
         ensure_row_contiguous: bool,
         stream: mlx_sys::mlx_stream,
     ) -> c_int;
+
+    /// vendor/mlx-sys/src/shims/precompiled_kernel.cpp.
+    fn quest_place_precompiled_module(
+        folder: *const c_char,
+        name: *const c_char,
+        key: *const c_char,
+        binary: *const c_char,
+        binary_len: usize,
+        what: *mut c_char,
+        what_len: usize,
+    ) -> c_int;
 }
 
 /// One call of a compiled kernel: what MLX's precompiled path takes.
@@ -410,8 +552,8 @@ pub fn apply(
         quest_precompiled_cuda_kernel(
             outputs,
             compiled.symbol.as_ptr(),
-            compiled.cubin.as_ptr().cast(),
-            compiled.cubin.len(),
+            compiled.handed().as_ptr().cast(),
+            compiled.handed().len(),
             inputs,
             call.output_shapes.as_ptr(),
             call.output_ndims.as_ptr(),
@@ -429,5 +571,65 @@ pub fn apply(
             true,
             stream,
         ) == 0
+    }
+}
+
+#[cfg(all(test, not(target_os = "macos")))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cubin_is_placed_where_mlx_reads_it_by_the_name_its_key_hashes_to() {
+        let folder = tempfile::tempdir().unwrap();
+        let symbol = CString::new("quest_demo").unwrap();
+        let cubin = b"\x7fELF not a real CUBIN".to_vec();
+        let (key, ptx) = place_in_mlx_cache(Some(folder.path()), &symbol, &cubin).unwrap();
+        assert!(key.to_str().unwrap().starts_with("quest-cubin:"));
+        // MLX's name for a precompiled module: `{name}_{std::hash(source):x}`.
+        let stem = ptx.file_stem().unwrap().to_str().unwrap();
+        let hash = stem.strip_prefix("quest_demo_").unwrap();
+        assert!(!hash.is_empty() && hash.chars().all(|c| c.is_ascii_hexdigit()));
+        assert_eq!(ptx.parent().unwrap(), folder.path());
+        assert_eq!(std::fs::read(&ptx).unwrap(), cubin);
+        let names = std::fs::read_to_string(ptx.with_extension("txt")).unwrap();
+        assert_eq!(names, "quest_demo\tquest_demo\n");
+
+        // Placed again: the same key and file; a damaged file is written again.
+        std::fs::write(&ptx, b"half").unwrap();
+        let again = place_in_mlx_cache(Some(folder.path()), &symbol, &cubin).unwrap();
+        assert_eq!(again, (key.clone(), ptx.clone()));
+        assert_eq!(std::fs::read(&ptx).unwrap(), cubin);
+
+        // Another CUBIN of the same kernel is another module.
+        let other = place_in_mlx_cache(Some(folder.path()), &symbol, b"other").unwrap();
+        assert_ne!(other.0, key);
+        assert_ne!(other.1, ptx);
+        let left: Vec<_> = std::fs::read_dir(folder.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.contains("partial"))
+            .collect();
+        assert!(left.is_empty(), "temporary files left: {left:?}");
+    }
+
+    #[test]
+    fn the_hand_off_and_the_kernel_cache_take_their_values_only() {
+        assert_eq!("key".parse::<Handoff>(), Ok(Handoff::Key));
+        assert_eq!("bytes".parse::<Handoff>(), Ok(Handoff::Bytes));
+        assert!("keys"
+            .parse::<Handoff>()
+            .unwrap_err()
+            .contains("use key or bytes"));
+        assert_eq!("everywhere".parse(), Ok(KernelCache::Everywhere));
+        assert!("yes".parse::<KernelCache>().is_err());
+    }
+
+    #[test]
+    fn a_folder_that_cannot_be_made_is_said() {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        let symbol = CString::new("quest_demo").unwrap();
+        let e =
+            place_in_mlx_cache(Some(&file.path().join("under-a-file")), &symbol, b"x").unwrap_err();
+        assert!(format!("{e:#}").contains("cannot be made"), "{e:#}");
     }
 }
