@@ -16,6 +16,8 @@
 # PART_MB  size of each part in MiB; one call carries one DEST/<n>. Default: what a call
 #          may carry (64 MiB) less what the checkout sends with it (its tracked and
 #          untracked-not-ignored files, weighed now) and 2 MiB to spare.
+# BEFORE   another CUDA build of quest (e.g. the last commit's) to carry beside it, on the
+#          device's PATH as `quest-before`: an A/B run names it (measure.sh alt's OFF_BIN).
 # MLX_PACKED  an existing `tar c mlx | xz` of the same wheel's mlx folder (libmlx.so
 #          stripped), to skip packing it again (it takes minutes).
 #
@@ -57,6 +59,7 @@ mkdir -p "$WORK/payload/prebuilt"
 #    time), the mlx and mlx-lm wheels for the Python peers, and any MODELS.
 P=$WORK/payload
 strip -o "$P/quest" "$TARGET/release/quest"
+if [ -n "${BEFORE:-}" ]; then strip -o "$P/quest-before" "$BEFORE"; fi
 for f in "$P"/prebuilt/*; do case $f in *.txt) ;; *) strip "$f" ;; esac; done
 mkdir -p "$WORK/course/docs/gpu" "$WORK/course/src/bench"
 tar c -C "$COURSE" lessons exercises solutions | tar x -C "$WORK/course"
@@ -83,8 +86,8 @@ for model in ${MODELS:-}; do
   mkdir -p "$P/models"
   cp -r "${QUEST_CACHE:-$HOME/.cache/quest}/models/$model" "$P/models/"
 done
-(cd "$P" && tar cf - quest prebuilt) | xz -6 > "$WORK/bin.tar.xz"
-rm -rf "$P/quest" "$P/prebuilt"
+(cd "$P" && tar cf - quest $([ -n "${BEFORE:-}" ] && echo quest-before) prebuilt) | xz -6 > "$WORK/bin.tar.xz"
+rm -rf "$P/quest" "$P/quest-before" "$P/prebuilt"
 mv "$WORK/bin.tar.xz" "$P/"
 
 # 3. One tar, split in parts; DEST/<n> holds the n-th part and the device-side runner.

@@ -8,7 +8,7 @@
 #                                       warm) finds it unpacked and runs its CMD there
 #
 # CMD runs in a writable copy of the course ($QUEST_ROOT) with:
-#   quest           the CUDA build, on PATH
+#   quest           the CUDA build, on PATH (and quest-before, when carry.sh had BEFORE)
 #   QUEST_PREBUILT  the prebuilt exercise binaries (quest never calls cargo)
 #   QUEST_HOME      a fresh progress file; QUEST_CACHE holds any MODELS carried
 #   Q               /tmp/q, where it all lies; OUT, the folder whose files come back
@@ -51,6 +51,7 @@ else
   xz -dc "$Q/bin.tar.xz" | tar x -C "$Q"
   xz -dc "$Q/course.tar.xz" | tar x -C "$Q"
   mv "$Q/quest" "$Q/bin/"
+  if [ -e "$Q/quest-before" ]; then mv "$Q/quest-before" "$Q/bin/"; fi
   rm -f "$Q"/*.tar.xz
   if [ -d "$Q/models" ]; then mkdir -p "$Q/cache" && mv "$Q/models" "$Q/cache/"; fi
   echo "$parts" > "$Q/.unpacked"

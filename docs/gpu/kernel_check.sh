@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# Issue #12's correctness check of one of quest's CUDA kernels (src/lm/cuda_kernel.rs: the
-# 4-bit matvec, the decode step's q/k/v heads, the residual add + norm, the decode step's
-# attention), on the GPU device
-# machine, from a course copy with the CUDA quest on PATH (docs/gpu/device.sh run '…'):
+# The correctness check of one of quest's CUDA kernels (src/kernels/: the 4-bit matvec with
+# what it folds in, the decode step's q/k/v heads, the decode step's attention), on the GPU
+# device machine, from a course copy with the CUDA quest on PATH (docs/gpu/device.sh run '…'):
 #
 #   KERNEL=matvec bash docs/gpu/kernel_check.sh
 #

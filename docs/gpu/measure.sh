@@ -47,7 +47,9 @@
 #                  process with MLX's ops (OFF), one with quest's kernels (ON, default
 #                  "QUEST_QMV=quest QUEST_QKV=quest QUEST_ATTEND=quest"), one of mlx-lm's
 #                  generate_step, alternated so that the three share the machine's state;
-#                  medians at the end (alt-medians.txt).
+#                  medians at the end (alt-medians.txt). OFF_BIN and ON_BIN name the
+#                  binary of each (default quest; e.g. OFF_BIN=quest-before OFF=" " ON=" ":
+#                  two builds, each with its defaults).
 #   peer           `quest fit --peer --shapes SHAPES` (default all: quest's loop and mlx-lm's
 #                  generate_step, rounds interleaved in one run) for each setting of SETTINGS
 #                  (`;`-separated; default " ": quest's defaults), each under LIMIT s (300).
@@ -364,7 +366,7 @@ alt-qmv() {
 }
 
 alt() {
-  local r prompt config line
+  local r prompt config line setting bin
   r=$(rounds 3)
   step "MLX's ops, quest's kernels and mlx-lm, one process each, alternated"
   quest fit --configs > "$o/configs.json"
@@ -374,9 +376,9 @@ alt() {
     config=$(python3 -c 'import json, sys; print(json.dumps(json.load(open(sys.argv[1]))[sys.argv[2]]))' "$o/configs.json" "$shape")
     for i in $(seq "$r"); do
       for way in mlx quest; do
-        if [ $way = quest ]; then setting=$with; else setting=$without; fi
+        if [ $way = quest ]; then setting=$with bin=${ON_BIN:-quest}; else setting=$without bin=${OFF_BIN:-quest}; fi
         # shellcheck disable=SC2086 # a setting is several assignments
-        line=$(env $setting timeout 60 quest fit --shapes "$shape" --max-tokens "$T" --rounds 1 2>&1 |
+        line=$(env $setting timeout 60 "$bin" fit --shapes "$shape" --max-tokens "$T" --rounds 1 2>&1 |
           awk -v s="$shape" '$1 == s { print }' | tr '\n' ' ')
         echo "$shape round $i $way: $line"
       done
@@ -389,7 +391,7 @@ print(f"{sys.argv[2]} round {sys.argv[3]} mlx-lm: generate {d['generate'][0]['de
 PY
     done
   done 2>&1 | tee "$o/alt.txt"
-  python3 - "$o/alt.txt" <<'PY' | tee "$o/alt-medians.txt"
+  python3 - "$o/alt.txt" "${OFF_BIN:-quest} $without" "${ON_BIN:-quest} $with" <<'PY' | tee "$o/alt-medians.txt"
 # Each quest line holds the fit row (… pipelined …) then the host row (… µs/layer): the
 # pipelined tok/s is the 5th field of the first, host µs/layer the last of the second.
 import re, statistics, sys
@@ -418,6 +420,7 @@ for shape, r in rows.items():
           f"{'×%.2f' % (med['quest'] / med['mlx']):>12} {'×%.2f' % (med['quest'] / med['mlx-lm']):>15} "
           f"{med.get('mlx µs', 0):>11.1f} → {med.get('quest µs', 0):.1f}")
 print(f"medians of {len(next(iter(rows.values())).get('mlx', []))} alternated rounds per shape; tok/s of the pipelined loop / generate_step")
+print(f"columns: `MLX ops` ran `{sys.argv[2].strip()}`, `quest kernels` ran `{sys.argv[3].strip()}`")
 PY
 }
 

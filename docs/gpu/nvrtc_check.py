@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Compile quest's CUDA kernels with NVRTC on a machine without a GPU (issue #12).
+"""Compile quest's CUDA kernels with NVRTC on a machine without a GPU.
 
 A device session has 30 minutes; a kernel that does not compile costs a carry. So before
 carrying, write every kernel as MLX's CUDA backend would compile it and compile each here:

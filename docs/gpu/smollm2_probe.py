@@ -1,4 +1,4 @@
-"""Where does SmolLM2-135M go wrong on MLX's CUDA backend? (issue #12's correctness check)
+"""Where does SmolLM2-135M go wrong on MLX's CUDA backend?
 
 quest decodes garbage with the real SmolLM2 on the H200, quantized and dense alike, while
 the same code on the CPU writes "The capital of France is Paris." This probe runs each
