@@ -63,7 +63,7 @@ if [ -n "${BEFORE:-}" ]; then strip -o "$P/quest-before" "$BEFORE"; fi
 for f in "$P"/prebuilt/*; do case $f in *.txt) ;; *) strip "$f" ;; esac; done
 mkdir -p "$WORK/course/docs/gpu" "$WORK/course/src/bench"
 tar c -C "$COURSE" lessons exercises solutions | tar x -C "$WORK/course"
-cp "$REPO"/docs/gpu/*.sh "$REPO"/docs/gpu/*.py "$WORK/course/docs/gpu/"
+cp "$REPO"/docs/gpu/*.sh "$REPO"/docs/gpu/*.py "$REPO"/docs/gpu/*.cu "$WORK/course/docs/gpu/"
 cp "$REPO/src/bench/peer.py" "$WORK/course/src/bench/"
 tar c -C "$WORK" course | xz -6 > "$P/course.tar.xz"
 rm -rf "$WORK/course"

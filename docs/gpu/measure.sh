@@ -99,6 +99,9 @@
 #                  SWEEP_SHAPES (default Qwen3-0.6B,Qwen3-4B,Qwen3-8B; SWEEP_ROUNDS 3) for
 #                  each MLX_MAX_OPS_PER_BUFFER of SWEEP, MLX_MAX_MB_PER_BUFFER of SWEEP_MB and
 #                  assignment of SWEEP_EXTRA.
+#   qmv-sweep      the 4-bit matvec alone, outside MLX (docs/gpu/qmv4_sweep.cu, built with
+#                  the device's nvcc): launch shapes, prefetch depth, chunk sums and loads,
+#                  on every matrix of a Qwen3-8B and a Qwen3-0.6B step, against a copy.
 #   profile        GPU time per kernel kind with ncu (NCU_SHAPES, default
 #                  "Qwen3-8B Qwen3-0.6B", NCU_TIMEOUT s each, default 200) over `quest fit
 #                  --max-tokens 3 --rounds 1` with the last binary of BINS; ncu_per_token.py
@@ -107,7 +110,7 @@ set -uo pipefail
 [ $# -gt 0 ] || { sed -n '2,/^set -uo/p' "$0" | sed '$d'; exit 2; }
 subcommands=" flow fresh kept kept-defaults ceiling compile streams ops-cost custom-kernel host-or-device rms-norm rope attention dequant-matvec
   linear-attention your-model mlp sampling fit qmv fits alt-qmv alt peer peers kernels check journey bench batch
-  bits slope slope-attend sweep profile "
+  bits slope slope-attend sweep qmv-sweep profile "
 for sub in "$@"; do
   case $subcommands in
     *[[:space:]]"$sub"[[:space:]]*) ;;
@@ -634,6 +637,13 @@ mlp() { WALK_MODELS=${WALK_MODELS:-smollm2-135m-instruct} walk mlp mlp.rs share=
 # any backend, float16 or not.
 sampling() {
   WALK_MODELS=${WALK_MODELS:-smollm2-135m-instruct} walk sampling sampling.rs at-most=20 same-seed=same same-tokens=same-draw
+}
+
+qmv-sweep() {
+  step "quest's 4-bit matvec alone, swept (nvcc $(nvcc --version | grep -o 'release [0-9.]*'))"
+  nvcc -O3 -std=c++17 -arch=sm_90 -o "$o/qmv4_sweep" "$HERE/qmv4_sweep.cu" 2>&1 | tee "$o/qmv-sweep-build.txt" &&
+    "$o/qmv4_sweep" 2>&1 | tee "$o/qmv-sweep.txt"
+  rm -f "$o/qmv4_sweep"
 }
 
 profile() {

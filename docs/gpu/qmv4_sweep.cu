@@ -1,0 +1,497 @@
+// quest's 4-bit matvec outside MLX, swept: how many rows a warp owns, threads a block, how
+// many chunks a lane keeps in flight (a rolling prefetch: the next chunk is asked for as
+// soon as one is used, against quest's batches of four, each used before the next is asked
+// for), how the chunk sums of x are made, and how the weights are loaded.
+// Every 4-bit matrix of one decode step of Qwen3-8B and of Qwen3-0.6B (random weights,
+// group 32, as `random:` models have them), back to back as a step runs them; median of 20
+// after 3 warm-ups; a 2 GiB device-to-device copy for the ceiling. Each variant is checked
+// against a float32 kernel that dequantizes every weight.
+//
+// Why: inside the step (ncu, docs/gpu/2026-12-03-host-handoff/) the layers' matrices stream
+// at 1.0-1.7 TB/s and the 8B step is the GPU's; its target (50 % of the copy bandwidth)
+// needs them faster. Which of the launch shape, the staging of x or the loads holds them
+// back is what this measures, before the kernel in src/kernels/matvec.rs changes.
+//
+//   nvcc -O3 -std=c++17 -arch=sm_90 -o /tmp/qmv4_sweep docs/gpu/qmv4_sweep.cu && /tmp/qmv4_sweep
+//   (on the device: bash docs/gpu/measure.sh qmv-sweep)
+#include <cuda_fp16.h>
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#define CHECK(x)                                                                              \
+  do {                                                                                        \
+    cudaError_t e = (x);                                                                      \
+    if (e != cudaSuccess) {                                                                   \
+      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e));       \
+      exit(1);                                                                                \
+    }                                                                                         \
+  } while (0)
+
+constexpr int GROUP = 32;
+
+__device__ __forceinline__ __half2 quest_pair(uint32_t word, int s) {
+  uint32_t t = ((word >> (4 * s)) & 0x000F000Fu) | 0x64006400u;
+  __half2 h;
+  memcpy(&h, &t, 4);
+  return __hsub2(h, __float2half2_rn(1032.f));
+}
+
+// LOAD 0: __ldg. LOAD 1: non-coherent, no L1 allocation, L2 fetches 256 B at a time.
+template <int LOAD>
+__device__ __forceinline__ uint4 load16(const uint4* p) {
+  if constexpr (LOAD == 0) {
+    return __ldg(p);
+  } else {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+  }
+}
+
+// CSUM 0: the chunk sums in a second pass, a thread a chunk, from global x (quest's until
+// now). CSUM 1: in the staging pass, four threads a chunk, summed with two shuffles.
+template <int K, int R, int THREADS, int AHEAD, int CSUM, int LOAD, int MINB>
+__global__ void __launch_bounds__(THREADS, MINB)
+    qmv4(const uint32_t* __restrict__ w, const __half* __restrict__ scales,
+         const __half* __restrict__ biases, const __half* __restrict__ x, __half* __restrict__ y,
+         int N) {
+  extern __shared__ __align__(16) unsigned char quest_smem[];
+  __half2* xs = reinterpret_cast<__half2*>(quest_smem);
+  float* csum = reinterpret_cast<float*>(quest_smem + K * 2);
+  constexpr int CHUNKS = K / 32;
+  constexpr int GROUPS = K / GROUP;
+  constexpr int ITERS = (CHUNKS + 31) / 32;
+  constexpr int A = ITERS < AHEAD ? ITERS : AHEAD;
+  const uint4* wq = reinterpret_cast<const uint4*>(w);
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int row0 = (blockIdx.x * (THREADS / 32) + (tid >> 5)) * R;
+
+  uint4 q[A][R];
+  __half2 sb[A][R];
+  auto load = [&](int i, int slot) {
+    const int c = lane + 32 * i;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const bool in = c < CHUNKS && row0 + r < N;
+      const size_t row = in ? row0 + r : 0;
+      const int g = in ? (c * 32) / GROUP : 0;
+      q[slot][r] = in ? load16<LOAD>(&wq[row * CHUNKS + c]) : make_uint4(0, 0, 0, 0);
+      sb[slot][r] = in ? __halves2half2(__ldg(&scales[row * GROUPS + g]), __ldg(&biases[row * GROUPS + g]))
+                       : __float2half2_rn(0.f);
+    }
+  };
+#pragma unroll
+  for (int i = 0; i < A; ++i) load(i, i);
+
+  const __half2 sixteenth = __float2half2_rn(0.0625f);
+  for (int i = tid; i < K / 8; i += THREADS) {
+    uint4 v = reinterpret_cast<const uint4*>(x)[i];
+    __half* h = reinterpret_cast<__half*>(&v);
+#pragma unroll
+    for (int s = 0; s < 4; ++s) xs[i * 4 + s] = __hmul2(__halves2half2(h[s], h[s + 4]), sixteenth);
+    if constexpr (CSUM == 1) {
+      float s = 0.f;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) s += __half2float(h[j]);
+      // K / 8 is a multiple of 4 and THREADS of 32: the four threads of a chunk are
+      // neighbours in one warp and all in this iteration.
+      s += __shfl_xor_sync(0xffffffffu, s, 1);
+      s += __shfl_xor_sync(0xffffffffu, s, 2);
+      if ((i & 3) == 0) csum[i >> 2] = s;
+    }
+  }
+  if constexpr (CSUM == 0) {
+    for (int c = tid; c < CHUNKS; c += THREADS) {
+      float s = 0.f;
+      for (int j = 0; j < 32; ++j) s += __half2float(x[c * 32 + j]);
+      csum[c] = s;
+    }
+  }
+  __syncthreads();
+  if (row0 >= N) return;
+
+  float acc[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) acc[r] = 0.f;
+#pragma unroll
+  for (int i = 0; i < ITERS; ++i) {
+    const int slot = i % A;
+    const int c = lane + 32 * i;
+    if (c < CHUNKS) {
+      __half2 xv[16];
+#pragma unroll
+      for (int t = 0; t < 16; ++t) xv[t] = xs[c * 16 + t];
+      const float cs = csum[c];
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const float sc = __low2float(sb[slot][r]);
+        const float bi = __high2float(sb[slot][r]);
+        __half2 d = __float2half2_rn(0.f);
+        const uint32_t words[4] = {q[slot][r].x, q[slot][r].y, q[slot][r].z, q[slot][r].w};
+#pragma unroll
+        for (int wi = 0; wi < 4; ++wi) {
+#pragma unroll
+          for (int s = 0; s < 4; ++s) d = __hfma2(quest_pair(words[wi], s), xv[wi * 4 + s], d);
+        }
+        acc[r] += sc * 16.f * (__low2float(d) + __high2float(d)) + (bi + 8.f * sc) * cs;
+      }
+    }
+    if (i + A < ITERS) load(i + A, slot);
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    float v = acc[r];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (lane == 0 && row0 + r < N) y[row0 + r] = __float2half(v);
+  }
+}
+
+// quest's kernel until now: AHEAD chunks asked for at a time, a batch used before the next
+// is asked for (not rolling), chunk sums in a second pass.
+template <int K, int R, int THREADS>
+__global__ void __launch_bounds__(THREADS)
+    qmv4_batched(const uint32_t* __restrict__ w, const __half* __restrict__ scales,
+                 const __half* __restrict__ biases, const __half* __restrict__ x,
+                 __half* __restrict__ y, int N) {
+  extern __shared__ __align__(16) unsigned char quest_smem[];
+  __half2* xs = reinterpret_cast<__half2*>(quest_smem);
+  float* csum = reinterpret_cast<float*>(quest_smem + K * 2);
+  constexpr int CHUNKS = K / 32;
+  constexpr int GROUPS = K / GROUP;
+  const uint4* wq = reinterpret_cast<const uint4*>(w);
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int row0 = (blockIdx.x * (blockDim.x / 32) + (tid >> 5)) * R;
+  constexpr int ITERS = (CHUNKS + 31) / 32;
+  constexpr int AHEAD = ITERS < 4 ? ITERS : 4;
+  uint4 q[AHEAD][R];
+  __half2 sb[AHEAD][R];
+  auto load = [&](int b) {
+#pragma unroll
+    for (int p = 0; p < AHEAD; ++p) {
+      const int c = lane + 32 * (b + p);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const bool in = b + p < ITERS && c < CHUNKS && row0 + r < N;
+        const size_t row = in ? row0 + r : 0;
+        const int g = in ? (c * 32) / GROUP : 0;
+        q[p][r] = in ? __ldg(&wq[row * CHUNKS + c]) : make_uint4(0, 0, 0, 0);
+        sb[p][r] = in ? __halves2half2(__ldg(&scales[row * GROUPS + g]), __ldg(&biases[row * GROUPS + g]))
+                      : __float2half2_rn(0.f);
+      }
+    }
+  };
+  load(0);
+  const __half2 sixteenth = __float2half2_rn(0.0625f);
+  for (int i = tid; i < K / 8; i += blockDim.x) {
+    uint4 v = reinterpret_cast<const uint4*>(x)[i];
+    __half* h = reinterpret_cast<__half*>(&v);
+#pragma unroll
+    for (int s = 0; s < 4; ++s) xs[i * 4 + s] = __hmul2(__halves2half2(h[s], h[s + 4]), sixteenth);
+  }
+  for (int c = tid; c < CHUNKS; c += blockDim.x) {
+    float s = 0.f;
+    for (int j = 0; j < 32; ++j) s += __half2float(x[c * 32 + j]);
+    csum[c] = s;
+  }
+  __syncthreads();
+  if (row0 >= N) return;
+  float acc[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) acc[r] = 0.f;
+  for (int b = 0; b < ITERS; b += AHEAD) {
+    if (b > 0) load(b);
+#pragma unroll
+    for (int p = 0; p < AHEAD; ++p) {
+      const int c = lane + 32 * (b + p);
+      if (b + p >= ITERS || c >= CHUNKS) break;
+      __half2 xv[16];
+#pragma unroll
+      for (int i = 0; i < 16; ++i) xv[i] = xs[c * 16 + i];
+      const float cs = csum[c];
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const float sc = __low2float(sb[p][r]);
+        const float bi = __high2float(sb[p][r]);
+        __half2 d = __float2half2_rn(0.f);
+        const uint32_t words[4] = {q[p][r].x, q[p][r].y, q[p][r].z, q[p][r].w};
+#pragma unroll
+        for (int wi = 0; wi < 4; ++wi) {
+#pragma unroll
+          for (int s = 0; s < 4; ++s) d = __hfma2(quest_pair(words[wi], s), xv[wi * 4 + s], d);
+        }
+        acc[r] += sc * 16.f * (__low2float(d) + __high2float(d)) + (bi + 8.f * sc) * cs;
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    float v = acc[r];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (lane == 0 && row0 + r < N) y[row0 + r] = __float2half(v);
+  }
+}
+
+__global__ void qmv_ref(const uint32_t* w, const __half* scales, const __half* biases,
+                        const __half* x, float* y, int n, int k) {
+  int row = blockIdx.x * blockDim.x + threadIdx.x;
+  if (row >= n) return;
+  float acc = 0.f;
+  for (int j = 0; j < k; ++j) {
+    uint32_t word = w[(size_t)row * (k / 8) + j / 8];
+    float q = (float)((word >> (4 * (j % 8))) & 0xF);
+    float s = __half2float(scales[(size_t)row * (k / GROUP) + j / GROUP]);
+    float b = __half2float(biases[(size_t)row * (k / GROUP) + j / GROUP]);
+    acc += (s * q + b) * __half2float(x[j]);
+  }
+  y[row] = acc;
+}
+
+__global__ void fill_u32(uint32_t* p, size_t n, uint32_t seed) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    uint32_t v = (uint32_t)i * 2654435761u ^ seed;
+    v ^= v >> 13; v *= 0x5bd1e995u; v ^= v >> 15;
+    p[i] = v;
+  }
+}
+__global__ void fill_scale_bias(__half* s, __half* b, size_t n, uint32_t seed) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    uint32_t v = (uint32_t)i * 2246822519u ^ seed;
+    v ^= v >> 15; v *= 0x2c1b3c6du; v ^= v >> 12;
+    float u = (v & 0xFFFF) / 65536.f;
+    float sc = 0.004f + 0.002f * u;
+    s[i] = __float2half(sc);
+    b[i] = __float2half(-7.5f * sc);
+  }
+}
+__global__ void fill_x(__half* x, int k, uint32_t seed) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < k) {
+    uint32_t v = (uint32_t)i * 2654435761u ^ seed;
+    v ^= v >> 13; v *= 0x5bd1e995u; v ^= v >> 15;
+    x[i] = __float2half(((v & 0xFFFF) / 65536.f - 0.25f) * 4.f + ((i % 97) == 0 ? 60.f : 0.f));
+  }
+}
+
+struct Mat {
+  int n, k;
+  uint32_t* w;
+  __half *s, *b;
+  size_t bytes() const { return (size_t)n * k / 2 + (size_t)n * (k / GROUP) * 4; }
+};
+
+// One launch of a variant for any of the step's widths.
+typedef void (*Launch)(const Mat&, const __half*, __half*, cudaStream_t);
+
+template <int K, int R, int T, int AH, int CS, int LD, int MB>
+void launch_k(const Mat& m, const __half* x, __half* y, cudaStream_t st) {
+  auto f = qmv4<K, R, T, AH, CS, LD, MB>;
+  const size_t smem = (size_t)K * 2 + (size_t)(K / 32) * 4;
+  static bool set = false;
+  if (!set) {
+    CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 * 1024));
+    set = true;
+  }
+  const int rows = (T / 32) * R;
+  f<<<(m.n + rows - 1) / rows, T, smem, st>>>(m.w, m.s, m.b, x, y, m.n);
+}
+template <int R, int T, int AH, int CS, int LD, int MB>
+void launch(const Mat& m, const __half* x, __half* y, cudaStream_t st) {
+  switch (m.k) {
+    case 1024: return launch_k<1024, R, T, AH, CS, LD, MB>(m, x, y, st);
+    case 2048: return launch_k<2048, R, T, AH, CS, LD, MB>(m, x, y, st);
+    case 3072: return launch_k<3072, R, T, AH, CS, LD, MB>(m, x, y, st);
+    case 4096: return launch_k<4096, R, T, AH, CS, LD, MB>(m, x, y, st);
+    case 12288: return launch_k<12288, R, T, AH, CS, LD, MB>(m, x, y, st);
+  }
+  fprintf(stderr, "no k %d\n", m.k);
+  exit(1);
+}
+template <int K>
+void launch_batched_k(const Mat& m, const __half* x, __half* y, cudaStream_t st) {
+  auto f = qmv4_batched<K, 4, 256>;
+  const size_t smem = (size_t)K * 2 + (size_t)(K / 32) * 4;
+  static bool set = false;
+  if (!set) {
+    CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 * 1024));
+    set = true;
+  }
+  f<<<(m.n + 31) / 32, 256, smem, st>>>(m.w, m.s, m.b, x, y, m.n);
+}
+void launch_batched(const Mat& m, const __half* x, __half* y, cudaStream_t st) {
+  switch (m.k) {
+    case 1024: return launch_batched_k<1024>(m, x, y, st);
+    case 2048: return launch_batched_k<2048>(m, x, y, st);
+    case 3072: return launch_batched_k<3072>(m, x, y, st);
+    case 4096: return launch_batched_k<4096>(m, x, y, st);
+    case 12288: return launch_batched_k<12288>(m, x, y, st);
+  }
+  exit(1);
+}
+
+struct Variant {
+  const char* name;
+  Launch f;
+};
+
+struct Model {
+  const char* name;
+  int hidden, q_rows, kv_rows, ffn, layers, vocab;
+};
+
+int main() {
+  const Variant variants[] = {
+      {"quest-now R4x256 batched", launch_batched},
+      {"R4x256 roll4 csum1", launch<4, 256, 4, 1, 0, 1>},
+      {"R2x256 roll4 csum1", launch<2, 256, 4, 1, 0, 1>},
+      {"R1x256 roll4 csum1", launch<1, 256, 4, 1, 0, 1>},
+      {"R2x128 roll4 csum1", launch<2, 128, 4, 1, 0, 1>},
+      {"R4x128 roll4 csum1", launch<4, 128, 4, 1, 0, 1>},
+      {"R2x256 roll8 csum1", launch<2, 256, 8, 1, 0, 1>},
+      {"R2x256 roll2 csum1", launch<2, 256, 2, 1, 0, 1>},
+      {"R2x256 roll4 csum0", launch<2, 256, 4, 0, 0, 1>},
+      {"R2x256 roll4 csum1 L2:256", launch<2, 256, 4, 1, 1, 1>},
+      {"R4x256 roll4 csum1 L2:256", launch<4, 256, 4, 1, 1, 1>},
+      {"R1x256 roll4 csum1 L2:256", launch<1, 256, 4, 1, 1, 1>},
+      {"R2x256 roll4 csum1 minb3", launch<2, 256, 4, 1, 0, 3>},
+      {"R2x128 roll8 csum1 L2:256", launch<2, 128, 8, 1, 1, 1>},
+  };
+  const Model models[] = {
+      {"Qwen3-8B", 4096, 4096, 1024, 12288, 36, 151936},
+      {"Qwen3-0.6B", 1024, 2048, 1024, 3072, 28, 151936},
+  };
+  cudaDeviceProp prop;
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  printf("device %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+  cudaStream_t st;
+  CHECK(cudaStreamCreate(&st));
+  cudaEvent_t e0, e1;
+  CHECK(cudaEventCreate(&e0));
+  CHECK(cudaEventCreate(&e1));
+  {
+    size_t sz = (size_t)2 << 30;
+    void *a, *b;
+    CHECK(cudaMalloc(&a, sz));
+    CHECK(cudaMalloc(&b, sz));
+    CHECK(cudaMemset(a, 1, sz));
+    std::vector<float> t;
+    for (int i = 0; i < 11; ++i) {
+      CHECK(cudaEventRecord(e0, st));
+      CHECK(cudaMemcpyAsync(b, a, sz, cudaMemcpyDeviceToDevice, st));
+      CHECK(cudaEventRecord(e1, st));
+      CHECK(cudaEventSynchronize(e1));
+      float ms;
+      CHECK(cudaEventElapsedTime(&ms, e0, e1));
+      if (i) t.push_back(ms);
+    }
+    std::sort(t.begin(), t.end());
+    printf("copy: %.0f GB/s (2 GiB, read+write, median of 10)\n", 2.0 * sz / (t[t.size() / 2] * 1e-3) / 1e9);
+    CHECK(cudaFree(a));
+    CHECK(cudaFree(b));
+  }
+  const int XMAX = 2 * 12288;
+  __half *x, *y;
+  float* yref;
+  CHECK(cudaMalloc(&x, (size_t)XMAX * sizeof(__half)));
+  CHECK(cudaMalloc(&y, (size_t)151936 * sizeof(__half)));
+  CHECK(cudaMalloc(&yref, (size_t)151936 * sizeof(float)));
+  fill_x<<<(XMAX + 255) / 256, 256>>>(x, XMAX, 7);
+
+  for (const Model& md : models) {
+    // q/k/v fused, o, gate/up fused, down; every layer; then the head.
+    const int shapes[4][2] = {{md.q_rows + 2 * md.kv_rows, md.hidden},
+                              {md.hidden, md.q_rows},
+                              {2 * md.ffn, md.hidden},
+                              {md.hidden, md.ffn}};
+    std::vector<Mat> mats;
+    size_t total = 0;
+    for (int l = 0; l < md.layers; ++l)
+      for (auto& sh : shapes) mats.push_back({sh[0], sh[1], nullptr, nullptr, nullptr});
+    mats.push_back({md.vocab, md.hidden, nullptr, nullptr, nullptr});
+    uint32_t seed = 1;
+    for (auto& m : mats) {
+      size_t words = (size_t)m.n * m.k / 8, sc = (size_t)m.n * (m.k / GROUP);
+      CHECK(cudaMalloc(&m.w, words * 4));
+      CHECK(cudaMalloc(&m.s, sc * 2));
+      CHECK(cudaMalloc(&m.b, sc * 2));
+      fill_u32<<<1024, 256>>>(m.w, words, seed++);
+      fill_scale_bias<<<1024, 256>>>(m.s, m.b, sc, seed++);
+      total += m.bytes();
+    }
+    CHECK(cudaDeviceSynchronize());
+    printf("\n%s: %.3f GB per token (group %d)\n", md.name, total / 1e9, GROUP);
+    const char* kinds[5] = {"qkv", "o", "gate_up", "down", "head"};
+    for (const Variant& v : variants) {
+      // Correctness: the first layer's four matrices and the head against float32.
+      float worst = 0.f;
+      for (int i = 0; i < 5; ++i) {
+        const Mat& m = i < 4 ? mats[i] : mats.back();
+        v.f(m, x, y, st);
+        qmv_ref<<<(m.n + 127) / 128, 128, 0, st>>>(m.w, m.s, m.b, x, yref, m.n, m.k);
+        CHECK(cudaStreamSynchronize(st));
+        CHECK(cudaGetLastError());
+        std::vector<__half> hy(m.n);
+        std::vector<float> hr(m.n);
+        CHECK(cudaMemcpy(hy.data(), y, m.n * 2, cudaMemcpyDeviceToHost));
+        CHECK(cudaMemcpy(hr.data(), yref, m.n * 4, cudaMemcpyDeviceToHost));
+        double num = 0, den = 0;
+        for (int r = 0; r < m.n; ++r) {
+          double d = (double)__half2float(hy[r]) - hr[r];
+          num += d * d;
+          den += (double)hr[r] * hr[r];
+        }
+        worst = std::max(worst, (float)std::sqrt(num / std::max(den, 1e-30)));
+      }
+      // The whole step's matvecs, then each kind's launches in a row.
+      float kind_us[5];
+      float step_ms = 0.f;
+      for (int kind = -1; kind < 5; ++kind) {
+        std::vector<float> t;
+        size_t bytes = 0;
+        int count = 0;
+        for (int it = 0; it < 23; ++it) {
+          CHECK(cudaEventRecord(e0, st));
+          for (size_t i = 0; i < mats.size(); ++i) {
+            const bool head = i + 1 == mats.size();
+            if (kind == -1 || (kind == 4 && head) || (kind < 4 && !head && (int)(i % 4) == kind)) {
+              v.f(mats[i], x, y, st);
+              if (it == 0) {
+                bytes += mats[i].bytes();
+                ++count;
+              }
+            }
+          }
+          CHECK(cudaEventRecord(e1, st));
+          CHECK(cudaEventSynchronize(e1));
+          float ms;
+          CHECK(cudaEventElapsedTime(&ms, e0, e1));
+          if (it >= 3) t.push_back(ms);
+        }
+        std::sort(t.begin(), t.end());
+        const float med = t[t.size() / 2];
+        if (kind < 0)
+          step_ms = med;
+        else
+          kind_us[kind] = med * 1e3f / count;
+      }
+      printf("  %-26s step %.3f ms %5.0f GB/s | us/launch:", v.name, step_ms, total / (step_ms * 1e-3) / 1e9);
+      for (int kind = 0; kind < 5; ++kind) printf(" %s %.1f", kinds[kind], kind_us[kind]);
+      printf(" | err %.1e\n", worst);
+      fflush(stdout);
+    }
+    for (auto& m : mats) {
+      CHECK(cudaFree(m.w));
+      CHECK(cudaFree(m.s));
+      CHECK(cudaFree(m.b));
+    }
+  }
+  return 0;
+}
