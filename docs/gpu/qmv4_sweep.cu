@@ -55,12 +55,26 @@ __device__ __forceinline__ uint4 load16(const uint4* p) {
   }
 }
 
-// CSUM 0: the chunk sums in a second pass, a thread a chunk, from global x (quest's until
-// now). CSUM 1: in the staging pass, four threads a chunk, summed with two shuffles.
-template <int K, int R, int THREADS, int AHEAD, int CSUM, int LOAD, int MINB>
+// What a call folds in, as quest's kernel does (src/kernels/matvec.rs, `Fold`): the
+// sublayer's input RMS norm, SwiGLU of [gate | up], the residual add. In a step: q/k/v and
+// gate/up fold the norm, o the residual, down SwiGLU and the residual.
+constexpr int NORM = 1, SWIGLU = 2, RESIDUAL = 4;
+constexpr float EPS = 1e-6f;
+
+// The kernel of src/kernels/matvec.rs with its choices as parameters:
+//   R, THREADS  rows a warp owns, threads a block (quest: 4, 256)
+//   AHEAD       chunks of each row a lane keeps asked for (quest: 4)
+//   ROLL        0: quest's batches (AHEAD chunks asked for, all used, then the next
+//               AHEAD); 1: rolling (a chunk's slot is asked for again as soon as it is used)
+//   CSUM        0: quest's chunk sums of x (a second pass, a thread a chunk);
+//               1: in the staging pass, four threads a chunk, two shuffles
+//   LOAD        see load16
+//   MINB        __launch_bounds__'s minimum blocks per SM (1: the compiler's choice)
+template <int K, int R, int THREADS, int AHEAD, int ROLL, int CSUM, int LOAD, int MINB, int FOLD>
 __global__ void __launch_bounds__(THREADS, MINB)
     qmv4(const uint32_t* __restrict__ w, const __half* __restrict__ scales,
-         const __half* __restrict__ biases, const __half* __restrict__ x, __half* __restrict__ y,
+         const __half* __restrict__ biases, const __half* __restrict__ x,
+         const __half* __restrict__ nw, const __half* __restrict__ res, __half* __restrict__ y,
          int N) {
   extern __shared__ __align__(16) unsigned char quest_smem[];
   __half2* xs = reinterpret_cast<__half2*>(quest_smem);
@@ -80,7 +94,7 @@ __global__ void __launch_bounds__(THREADS, MINB)
     const int c = lane + 32 * i;
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      const bool in = c < CHUNKS && row0 + r < N;
+      const bool in = i < ITERS && c < CHUNKS && row0 + r < N;
       const size_t row = in ? row0 + r : 0;
       const int g = in ? (c * 32) / GROUP : 0;
       q[slot][r] = in ? load16<LOAD>(&wq[row * CHUNKS + c]) : make_uint4(0, 0, 0, 0);
@@ -88,31 +102,82 @@ __global__ void __launch_bounds__(THREADS, MINB)
                        : __float2half2_rn(0.f);
     }
   };
+  // The first chunks are asked for before x is staged: the loads overlap the staging.
 #pragma unroll
   for (int i = 0; i < A; ++i) load(i, i);
 
+  float rn = 1.f;
+  if constexpr ((FOLD & NORM) != 0) {
+    __shared__ float quest_red[32];
+    float ss = 0.f;
+    for (int i = tid; i < K; i += THREADS) {
+      const float f = __half2float(x[i]);
+      ss += f * f;
+    }
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if (lane == 0) quest_red[tid >> 5] = ss;
+    __syncthreads();
+    if (tid < 32) {
+      float t = lane < THREADS / 32 ? quest_red[lane] : 0.f;
+      for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
+      if (lane == 0) quest_red[0] = t;
+    }
+    __syncthreads();
+    rn = rsqrtf(quest_red[0] / K + EPS);
+  }
   const __half2 sixteenth = __float2half2_rn(0.0625f);
-  for (int i = tid; i < K / 8; i += THREADS) {
-    uint4 v = reinterpret_cast<const uint4*>(x)[i];
-    __half* h = reinterpret_cast<__half*>(&v);
+  // CSUM 1 sums in this pass: every thread of a warp runs the same iterations (the bound is
+  // rounded up to a warp), so the shuffles see all four threads of a chunk.
+  constexpr int STAGE_END = CSUM == 1 ? (K / 8 + 31) / 32 * 32 : K / 8;
+  for (int i = tid; i < STAGE_END; i += THREADS) {
+    float s = 0.f;
+    if (i < K / 8) {
+      uint4 v = reinterpret_cast<const uint4*>(x)[i];
+      __half* h = reinterpret_cast<__half*>(&v);
+      if constexpr ((FOLD & SWIGLU) != 0) {
+        uint4 uv = reinterpret_cast<const uint4*>(x + K)[i];
+        const __half* u = reinterpret_cast<const __half*>(&uv);
 #pragma unroll
-    for (int s = 0; s < 4; ++s) xs[i * 4 + s] = __hmul2(__halves2half2(h[s], h[s + 4]), sixteenth);
+        for (int j = 0; j < 8; ++j) {
+          const float g = __half2float(h[j]);
+          const __half sig = __float2half(1.f / (1.f + expf(-g)));
+          h[j] = __hmul(__hmul(h[j], sig), u[j]);
+        }
+      }
+      if constexpr ((FOLD & NORM) != 0) {
+        uint4 wv = reinterpret_cast<const uint4*>(nw)[i];
+        const __half* wn = reinterpret_cast<const __half*>(&wv);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) h[j] = __hmul(wn[j], __float2half(__half2float(h[j]) * rn));
+      }
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        const __half2 p = __hmul2(__halves2half2(h[t], h[t + 4]), sixteenth);
+        xs[i * 4 + t] = p;
+        s += __low2float(p) + __high2float(p);
+      }
+    }
     if constexpr (CSUM == 1) {
-      float s = 0.f;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) s += __half2float(h[j]);
-      // K / 8 is a multiple of 4 and THREADS of 32: the four threads of a chunk are
-      // neighbours in one warp and all in this iteration.
       s += __shfl_xor_sync(0xffffffffu, s, 1);
       s += __shfl_xor_sync(0xffffffffu, s, 2);
-      if ((i & 3) == 0) csum[i >> 2] = s;
+      if (i < K / 8 && (i & 3) == 0) csum[i >> 2] = s * 16.f;
     }
   }
   if constexpr (CSUM == 0) {
-    for (int c = tid; c < CHUNKS; c += THREADS) {
-      float s = 0.f;
-      for (int j = 0; j < 32; ++j) s += __half2float(x[c * 32 + j]);
-      csum[c] = s;
+    // quest's: the sums of what was staged where a fold changed x, else of x itself.
+    if constexpr ((FOLD & (NORM | SWIGLU)) != 0) {
+      __syncthreads();
+      for (int c = tid; c < CHUNKS; c += THREADS) {
+        float s = 0.f;
+        for (int j = 0; j < 16; ++j) s += __low2float(xs[c * 16 + j]) + __high2float(xs[c * 16 + j]);
+        csum[c] = s * 16.f;
+      }
+    } else {
+      for (int c = tid; c < CHUNKS; c += THREADS) {
+        float s = 0.f;
+        for (int j = 0; j < 32; ++j) s += __half2float(x[c * 32 + j]);
+        csum[c] = s;
+      }
     }
   }
   __syncthreads();
@@ -121,127 +186,79 @@ __global__ void __launch_bounds__(THREADS, MINB)
   float acc[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) acc[r] = 0.f;
-#pragma unroll
-  for (int i = 0; i < ITERS; ++i) {
-    const int slot = i % A;
+  auto use = [&](int i, int slot) {
     const int c = lane + 32 * i;
-    if (c < CHUNKS) {
-      __half2 xv[16];
+    if (c >= CHUNKS) return;
+    __half2 xv[16];
 #pragma unroll
-      for (int t = 0; t < 16; ++t) xv[t] = xs[c * 16 + t];
-      const float cs = csum[c];
+    for (int t = 0; t < 16; ++t) xv[t] = xs[c * 16 + t];
+    const float cs = csum[c];
 #pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const float sc = __low2float(sb[slot][r]);
-        const float bi = __high2float(sb[slot][r]);
-        __half2 d = __float2half2_rn(0.f);
-        const uint32_t words[4] = {q[slot][r].x, q[slot][r].y, q[slot][r].z, q[slot][r].w};
+    for (int r = 0; r < R; ++r) {
+      const float sc = __low2float(sb[slot][r]);
+      const float bi = __high2float(sb[slot][r]);
+      __half2 d = __float2half2_rn(0.f);
+      const uint32_t words[4] = {q[slot][r].x, q[slot][r].y, q[slot][r].z, q[slot][r].w};
 #pragma unroll
-        for (int wi = 0; wi < 4; ++wi) {
+      for (int wi = 0; wi < 4; ++wi) {
 #pragma unroll
-          for (int s = 0; s < 4; ++s) d = __hfma2(quest_pair(words[wi], s), xv[wi * 4 + s], d);
-        }
-        acc[r] += sc * 16.f * (__low2float(d) + __high2float(d)) + (bi + 8.f * sc) * cs;
+        for (int t = 0; t < 4; ++t) d = __hfma2(quest_pair(words[wi], t), xv[wi * 4 + t], d);
       }
+      acc[r] += sc * 16.f * (__low2float(d) + __high2float(d)) + (bi + 8.f * sc) * cs;
     }
-    if (i + A < ITERS) load(i + A, slot);
+  };
+  if constexpr (ROLL == 1) {
+#pragma unroll
+    for (int i = 0; i < ITERS; ++i) {
+      use(i, i % A);
+      if (i + A < ITERS) load(i + A, i % A);
+    }
+  } else {
+    for (int b = 0; b < ITERS; b += A) {
+      if (b > 0) {
+#pragma unroll
+        for (int p = 0; p < A; ++p) load(b + p, p);
+      }
+#pragma unroll
+      for (int p = 0; p < A; ++p)
+        if (b + p < ITERS) use(b + p, p);
+    }
   }
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     float v = acc[r];
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (lane == 0 && row0 + r < N) y[row0 + r] = __float2half(v);
+    if (lane == 0 && row0 + r < N) {
+      if constexpr ((FOLD & RESIDUAL) != 0)
+        y[row0 + r] = __hadd(res[row0 + r], __float2half(v));
+      else
+        y[row0 + r] = __float2half(v);
+    }
   }
 }
 
-// quest's kernel until now: AHEAD chunks asked for at a time, a batch used before the next
-// is asked for (not rolling), chunk sums in a second pass.
-template <int K, int R, int THREADS>
-__global__ void __launch_bounds__(THREADS)
-    qmv4_batched(const uint32_t* __restrict__ w, const __half* __restrict__ scales,
-                 const __half* __restrict__ biases, const __half* __restrict__ x,
-                 __half* __restrict__ y, int N) {
-  extern __shared__ __align__(16) unsigned char quest_smem[];
-  __half2* xs = reinterpret_cast<__half2*>(quest_smem);
-  float* csum = reinterpret_cast<float*>(quest_smem + K * 2);
-  constexpr int CHUNKS = K / 32;
-  constexpr int GROUPS = K / GROUP;
-  const uint4* wq = reinterpret_cast<const uint4*>(w);
-  const int tid = threadIdx.x;
-  const int lane = tid & 31;
-  const int row0 = (blockIdx.x * (blockDim.x / 32) + (tid >> 5)) * R;
-  constexpr int ITERS = (CHUNKS + 31) / 32;
-  constexpr int AHEAD = ITERS < 4 ? ITERS : 4;
-  uint4 q[AHEAD][R];
-  __half2 sb[AHEAD][R];
-  auto load = [&](int b) {
-#pragma unroll
-    for (int p = 0; p < AHEAD; ++p) {
-      const int c = lane + 32 * (b + p);
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const bool in = b + p < ITERS && c < CHUNKS && row0 + r < N;
-        const size_t row = in ? row0 + r : 0;
-        const int g = in ? (c * 32) / GROUP : 0;
-        q[p][r] = in ? __ldg(&wq[row * CHUNKS + c]) : make_uint4(0, 0, 0, 0);
-        sb[p][r] = in ? __halves2half2(__ldg(&scales[row * GROUPS + g]), __ldg(&biases[row * GROUPS + g]))
-                      : __float2half2_rn(0.f);
-      }
-    }
-  };
-  load(0);
-  const __half2 sixteenth = __float2half2_rn(0.0625f);
-  for (int i = tid; i < K / 8; i += blockDim.x) {
-    uint4 v = reinterpret_cast<const uint4*>(x)[i];
-    __half* h = reinterpret_cast<__half*>(&v);
-#pragma unroll
-    for (int s = 0; s < 4; ++s) xs[i * 4 + s] = __hmul2(__halves2half2(h[s], h[s + 4]), sixteenth);
-  }
-  for (int c = tid; c < CHUNKS; c += blockDim.x) {
-    float s = 0.f;
-    for (int j = 0; j < 32; ++j) s += __half2float(x[c * 32 + j]);
-    csum[c] = s;
+// What the folds make of x, in float32 (the reference's input): RMS norm, SwiGLU.
+__global__ void fold_ref(const __half* x, const __half* nw, float* xr, int k, int fold) {
+  __shared__ float rn;
+  if (threadIdx.x == 0) {
+    float ss = 0.f;
+    for (int i = 0; i < k; ++i) ss += __half2float(x[i]) * __half2float(x[i]);
+    rn = rsqrtf(ss / k + EPS);
   }
   __syncthreads();
-  if (row0 >= N) return;
-  float acc[R];
-#pragma unroll
-  for (int r = 0; r < R; ++r) acc[r] = 0.f;
-  for (int b = 0; b < ITERS; b += AHEAD) {
-    if (b > 0) load(b);
-#pragma unroll
-    for (int p = 0; p < AHEAD; ++p) {
-      const int c = lane + 32 * (b + p);
-      if (b + p >= ITERS || c >= CHUNKS) break;
-      __half2 xv[16];
-#pragma unroll
-      for (int i = 0; i < 16; ++i) xv[i] = xs[c * 16 + i];
-      const float cs = csum[c];
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const float sc = __low2float(sb[p][r]);
-        const float bi = __high2float(sb[p][r]);
-        __half2 d = __float2half2_rn(0.f);
-        const uint32_t words[4] = {q[p][r].x, q[p][r].y, q[p][r].z, q[p][r].w};
-#pragma unroll
-        for (int wi = 0; wi < 4; ++wi) {
-#pragma unroll
-          for (int s = 0; s < 4; ++s) d = __hfma2(quest_pair(words[wi], s), xv[wi * 4 + s], d);
-        }
-        acc[r] += sc * 16.f * (__low2float(d) + __high2float(d)) + (bi + 8.f * sc) * cs;
-      }
+  for (int i = threadIdx.x; i < k; i += blockDim.x) {
+    float v = __half2float(x[i]);
+    if (fold & SWIGLU) {
+      const float u = __half2float(x[k + i]);
+      v = v / (1.f + expf(-v)) * u;
     }
-  }
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    float v = acc[r];
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (lane == 0 && row0 + r < N) y[row0 + r] = __float2half(v);
+    if (fold & NORM) v = v * rn * __half2float(nw[i]);
+    xr[i] = v;
   }
 }
 
 __global__ void qmv_ref(const uint32_t* w, const __half* scales, const __half* biases,
-                        const __half* x, float* y, int n, int k) {
+                        const float* x, const __half* res, float* y, int n, int k, int fold) {
   int row = blockIdx.x * blockDim.x + threadIdx.x;
   if (row >= n) return;
   float acc = 0.f;
@@ -250,9 +267,9 @@ __global__ void qmv_ref(const uint32_t* w, const __half* scales, const __half* b
     float q = (float)((word >> (4 * (j % 8))) & 0xF);
     float s = __half2float(scales[(size_t)row * (k / GROUP) + j / GROUP]);
     float b = __half2float(biases[(size_t)row * (k / GROUP) + j / GROUP]);
-    acc += (s * q + b) * __half2float(x[j]);
+    acc += (s * q + b) * x[j];
   }
-  y[row] = acc;
+  y[row] = acc + ((fold & RESIDUAL) ? __half2float(res[row]) : 0.f);
 }
 
 __global__ void fill_u32(uint32_t* p, size_t n, uint32_t seed) {
@@ -282,18 +299,25 @@ __global__ void fill_x(__half* x, int k, uint32_t seed) {
 }
 
 struct Mat {
-  int n, k;
+  int n, k, fold;
   uint32_t* w;
   __half *s, *b;
   size_t bytes() const { return (size_t)n * k / 2 + (size_t)n * (k / GROUP) * 4; }
 };
 
-// One launch of a variant for any of the step's widths.
-typedef void (*Launch)(const Mat&, const __half*, __half*, cudaStream_t);
+// Shared inputs of every call: x (2 · 12288 wide, for SwiGLU's [gate | up]), the norm's
+// weight, the residual.
+struct Io {
+  const __half *x, *nw, *res;
+  __half* y;
+};
 
-template <int K, int R, int T, int AH, int CS, int LD, int MB>
-void launch_k(const Mat& m, const __half* x, __half* y, cudaStream_t st) {
-  auto f = qmv4<K, R, T, AH, CS, LD, MB>;
+// One launch of a variant, any of the step's widths and folds.
+typedef void (*Launch)(const Mat&, const Io&, cudaStream_t);
+
+template <int K, int R, int T, int AH, int RL, int CS, int LD, int MB, int F>
+void launch_kf(const Mat& m, const Io& io, cudaStream_t st) {
+  auto f = qmv4<K, R, T, AH, RL, CS, LD, MB, F>;
   const size_t smem = (size_t)K * 2 + (size_t)(K / 32) * 4;
   static bool set = false;
   if (!set) {
@@ -301,39 +325,29 @@ void launch_k(const Mat& m, const __half* x, __half* y, cudaStream_t st) {
     set = true;
   }
   const int rows = (T / 32) * R;
-  f<<<(m.n + rows - 1) / rows, T, smem, st>>>(m.w, m.s, m.b, x, y, m.n);
+  f<<<(m.n + rows - 1) / rows, T, smem, st>>>(m.w, m.s, m.b, io.x, io.nw, io.res, io.y, m.n);
 }
-template <int R, int T, int AH, int CS, int LD, int MB>
-void launch(const Mat& m, const __half* x, __half* y, cudaStream_t st) {
-  switch (m.k) {
-    case 1024: return launch_k<1024, R, T, AH, CS, LD, MB>(m, x, y, st);
-    case 2048: return launch_k<2048, R, T, AH, CS, LD, MB>(m, x, y, st);
-    case 3072: return launch_k<3072, R, T, AH, CS, LD, MB>(m, x, y, st);
-    case 4096: return launch_k<4096, R, T, AH, CS, LD, MB>(m, x, y, st);
-    case 12288: return launch_k<12288, R, T, AH, CS, LD, MB>(m, x, y, st);
+template <int K, int R, int T, int AH, int RL, int CS, int LD, int MB>
+void launch_k(const Mat& m, const Io& io, cudaStream_t st) {
+  switch (m.fold) {
+    case 0: return launch_kf<K, R, T, AH, RL, CS, LD, MB, 0>(m, io, st);
+    case NORM: return launch_kf<K, R, T, AH, RL, CS, LD, MB, NORM>(m, io, st);
+    case RESIDUAL: return launch_kf<K, R, T, AH, RL, CS, LD, MB, RESIDUAL>(m, io, st);
+    case SWIGLU | RESIDUAL: return launch_kf<K, R, T, AH, RL, CS, LD, MB, SWIGLU | RESIDUAL>(m, io, st);
   }
-  fprintf(stderr, "no k %d\n", m.k);
+  fprintf(stderr, "no fold %d\n", m.fold);
   exit(1);
 }
-template <int K>
-void launch_batched_k(const Mat& m, const __half* x, __half* y, cudaStream_t st) {
-  auto f = qmv4_batched<K, 4, 256>;
-  const size_t smem = (size_t)K * 2 + (size_t)(K / 32) * 4;
-  static bool set = false;
-  if (!set) {
-    CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 * 1024));
-    set = true;
-  }
-  f<<<(m.n + 31) / 32, 256, smem, st>>>(m.w, m.s, m.b, x, y, m.n);
-}
-void launch_batched(const Mat& m, const __half* x, __half* y, cudaStream_t st) {
+template <int R, int T, int AH, int RL, int CS, int LD, int MB>
+void launch(const Mat& m, const Io& io, cudaStream_t st) {
   switch (m.k) {
-    case 1024: return launch_batched_k<1024>(m, x, y, st);
-    case 2048: return launch_batched_k<2048>(m, x, y, st);
-    case 3072: return launch_batched_k<3072>(m, x, y, st);
-    case 4096: return launch_batched_k<4096>(m, x, y, st);
-    case 12288: return launch_batched_k<12288>(m, x, y, st);
+    case 1024: return launch_k<1024, R, T, AH, RL, CS, LD, MB>(m, io, st);
+    case 2048: return launch_k<2048, R, T, AH, RL, CS, LD, MB>(m, io, st);
+    case 3072: return launch_k<3072, R, T, AH, RL, CS, LD, MB>(m, io, st);
+    case 4096: return launch_k<4096, R, T, AH, RL, CS, LD, MB>(m, io, st);
+    case 12288: return launch_k<12288, R, T, AH, RL, CS, LD, MB>(m, io, st);
   }
+  fprintf(stderr, "no k %d\n", m.k);
   exit(1);
 }
 
@@ -348,21 +362,22 @@ struct Model {
 };
 
 int main() {
+  //                        R  THREADS AHEAD ROLL CSUM LOAD MINB
   const Variant variants[] = {
-      {"quest-now R4x256 batched", launch_batched},
-      {"R4x256 roll4 csum1", launch<4, 256, 4, 1, 0, 1>},
-      {"R2x256 roll4 csum1", launch<2, 256, 4, 1, 0, 1>},
-      {"R1x256 roll4 csum1", launch<1, 256, 4, 1, 0, 1>},
-      {"R2x128 roll4 csum1", launch<2, 128, 4, 1, 0, 1>},
-      {"R4x128 roll4 csum1", launch<4, 128, 4, 1, 0, 1>},
-      {"R2x256 roll8 csum1", launch<2, 256, 8, 1, 0, 1>},
-      {"R2x256 roll2 csum1", launch<2, 256, 2, 1, 0, 1>},
-      {"R2x256 roll4 csum0", launch<2, 256, 4, 0, 0, 1>},
-      {"R2x256 roll4 csum1 L2:256", launch<2, 256, 4, 1, 1, 1>},
-      {"R4x256 roll4 csum1 L2:256", launch<4, 256, 4, 1, 1, 1>},
-      {"R1x256 roll4 csum1 L2:256", launch<1, 256, 4, 1, 1, 1>},
-      {"R2x256 roll4 csum1 minb3", launch<2, 256, 4, 1, 0, 3>},
-      {"R2x128 roll8 csum1 L2:256", launch<2, 128, 8, 1, 1, 1>},
+      {"quest R4x256 a4 batched", launch<4, 256, 4, 0, 0, 0, 1>},
+      {"R4x256 a4 roll", launch<4, 256, 4, 1, 0, 0, 1>},
+      {"R4x256 a4 roll csum1", launch<4, 256, 4, 1, 1, 0, 1>},
+      {"R2x256 a4 roll csum1", launch<2, 256, 4, 1, 1, 0, 1>},
+      {"R1x256 a4 roll csum1", launch<1, 256, 4, 1, 1, 0, 1>},
+      {"R2x128 a4 roll csum1", launch<2, 128, 4, 1, 1, 0, 1>},
+      {"R4x128 a4 roll csum1", launch<4, 128, 4, 1, 1, 0, 1>},
+      {"R2x256 a8 roll csum1", launch<2, 256, 8, 1, 1, 0, 1>},
+      {"R2x256 a2 roll csum1", launch<2, 256, 2, 1, 1, 0, 1>},
+      {"R2x256 a4 roll csum1 L2", launch<2, 256, 4, 1, 1, 1, 1>},
+      {"R4x256 a4 roll csum1 L2", launch<4, 256, 4, 1, 1, 1, 1>},
+      {"R1x256 a4 roll csum1 L2", launch<1, 256, 4, 1, 1, 1, 1>},
+      {"R2x256 a4 roll csum1 mb3", launch<2, 256, 4, 1, 1, 0, 3>},
+      {"R2x128 a8 roll csum1 L2", launch<2, 128, 8, 1, 1, 1, 1>},
   };
   const Model models[] = {
       {"Qwen3-8B", 4096, 4096, 1024, 12288, 36, 151936},
@@ -376,6 +391,7 @@ int main() {
   cudaEvent_t e0, e1;
   CHECK(cudaEventCreate(&e0));
   CHECK(cudaEventCreate(&e1));
+  double copy_gb_s = 0;
   {
     size_t sz = (size_t)2 << 30;
     void *a, *b;
@@ -393,29 +409,37 @@ int main() {
       if (i) t.push_back(ms);
     }
     std::sort(t.begin(), t.end());
-    printf("copy: %.0f GB/s (2 GiB, read+write, median of 10)\n", 2.0 * sz / (t[t.size() / 2] * 1e-3) / 1e9);
+    copy_gb_s = 2.0 * sz / (t[t.size() / 2] * 1e-3) / 1e9;
+    printf("copy: %.0f GB/s (2 GiB, read+write, median of 10)\n", copy_gb_s);
     CHECK(cudaFree(a));
     CHECK(cudaFree(b));
   }
-  const int XMAX = 2 * 12288;
-  __half *x, *y;
-  float* yref;
+  const int XMAX = 2 * 12288, YMAX = 151936;
+  __half *x, *nw, *res, *y;
+  float *xr, *yref;
   CHECK(cudaMalloc(&x, (size_t)XMAX * sizeof(__half)));
-  CHECK(cudaMalloc(&y, (size_t)151936 * sizeof(__half)));
-  CHECK(cudaMalloc(&yref, (size_t)151936 * sizeof(float)));
+  CHECK(cudaMalloc(&nw, (size_t)XMAX * sizeof(__half)));
+  CHECK(cudaMalloc(&res, (size_t)YMAX * sizeof(__half)));
+  CHECK(cudaMalloc(&y, (size_t)YMAX * sizeof(__half)));
+  CHECK(cudaMalloc(&xr, (size_t)XMAX * sizeof(float)));
+  CHECK(cudaMalloc(&yref, (size_t)YMAX * sizeof(float)));
   fill_x<<<(XMAX + 255) / 256, 256>>>(x, XMAX, 7);
+  fill_x<<<(XMAX + 255) / 256, 256>>>(nw, XMAX, 11);
+  fill_x<<<(YMAX + 255) / 256, 256>>>(res, YMAX, 13);
+  const Io io{x, nw, res, y};
 
   for (const Model& md : models) {
-    // q/k/v fused, o, gate/up fused, down; every layer; then the head.
-    const int shapes[4][2] = {{md.q_rows + 2 * md.kv_rows, md.hidden},
-                              {md.hidden, md.q_rows},
-                              {2 * md.ffn, md.hidden},
-                              {md.hidden, md.ffn}};
+    // q/k/v fused (the norm folded in), o (the residual), gate/up fused (the norm), down
+    // (SwiGLU and the residual); every layer; then the head (the final norm is MLX's op).
+    const int shapes[4][3] = {{md.q_rows + 2 * md.kv_rows, md.hidden, NORM},
+                              {md.hidden, md.q_rows, RESIDUAL},
+                              {2 * md.ffn, md.hidden, NORM},
+                              {md.hidden, md.ffn, SWIGLU | RESIDUAL}};
     std::vector<Mat> mats;
     size_t total = 0;
     for (int l = 0; l < md.layers; ++l)
-      for (auto& sh : shapes) mats.push_back({sh[0], sh[1], nullptr, nullptr, nullptr});
-    mats.push_back({md.vocab, md.hidden, nullptr, nullptr, nullptr});
+      for (auto& sh : shapes) mats.push_back({sh[0], sh[1], sh[2], nullptr, nullptr, nullptr});
+    mats.push_back({md.vocab, md.hidden, 0, nullptr, nullptr, nullptr});
     uint32_t seed = 1;
     for (auto& m : mats) {
       size_t words = (size_t)m.n * m.k / 8, sc = (size_t)m.n * (m.k / GROUP);
@@ -427,15 +451,17 @@ int main() {
       total += m.bytes();
     }
     CHECK(cudaDeviceSynchronize());
-    printf("\n%s: %.3f GB per token (group %d)\n", md.name, total / 1e9, GROUP);
+    printf("\n%s: %.3f GB per token (group %d); at the copy's rate %.3f ms\n", md.name, total / 1e9,
+           GROUP, total / (copy_gb_s * 1e9) * 1e3);
     const char* kinds[5] = {"qkv", "o", "gate_up", "down", "head"};
     for (const Variant& v : variants) {
       // Correctness: the first layer's four matrices and the head against float32.
       float worst = 0.f;
       for (int i = 0; i < 5; ++i) {
         const Mat& m = i < 4 ? mats[i] : mats.back();
-        v.f(m, x, y, st);
-        qmv_ref<<<(m.n + 127) / 128, 128, 0, st>>>(m.w, m.s, m.b, x, yref, m.n, m.k);
+        v.f(m, io, st);
+        fold_ref<<<1, 256, 0, st>>>(x, nw, xr, m.k, m.fold);
+        qmv_ref<<<(m.n + 127) / 128, 128, 0, st>>>(m.w, m.s, m.b, xr, res, yref, m.n, m.k, m.fold);
         CHECK(cudaStreamSynchronize(st));
         CHECK(cudaGetLastError());
         std::vector<__half> hy(m.n);
@@ -455,18 +481,14 @@ int main() {
       float step_ms = 0.f;
       for (int kind = -1; kind < 5; ++kind) {
         std::vector<float> t;
-        size_t bytes = 0;
         int count = 0;
         for (int it = 0; it < 23; ++it) {
           CHECK(cudaEventRecord(e0, st));
           for (size_t i = 0; i < mats.size(); ++i) {
             const bool head = i + 1 == mats.size();
             if (kind == -1 || (kind == 4 && head) || (kind < 4 && !head && (int)(i % 4) == kind)) {
-              v.f(mats[i], x, y, st);
-              if (it == 0) {
-                bytes += mats[i].bytes();
-                ++count;
-              }
+              v.f(mats[i], io, st);
+              if (it == 0) ++count;
             }
           }
           CHECK(cudaEventRecord(e1, st));
@@ -482,7 +504,8 @@ int main() {
         else
           kind_us[kind] = med * 1e3f / count;
       }
-      printf("  %-26s step %.3f ms %5.0f GB/s | us/launch:", v.name, step_ms, total / (step_ms * 1e-3) / 1e9);
+      printf("  %-26s step %.3f ms %5.0f GB/s (%4.1f %% of copy) | us/launch:", v.name, step_ms,
+             total / (step_ms * 1e-3) / 1e9, 100.0 * total / (step_ms * 1e-3) / 1e9 / copy_gb_s);
       for (int kind = 0; kind < 5; ++kind) printf(" %s %.1f", kinds[kind], kind_us[kind]);
       printf(" | err %.1e\n", worst);
       fflush(stdout);
