@@ -327,27 +327,21 @@ void launch_kf(const Mat& m, const Io& io, cudaStream_t st) {
   const int rows = (T / 32) * R;
   f<<<(m.n + rows - 1) / rows, T, smem, st>>>(m.w, m.s, m.b, io.x, io.nw, io.res, io.y, m.n);
 }
-template <int K, int R, int T, int AH, int RL, int CS, int LD, int MB>
-void launch_k(const Mat& m, const Io& io, cudaStream_t st) {
-  switch (m.fold) {
-    case 0: return launch_kf<K, R, T, AH, RL, CS, LD, MB, 0>(m, io, st);
-    case NORM: return launch_kf<K, R, T, AH, RL, CS, LD, MB, NORM>(m, io, st);
-    case RESIDUAL: return launch_kf<K, R, T, AH, RL, CS, LD, MB, RESIDUAL>(m, io, st);
-    case SWIGLU | RESIDUAL: return launch_kf<K, R, T, AH, RL, CS, LD, MB, SWIGLU | RESIDUAL>(m, io, st);
-  }
-  fprintf(stderr, "no fold %d\n", m.fold);
-  exit(1);
-}
+// Only the widths and folds a step of the two models has (each pair one compiled kernel).
 template <int R, int T, int AH, int RL, int CS, int LD, int MB>
 void launch(const Mat& m, const Io& io, cudaStream_t st) {
-  switch (m.k) {
-    case 1024: return launch_k<1024, R, T, AH, RL, CS, LD, MB>(m, io, st);
-    case 2048: return launch_k<2048, R, T, AH, RL, CS, LD, MB>(m, io, st);
-    case 3072: return launch_k<3072, R, T, AH, RL, CS, LD, MB>(m, io, st);
-    case 4096: return launch_k<4096, R, T, AH, RL, CS, LD, MB>(m, io, st);
-    case 12288: return launch_k<12288, R, T, AH, RL, CS, LD, MB>(m, io, st);
-  }
-  fprintf(stderr, "no k %d\n", m.k);
+#define QUEST_CASE(K, F) \
+  if (m.k == K && m.fold == (F)) return launch_kf<K, R, T, AH, RL, CS, LD, MB, (F)>(m, io, st);
+  QUEST_CASE(4096, NORM)                 // Qwen3-8B q/k/v, gate/up
+  QUEST_CASE(4096, RESIDUAL)             // Qwen3-8B o
+  QUEST_CASE(12288, SWIGLU | RESIDUAL)   // Qwen3-8B down
+  QUEST_CASE(4096, 0)                    // Qwen3-8B head
+  QUEST_CASE(1024, NORM)                 // Qwen3-0.6B q/k/v, gate/up
+  QUEST_CASE(2048, RESIDUAL)             // Qwen3-0.6B o
+  QUEST_CASE(3072, SWIGLU | RESIDUAL)    // Qwen3-0.6B down
+  QUEST_CASE(1024, 0)                    // Qwen3-0.6B head
+#undef QUEST_CASE
+  fprintf(stderr, "no kernel for k %d, fold %d\n", m.k, m.fold);
   exit(1);
 }
 
@@ -377,6 +371,8 @@ int main() {
       {"R4x256 a4 roll csum1 L2", launch<4, 256, 4, 1, 1, 1, 1>},
       {"R1x256 a4 roll csum1 L2", launch<1, 256, 4, 1, 1, 1, 1>},
       {"R2x256 a4 roll csum1 mb3", launch<2, 256, 4, 1, 1, 0, 3>},
+      {"R4x256 a4 roll csum1 mb2", launch<4, 256, 4, 1, 1, 0, 2>},
+      {"R2x128 a4 roll csum1 mb6", launch<2, 128, 4, 1, 1, 0, 6>},
       {"R2x128 a8 roll csum1 L2", launch<2, 128, 8, 1, 1, 1, 1>},
   };
   const Model models[] = {
