@@ -18,6 +18,7 @@ pub fn header(ctx: &Ctx, learner: &Learner, state: &State) -> Header {
         &learner.achievements,
         state,
         ctx.lang,
+        quest::device::Backend::detect().kind(),
     )
 }
 
@@ -93,6 +94,13 @@ pub fn render(ctx: &Ctx, learner: &Learner, state: &State, verbose: bool) -> Str
         h.achievements_earned,
         h.achievements_total
     );
+    if !h.lessons_elsewhere.is_empty() {
+        out += &ctx.ui_with(
+            "lessons_elsewhere",
+            &[("lessons", &h.lessons_elsewhere.join(", "))],
+        );
+        out.push('\n');
+    }
     if verbose {
         for a in &learner.achievements {
             let mark = if state.has_award(&a.award_key()) {

@@ -94,6 +94,13 @@ impl Course {
         Lesson::load_file(&self.lesson_path(id, lang), id, lang, spec)
     }
 
+    /// One lesson's `lesson.yaml` alone (no language's text): what it runs, where, and how
+    /// it is checked.
+    pub fn spec(&self, id: &str) -> Result<LessonSpec> {
+        self.ensure_known_lesson(id, Lang::En)?;
+        LessonSpec::load(&self.dir, id)
+    }
+
     /// The folder that holds `lessons/`: exercise and solution paths are relative to it.
     pub fn project_root(&self) -> PathBuf {
         self.dir.parent().map(Path::to_path_buf).unwrap_or_default()

@@ -5,6 +5,7 @@
 use serde::Serialize;
 
 use super::{Achievement, LessonRecord, LevelCurve, State};
+use crate::course::spec::BackendKind;
 use crate::course::{Course, Lang};
 
 /// The header of the source page, as numbers.
@@ -24,6 +25,9 @@ pub struct Header {
     pub next_level_name: Option<String>,
     pub lessons_done: usize,
     pub lessons_total: usize,
+    /// The lessons not done whose exercise does not run on this machine (`runs_on`): what
+    /// is left of the course here is the rest (custom-kernel on a machine without a GPU).
+    pub lessons_elsewhere: Vec<String>,
     pub achievements_earned: usize,
     pub achievements_total: usize,
     /// Lessons done of the total, rounded down.
@@ -39,15 +43,23 @@ impl Header {
         achievements: &[Achievement],
         state: &State,
         lang: Lang,
+        here: BackendKind,
     ) -> Header {
         let xp = state.total_xp();
         let level = levels.level_for(xp);
         let next = levels.next_level(xp);
         let lessons_total = course.lesson_ids().count();
-        let lessons_done = course
+        let done = |id: &str| state.lesson(id).is_some_and(LessonRecord::is_done);
+        let lessons_done = course.lesson_ids().filter(|id| done(id)).count();
+        // A lesson that does not load says so on its own page; here it counts as runnable.
+        let lessons_elsewhere = course
             .lesson_ids()
-            .filter(|id| state.lesson(id).is_some_and(LessonRecord::is_done))
-            .count();
+            .filter(|id| !done(id))
+            .filter(|id| {
+                (course.spec(id)).is_ok_and(|s| !s.runs_on.is_empty() && !s.runs_on.contains(&here))
+            })
+            .map(str::to_owned)
+            .collect();
         let achievements_earned = achievements
             .iter()
             .filter(|a| state.has_award(&a.award_key()))
@@ -62,6 +74,7 @@ impl Header {
             next_level_name: next.map(|next| next.name.get(lang).to_owned()),
             lessons_done,
             lessons_total,
+            lessons_elsewhere,
             achievements_earned,
             achievements_total: achievements.len(),
             percent_complete: (100 * lessons_done).checked_div(lessons_total).unwrap_or(0),
@@ -113,7 +126,14 @@ mod tests {
         let course = course();
         let levels = LevelCurve::from_course(&course.levels).unwrap();
         let achievements = load_achievements(&course.achievements, &course.tracks).unwrap();
-        let header = Header::new(&course, &levels, &achievements, &State::default(), Lang::Ko);
+        let header = Header::new(
+            &course,
+            &levels,
+            &achievements,
+            &State::default(),
+            Lang::Ko,
+            BackendKind::Cpu,
+        );
         assert_eq!(header.level, 0);
         assert_eq!(header.level_name, "스펙 시트 훑는 사람");
         assert_eq!((header.xp, header.xp_into_level), (0, 0));
@@ -132,13 +152,49 @@ mod tests {
         let mut state = State::default();
         state.award("achievement:first-token", 10, Timestamp::now());
         state.award("lesson:x:complete", 140, Timestamp::now());
-        let header = Header::new(&course, &levels, &[], &state, Lang::En);
+        let header = Header::new(&course, &levels, &[], &state, Lang::En, BackendKind::Gpu);
         assert_eq!((header.level, header.xp), (1, 150));
         assert_eq!(header.level_name, "Token counter");
         assert_eq!(header.xp_into_level, 50);
         assert_eq!(header.xp_for_next_level, Some(150));
         assert_eq!(header.xp_to_go, Some(100));
         assert!((header.bar_fraction - 50.0 / 150.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_lesson_whose_exercise_cannot_run_here_is_named_until_done() {
+        let course = course();
+        let levels = LevelCurve::from_course(&course.levels).unwrap();
+        let gpu_only: Vec<String> = course
+            .lesson_ids()
+            .filter(|id| course.spec(id).unwrap().runs_on == [BackendKind::Gpu])
+            .map(str::to_owned)
+            .collect();
+        assert!(
+            !gpu_only.is_empty(),
+            "the course has a lesson that runs on a GPU only"
+        );
+        let mut state = State::default();
+        let on = |state: &State, here| {
+            Header::new(&course, &levels, &[], state, Lang::En, here).lessons_elsewhere
+        };
+        assert_eq!(on(&state, BackendKind::Cpu), gpu_only);
+        assert!(on(&state, BackendKind::Gpu).is_empty());
+        // Done on a GPU, it is no longer left for another machine, wherever quest runs next.
+        for id in &gpu_only {
+            state
+                .lesson_mut(id)
+                .submissions
+                .push(crate::progress::Submission {
+                    at: Timestamp::now(),
+                    code: None,
+                    passed: true,
+                    checks_passed: true,
+                    lang: Lang::En,
+                    measurement: None,
+                });
+        }
+        assert!(on(&state, BackendKind::Cpu).is_empty());
     }
 
     #[test]

@@ -120,7 +120,14 @@ pub fn header(site: &Site, progress: &Progress, lang: Lang) -> String {
             )
         }
     };
-    let h = Header::new(course, &site.levels, &site.achievements, state, lang);
+    let h = Header::new(
+        course,
+        &site.levels,
+        &site.achievements,
+        state,
+        lang,
+        site.here,
+    );
     let xp = ui_html(course, "xp", lang, &[("n", &n("xp", h.xp))]);
     let lessons = ui_html(
         course,
@@ -167,6 +174,15 @@ pub fn header(site: &Site, progress: &Progress, lang: Lang) -> String {
         lang,
         &[("n", &n("percent_complete", h.percent_complete))],
     );
+    let elsewhere = if h.lessons_elsewhere.is_empty() {
+        String::new()
+    } else {
+        let lessons = n("lessons_elsewhere", h.lessons_elsewhere.join(", "));
+        format!(
+            "\n<p class=\"facts elsewhere\">{}</p>",
+            ui_html(course, "lessons_elsewhere", lang, &[("lessons", &lessons)])
+        )
+    };
     // The bar is drawn, not styled: the CSP allows no inline style.
     let filled = (h.bar_fraction.clamp(0.0, 1.0) * 100.0).round();
     format!(
@@ -174,7 +190,7 @@ pub fn header(site: &Site, progress: &Progress, lang: Lang) -> String {
 <p class="level">{level} {number} · {name}</p>
 <p class="facts">{xp} · {lessons} · {achievements}</p>
 <svg class="bar" viewBox="0 0 100 4" preserveAspectRatio="none" role="img"><title>{filled} %</title><rect width="100" height="4" fill="#e3e6eb"/><rect width="{filled}" height="4" fill="{color}"/></svg>
-<p class="facts">{next} · {percent}</p>
+<p class="facts">{next} · {percent}</p>{elsewhere}
 </section>"##,
         level = ui(course, "level", lang),
         number = n("level", h.level),
