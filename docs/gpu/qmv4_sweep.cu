@@ -3,8 +3,8 @@
 // soon as one is used, against quest's batches of four, each used before the next is asked
 // for), how the chunk sums of x are made, and how the weights are loaded.
 // Every 4-bit matrix of one decode step of Qwen3-8B and of Qwen3-0.6B (random weights,
-// group 32, as `random:` models have them), back to back as a step runs them; median of 20
-// after 3 warm-ups; a 2 GiB device-to-device copy for the ceiling. Each variant is checked
+// group 32, as `random:` models have them), back to back as a step runs them, replayed as
+// one CUDA graph; median of 20 after 3 warm-ups; a 2 GiB device-to-device copy for the ceiling. Each variant is checked
 // against a float32 kernel that dequantizes every weight.
 //
 // Why: inside the step (ncu, docs/gpu/2026-12-03-host-handoff/) the layers' matrices stream
@@ -472,27 +472,37 @@ int main() {
         }
         worst = std::max(worst, (float)std::sqrt(num / std::max(den, 1e-30)));
       }
-      // The whole step's matvecs, then each kind's launches in a row.
+      // The whole step's matvecs, then each kind's launches in a row, each captured once
+      // as a CUDA graph and replayed (as MLX's CUDA backend runs a step): the launches of
+      // the small shapes' short kernels are then not the host's to pace.
       float kind_us[5];
       float step_ms = 0.f;
       for (int kind = -1; kind < 5; ++kind) {
-        std::vector<float> t;
         int count = 0;
+        cudaGraph_t graph;
+        cudaGraphExec_t exec;
+        CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+        for (size_t i = 0; i < mats.size(); ++i) {
+          const bool head = i + 1 == mats.size();
+          if (kind == -1 || (kind == 4 && head) || (kind < 4 && !head && (int)(i % 4) == kind)) {
+            v.f(mats[i], io, st);
+            ++count;
+          }
+        }
+        CHECK(cudaStreamEndCapture(st, &graph));
+        CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        std::vector<float> t;
         for (int it = 0; it < 23; ++it) {
           CHECK(cudaEventRecord(e0, st));
-          for (size_t i = 0; i < mats.size(); ++i) {
-            const bool head = i + 1 == mats.size();
-            if (kind == -1 || (kind == 4 && head) || (kind < 4 && !head && (int)(i % 4) == kind)) {
-              v.f(mats[i], io, st);
-              if (it == 0) ++count;
-            }
-          }
+          CHECK(cudaGraphLaunch(exec, st));
           CHECK(cudaEventRecord(e1, st));
           CHECK(cudaEventSynchronize(e1));
           float ms;
           CHECK(cudaEventElapsedTime(&ms, e0, e1));
           if (it >= 3) t.push_back(ms);
         }
+        CHECK(cudaGraphExecDestroy(exec));
+        CHECK(cudaGraphDestroy(graph));
         std::sort(t.begin(), t.end());
         const float med = t[t.size() / 2];
         if (kind < 0)
