@@ -835,7 +835,12 @@ impl LessonSpec {
 
     /// Whether the exercise runs on `backend` (`runs_on`).
     pub fn runs_on_backend(&self, backend: &str) -> bool {
-        self.runs_on.is_empty() || self.runs_on.contains(&BackendKind::of(backend))
+        self.runs_on_kind(BackendKind::of(backend))
+    }
+
+    /// Whether the exercise runs on this kind of backend (`runs_on`; without it, everywhere).
+    pub fn runs_on_kind(&self, kind: BackendKind) -> bool {
+        self.runs_on.is_empty() || self.runs_on.contains(&kind)
     }
 
     /// Whether the measured effect is expected on `backend` (`cpu`, `metal`, `cuda`).

@@ -55,9 +55,7 @@ impl Header {
         let lessons_elsewhere = course
             .lesson_ids()
             .filter(|id| !done(id))
-            .filter(|id| {
-                (course.spec(id)).is_ok_and(|s| !s.runs_on.is_empty() && !s.runs_on.contains(&here))
-            })
+            .filter(|id| course.spec(id).is_ok_and(|spec| !spec.runs_on_kind(here)))
             .map(str::to_owned)
             .collect();
         let achievements_earned = achievements
