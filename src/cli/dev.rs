@@ -514,7 +514,7 @@ fn check_code(root: &Path, lesson: &Lesson, problems: &mut Vec<String>, notes: &
         }
     }
     let backend = quest::device::Backend::detect();
-    if !lesson.spec.runs_on_backend(backend.name()) {
+    if !lesson.spec.runs_on_backend(backend) {
         // Here the exercise stops after what it can check (a CUDA kernel compiles): the
         // starting code must break a rule, and the solution must stop saying it compiled.
         runs_elsewhere_check(lesson, starting_breaks_rules, problems);

@@ -19,8 +19,7 @@ pub fn serve(mut ctx: Ctx, chosen: Option<Lang>, port: u16, open: bool) -> Resul
     let progress = quest::progress::peek(&progress_path);
     let remembered = progress.as_ref().ok().and_then(|state| state.lang);
     ctx.lang = chosen.or(remembered).unwrap_or(Lang::En);
-    let site =
-        quest::serve::Site::new(ctx.course.clone(), quest::device::Backend::detect().kind())?;
+    let site = quest::serve::Site::new(ctx.course.clone(), quest::device::Backend::detect())?;
     // Loopback only: the pages show the learner's progress to whoever can reach them.
     let address = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
     let listener = TcpListener::bind(address).map_err(|error| {

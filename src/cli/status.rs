@@ -18,7 +18,7 @@ pub fn header(ctx: &Ctx, learner: &Learner, state: &State) -> Header {
         &learner.achievements,
         state,
         ctx.lang,
-        quest::device::Backend::detect().kind(),
+        quest::device::Backend::detect(),
     )
 }
 

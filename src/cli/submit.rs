@@ -453,7 +453,7 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
     // 2. Where the exercise does not run (`runs_on`), it stops after what it checks here
     // (a CUDA kernel compiles): its own run says so, and nothing more is judged.
     let backend = quest::device::Backend::detect();
-    if !spec.runs_on_backend(backend.name()) {
+    if !spec.runs_on_backend(backend) {
         run_binary(ctx, &yours, &request)?;
         bail!(ctx.ui_with("submit_runs_elsewhere", &[("backend", backend.name())]));
     }

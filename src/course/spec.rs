@@ -25,11 +25,12 @@ pub struct LessonSpec {
     /// Backends (`cpu`, `gpu`) where the measured effect is expected to show.
     #[serde(default)]
     pub shows_on: Vec<BackendKind>,
-    /// Backends where the exercise runs at all (empty: every one). Elsewhere it stops
-    /// after what it can check there (a CUDA kernel compiles off the GPU, and no more), and
-    /// `quest dev check` proves that much: the solution stops there, saying so.
+    /// Backends where the exercise runs at all (`cpu`, `gpu`, or one GPU backend: `cuda`,
+    /// `metal`; empty: every one). Elsewhere it stops after what it can check there (a CUDA
+    /// kernel compiles off an NVIDIA GPU, and no more), and `quest dev check` proves that
+    /// much: the solution stops there, saying so.
     #[serde(default)]
-    pub runs_on: Vec<BackendKind>,
+    pub runs_on: Vec<RunsOn>,
     /// The model the effect shows with, per backend in `shows_on` (`quest run <id>
     /// --model …`; `quest list` says it): e.g. `gpu: random:qwen3-8b`, where the
     /// lesson's own small model is launch-bound and every loop runs alike.
@@ -209,7 +210,7 @@ fn default_max_tokens() -> usize {
     DEFAULT_MAX_TOKENS
 }
 
-pub use crate::device::BackendKind;
+pub use crate::device::{Backend, BackendKind, RunsOn};
 
 /// A code rule: calls of some kinds are forbidden, or required, in one region.
 #[derive(Debug, Clone, Deserialize)]
@@ -833,14 +834,9 @@ impl LessonSpec {
         Ok(())
     }
 
-    /// Whether the exercise runs on `backend` (`runs_on`).
-    pub fn runs_on_backend(&self, backend: &str) -> bool {
-        self.runs_on_kind(BackendKind::of(backend))
-    }
-
-    /// Whether the exercise runs on this kind of backend (`runs_on`; without it, everywhere).
-    pub fn runs_on_kind(&self, kind: BackendKind) -> bool {
-        self.runs_on.is_empty() || self.runs_on.contains(&kind)
+    /// Whether the exercise runs on `backend` (`runs_on`; without it, everywhere).
+    pub fn runs_on_backend(&self, backend: Backend) -> bool {
+        self.runs_on.is_empty() || self.runs_on.iter().any(|place| place.holds(backend))
     }
 
     /// Whether the measured effect is expected on `backend` (`cpu`, `metal`, `cuda`).
@@ -944,12 +940,19 @@ quiz:
         assert!(spec.shows_on_backend("cuda"));
         assert!(!spec.shows_on_backend("cpu"));
         // Without `runs_on` the exercise runs everywhere; with it, only there.
-        assert!(spec.runs_on_backend("cpu") && spec.runs_on_backend("cuda"));
-        let gpu_only = LessonSpec {
-            runs_on: vec![BackendKind::Gpu],
-            ..spec.clone()
+        let all = [Backend::Cpu, Backend::Metal, Backend::Cuda];
+        let runs = |runs_on: Vec<RunsOn>| {
+            let spec = LessonSpec {
+                runs_on,
+                ..spec.clone()
+            };
+            all.map(|backend| spec.runs_on_backend(backend))
         };
-        assert!(gpu_only.runs_on_backend("cuda") && !gpu_only.runs_on_backend("cpu"));
+        assert_eq!(runs(vec![]), [true, true, true]);
+        assert_eq!(runs(vec![RunsOn::Gpu]), [false, true, true]);
+        // A CUDA kernel's exercise: not on Metal either.
+        assert_eq!(runs(vec![RunsOn::Cuda]), [false, false, true]);
+        assert_eq!(runs(vec![RunsOn::Cpu, RunsOn::Metal]), [true, true, false]);
     }
 
     #[test]

@@ -83,6 +83,40 @@ impl Backend {
     }
 }
 
+/// Where an exercise runs at all (a lesson's `runs_on`): a kind of backend, or one GPU
+/// backend by name where the code is that backend's own (a CUDA kernel runs on `cuda`, not
+/// on Metal).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunsOn {
+    Cpu,
+    Gpu,
+    Cuda,
+    Metal,
+}
+
+impl RunsOn {
+    /// Whether an exercise that runs here runs on `backend`.
+    pub fn holds(self, backend: Backend) -> bool {
+        match self {
+            RunsOn::Cpu => backend == Backend::Cpu,
+            RunsOn::Gpu => backend != Backend::Cpu,
+            RunsOn::Cuda => backend == Backend::Cuda,
+            RunsOn::Metal => backend == Backend::Metal,
+        }
+    }
+
+    /// Its name in lesson.yaml.
+    pub fn key(self) -> &'static str {
+        match self {
+            RunsOn::Cpu => "cpu",
+            RunsOn::Gpu => "gpu",
+            RunsOn::Cuda => "cuda",
+            RunsOn::Metal => "metal",
+        }
+    }
+}
+
 /// Where an effect can show: any CPU, or any GPU (Metal or CUDA).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use super::{Achievement, LessonRecord, LevelCurve, State};
-use crate::course::spec::BackendKind;
+use crate::course::spec::Backend;
 use crate::course::{Course, Lang};
 
 /// The header of the source page, as numbers.
@@ -43,7 +43,7 @@ impl Header {
         achievements: &[Achievement],
         state: &State,
         lang: Lang,
-        here: BackendKind,
+        here: Backend,
     ) -> Header {
         let xp = state.total_xp();
         let level = levels.level_for(xp);
@@ -55,7 +55,11 @@ impl Header {
         let lessons_elsewhere = course
             .lesson_ids()
             .filter(|id| !done(id))
-            .filter(|id| course.spec(id).is_ok_and(|spec| !spec.runs_on_kind(here)))
+            .filter(|id| {
+                course
+                    .spec(id)
+                    .is_ok_and(|spec| !spec.runs_on_backend(here))
+            })
             .map(str::to_owned)
             .collect();
         let achievements_earned = achievements
@@ -130,7 +134,7 @@ mod tests {
             &achievements,
             &State::default(),
             Lang::Ko,
-            BackendKind::Cpu,
+            Backend::Cpu,
         );
         assert_eq!(header.level, 0);
         assert_eq!(header.level_name, "스펙 시트 훑는 사람");
@@ -150,7 +154,7 @@ mod tests {
         let mut state = State::default();
         state.award("achievement:first-token", 10, Timestamp::now());
         state.award("lesson:x:complete", 140, Timestamp::now());
-        let header = Header::new(&course, &levels, &[], &state, Lang::En, BackendKind::Gpu);
+        let header = Header::new(&course, &levels, &[], &state, Lang::En, Backend::Cuda);
         assert_eq!((header.level, header.xp), (1, 150));
         assert_eq!(header.level_name, "Token counter");
         assert_eq!(header.xp_into_level, 50);
@@ -165,7 +169,7 @@ mod tests {
         let levels = LevelCurve::from_course(&course.levels).unwrap();
         let gpu_only: Vec<String> = course
             .lesson_ids()
-            .filter(|id| course.spec(id).unwrap().runs_on == [BackendKind::Gpu])
+            .filter(|id| !course.spec(id).unwrap().runs_on_backend(Backend::Cpu))
             .map(str::to_owned)
             .collect();
         assert!(
@@ -176,8 +180,8 @@ mod tests {
         let on = |state: &State, here| {
             Header::new(&course, &levels, &[], state, Lang::En, here).lessons_elsewhere
         };
-        assert_eq!(on(&state, BackendKind::Cpu), gpu_only);
-        assert!(on(&state, BackendKind::Gpu).is_empty());
+        assert_eq!(on(&state, Backend::Cpu), gpu_only);
+        assert!(on(&state, Backend::Cuda).is_empty());
         // Done on a GPU, it is no longer left for another machine, wherever quest runs next.
         for id in &gpu_only {
             state
@@ -192,7 +196,7 @@ mod tests {
                     measurement: None,
                 });
         }
-        assert!(on(&state, BackendKind::Cpu).is_empty());
+        assert!(on(&state, Backend::Cpu).is_empty());
     }
 
     #[test]

@@ -26,7 +26,7 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
-use crate::course::spec::BackendKind;
+use crate::course::spec::Backend;
 use crate::course::{Course, Lang};
 use crate::progress::{load_achievements, Achievement, LevelCurve};
 use pages::Progress;
@@ -36,12 +36,12 @@ pub struct Site {
     pub course: Course,
     pub levels: LevelCurve,
     pub achievements: Vec<Achievement>,
-    /// This machine's kind of backend: the header says which lessons cannot run here.
-    pub here: BackendKind,
+    /// This machine's backend: the header says which lessons cannot run here.
+    pub here: Backend,
 }
 
 impl Site {
-    pub fn new(course: Course, here: BackendKind) -> Result<Site> {
+    pub fn new(course: Course, here: Backend) -> Result<Site> {
         Ok(Site {
             levels: LevelCurve::from_course(&course.levels)?,
             achievements: load_achievements(&course.achievements, &course.tracks)?,

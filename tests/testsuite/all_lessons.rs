@@ -1067,7 +1067,7 @@ fn rows() -> Vec<Row> {
             answers: &["why=fences"],
             ..Row::of("streams")
         },
-        // A CUDA kernel: on the CPU it compiles and stops (`runs_on: [gpu]`), so the flow
+        // A CUDA kernel: on the CPU it compiles and stops (`runs_on: [cuda]`), so the flow
         // goes as far as that (`runs_elsewhere`).
         Row {
             // The warp's sum gathered into lane 0 (`__shfl_down_sync`), where the solution
@@ -1343,7 +1343,7 @@ fn flow(row: &Row) {
     };
     let run = [&["run", id][..], row.run_args.unwrap_or(row.args)].concat();
     let submit = [&["submit", id][..], row.args, &["--rounds", "1"]].concat();
-    if !spec.runs_on_backend("cpu") {
+    if !spec.runs_on_backend(quest::device::Backend::Cpu) {
         return runs_elsewhere(&quest, row, &lesson, &exercise, &sources, &run, &submit);
     }
 

@@ -24,7 +24,7 @@ fn repo() -> PathBuf {
 fn site_of(lessons: &Path) -> Site {
     Site::new(
         Course::load(lessons).unwrap(),
-        quest::device::Backend::detect().kind(),
+        quest::device::Backend::detect(),
     )
     .unwrap()
 }
