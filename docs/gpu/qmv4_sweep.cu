@@ -1,7 +1,8 @@
 // quest's 4-bit matvec outside MLX, swept: how many rows a warp owns, threads a block, how
 // many chunks a lane keeps in flight (a rolling prefetch: the next chunk is asked for as
 // soon as one is used, against quest's batches of four, each used before the next is asked
-// for), how the chunk sums of x are made, and how the weights are loaded.
+// for), how the chunk sums of x are made, how the weights are loaded, and whether a row's k
+// is split across blocks (more blocks for the layers' small matrices, each staging less of x).
 // Every 4-bit matrix of one decode step of Qwen3-8B and of Qwen3-0.6B (random weights,
 // group 32, as `random:` models have them), back to back as a step runs them, replayed as
 // one CUDA graph; median of 20 after 3 warm-ups; a 2 GiB device-to-device copy for the ceiling. Each variant is checked
@@ -9,8 +10,9 @@
 //
 // Why: inside the step (ncu, docs/gpu/2026-12-03-host-handoff/) the layers' matrices stream
 // at 1.0-1.7 TB/s and the 8B step is the GPU's; its target (50 % of the copy bandwidth)
-// needs them faster. Which of the launch shape, the staging of x or the loads holds them
-// back is what this measures, before the kernel in src/kernels/matvec.rs changes.
+// needs them faster. Which of the launch shape, the staging of x, the loads or too few
+// blocks (128-192 on 132 SMs) holds them back is what this measures, before the kernel in
+// src/kernels/matvec.rs changes.
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 -o /tmp/qmv4_sweep docs/gpu/qmv4_sweep.cu && /tmp/qmv4_sweep
 //   (on the device: bash docs/gpu/measure.sh qmv-sweep)
@@ -70,16 +72,30 @@ constexpr float EPS = 1e-6f;
 //               1: in the staging pass, four threads a chunk, two shuffles
 //   LOAD        see load16
 //   MINB        __launch_bounds__'s minimum blocks per SM (1: the compiler's choice)
-template <int K, int R, int THREADS, int AHEAD, int ROLL, int CSUM, int LOAD, int MINB, int FOLD>
+//   SPLIT       blocks a row's k is split across (quest: 1). Above 1 a block stages and
+//               multiplies only its slice of x (blockIdx.y), writes its rows' partial sums,
+//               and the block that finishes a row group last adds them in slice order
+//               (the same sum every run), folds the residual and writes y: the layers'
+//               small matrices get SPLIT times the blocks of 32 rows they have (128-192 on
+//               132 SMs), and each stages 1/SPLIT of x. `part` holds SPLIT x N floats,
+//               `count` a zero per row group (the last block sets it back to zero).
+template <int K, int R, int THREADS, int AHEAD, int ROLL, int CSUM, int LOAD, int MINB, int FOLD,
+          int SPLIT>
 __global__ void __launch_bounds__(THREADS, MINB)
     qmv4(const uint32_t* __restrict__ w, const __half* __restrict__ scales,
          const __half* __restrict__ biases, const __half* __restrict__ x,
          const __half* __restrict__ nw, const __half* __restrict__ res, __half* __restrict__ y,
-         int N) {
+         int N, float* __restrict__ part, unsigned* __restrict__ count) {
+  static_assert(K % (32 * SPLIT) == 0, "a slice is whole chunks");
+  // This block's slice of k: elements [k0, k0 + KS), chunks [c0, c0 + CHUNKS).
+  constexpr int KS = K / SPLIT;
+  const int k0 = SPLIT == 1 ? 0 : blockIdx.y * KS;
+  const int c0 = k0 / 32;
   extern __shared__ __align__(16) unsigned char quest_smem[];
   __half2* xs = reinterpret_cast<__half2*>(quest_smem);
-  float* csum = reinterpret_cast<float*>(quest_smem + K * 2);
-  constexpr int CHUNKS = K / 32;
+  float* csum = reinterpret_cast<float*>(quest_smem + KS * 2);
+  constexpr int CHUNKS = KS / 32;
+  constexpr int ROW_CHUNKS = K / 32;
   constexpr int GROUPS = K / GROUP;
   constexpr int ITERS = (CHUNKS + 31) / 32;
   constexpr int A = ITERS < AHEAD ? ITERS : AHEAD;
@@ -96,8 +112,8 @@ __global__ void __launch_bounds__(THREADS, MINB)
     for (int r = 0; r < R; ++r) {
       const bool in = i < ITERS && c < CHUNKS && row0 + r < N;
       const size_t row = in ? row0 + r : 0;
-      const int g = in ? (c * 32) / GROUP : 0;
-      q[slot][r] = in ? load16<LOAD>(&wq[row * CHUNKS + c]) : make_uint4(0, 0, 0, 0);
+      const int g = in ? ((c0 + c) * 32) / GROUP : 0;
+      q[slot][r] = in ? load16<LOAD>(&wq[row * ROW_CHUNKS + c0 + c]) : make_uint4(0, 0, 0, 0);
       sb[slot][r] = in ? __halves2half2(__ldg(&scales[row * GROUPS + g]), __ldg(&biases[row * GROUPS + g]))
                        : __float2half2_rn(0.f);
     }
@@ -128,14 +144,14 @@ __global__ void __launch_bounds__(THREADS, MINB)
   const __half2 sixteenth = __float2half2_rn(0.0625f);
   // CSUM 1 sums in this pass: every thread of a warp runs the same iterations (the bound is
   // rounded up to a warp), so the shuffles see all four threads of a chunk.
-  constexpr int STAGE_END = CSUM == 1 ? (K / 8 + 31) / 32 * 32 : K / 8;
+  constexpr int STAGE_END = CSUM == 1 ? (KS / 8 + 31) / 32 * 32 : KS / 8;
   for (int i = tid; i < STAGE_END; i += THREADS) {
     float s = 0.f;
-    if (i < K / 8) {
-      uint4 v = reinterpret_cast<const uint4*>(x)[i];
+    if (i < KS / 8) {
+      uint4 v = reinterpret_cast<const uint4*>(x + k0)[i];
       __half* h = reinterpret_cast<__half*>(&v);
       if constexpr ((FOLD & SWIGLU) != 0) {
-        uint4 uv = reinterpret_cast<const uint4*>(x + K)[i];
+        uint4 uv = reinterpret_cast<const uint4*>(x + K + k0)[i];
         const __half* u = reinterpret_cast<const __half*>(&uv);
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
@@ -145,7 +161,7 @@ __global__ void __launch_bounds__(THREADS, MINB)
         }
       }
       if constexpr ((FOLD & NORM) != 0) {
-        uint4 wv = reinterpret_cast<const uint4*>(nw)[i];
+        uint4 wv = reinterpret_cast<const uint4*>(nw + k0)[i];
         const __half* wn = reinterpret_cast<const __half*>(&wv);
 #pragma unroll
         for (int j = 0; j < 8; ++j) h[j] = __hmul(wn[j], __float2half(__half2float(h[j]) * rn));
@@ -160,7 +176,7 @@ __global__ void __launch_bounds__(THREADS, MINB)
     if constexpr (CSUM == 1) {
       s += __shfl_xor_sync(0xffffffffu, s, 1);
       s += __shfl_xor_sync(0xffffffffu, s, 2);
-      if (i < K / 8 && (i & 3) == 0) csum[i >> 2] = s * 16.f;
+      if (i < KS / 8 && (i & 3) == 0) csum[i >> 2] = s * 16.f;
     }
   }
   if constexpr (CSUM == 0) {
@@ -175,13 +191,14 @@ __global__ void __launch_bounds__(THREADS, MINB)
     } else {
       for (int c = tid; c < CHUNKS; c += THREADS) {
         float s = 0.f;
-        for (int j = 0; j < 32; ++j) s += __half2float(x[c * 32 + j]);
+        for (int j = 0; j < 32; ++j) s += __half2float(x[k0 + c * 32 + j]);
         csum[c] = s;
       }
     }
   }
   __syncthreads();
-  if (row0 >= N) return;
+  // Split, every thread of the block reaches the hand-over below.
+  if (SPLIT == 1 && row0 >= N) return;
 
   float acc[R];
 #pragma unroll
@@ -224,16 +241,45 @@ __global__ void __launch_bounds__(THREADS, MINB)
         if (b + p < ITERS) use(b + p, p);
     }
   }
+  auto finish = [&](int row, float v) {
+    if constexpr ((FOLD & RESIDUAL) != 0)
+      y[row] = __hadd(res[row], __float2half(v));
+    else
+      y[row] = __float2half(v);
+  };
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     float v = acc[r];
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     if (lane == 0 && row0 + r < N) {
-      if constexpr ((FOLD & RESIDUAL) != 0)
-        y[row0 + r] = __hadd(res[row0 + r], __float2half(v));
+      if constexpr (SPLIT == 1)
+        finish(row0 + r, v);
       else
-        y[row0 + r] = __float2half(v);
+        part[(size_t)blockIdx.y * N + row0 + r] = v;
     }
+  }
+  if constexpr (SPLIT > 1) {
+    // The last of a row group's SPLIT blocks to arrive adds the partial sums.
+    __shared__ bool quest_last;
+    __syncthreads();
+    if (tid == 0) {
+      __threadfence();
+      quest_last = atomicAdd(&count[blockIdx.x], 1u) == SPLIT - 1;
+    }
+    __syncthreads();
+    if (!quest_last) return;
+    __threadfence();
+    constexpr int ROWS = (THREADS / 32) * R;
+    for (int i = tid; i < ROWS; i += THREADS) {
+      const int row = blockIdx.x * ROWS + i;
+      if (row >= N) break;
+      float v = 0.f;
+#pragma unroll
+      // volatile: read from L2, where the other blocks' writes are, not from this SM's L1.
+      for (int s = 0; s < SPLIT; ++s) v += *(volatile const float*)&part[(size_t)s * N + row];
+      finish(row, v);
+    }
+    if (tid == 0) count[blockIdx.x] = 0;
   }
 }
 
@@ -310,28 +356,31 @@ struct Mat {
 struct Io {
   const __half *x, *nw, *res;
   __half* y;
+  float* part;      // SPLIT x rows partial sums
+  unsigned* count;  // a zero per row group
 };
 
 // One launch of a variant, any of the step's widths and folds.
 typedef void (*Launch)(const Mat&, const Io&, cudaStream_t);
 
-template <int K, int R, int T, int AH, int RL, int CS, int LD, int MB, int F>
+template <int K, int R, int T, int AH, int RL, int CS, int LD, int MB, int F, int SP>
 void launch_kf(const Mat& m, const Io& io, cudaStream_t st) {
-  auto f = qmv4<K, R, T, AH, RL, CS, LD, MB, F>;
-  const size_t smem = (size_t)K * 2 + (size_t)(K / 32) * 4;
+  auto f = qmv4<K, R, T, AH, RL, CS, LD, MB, F, SP>;
+  const size_t smem = (size_t)(K / SP) * 2 + (size_t)(K / SP / 32) * 4;
   static bool set = false;
   if (!set) {
     CHECK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 * 1024));
     set = true;
   }
   const int rows = (T / 32) * R;
-  f<<<(m.n + rows - 1) / rows, T, smem, st>>>(m.w, m.s, m.b, io.x, io.nw, io.res, io.y, m.n);
+  const dim3 grid((m.n + rows - 1) / rows, SP);
+  f<<<grid, T, smem, st>>>(m.w, m.s, m.b, io.x, io.nw, io.res, io.y, m.n, io.part, io.count);
 }
 // Only the widths and folds a step of the two models has (each pair one compiled kernel).
-template <int R, int T, int AH, int RL, int CS, int LD, int MB>
+template <int R, int T, int AH, int RL, int CS, int LD, int MB, int SP = 1>
 void launch(const Mat& m, const Io& io, cudaStream_t st) {
 #define QUEST_CASE(K, F) \
-  if (m.k == K && m.fold == (F)) return launch_kf<K, R, T, AH, RL, CS, LD, MB, (F)>(m, io, st);
+  if (m.k == K && m.fold == (F)) return launch_kf<K, R, T, AH, RL, CS, LD, MB, (F), SP>(m, io, st);
   QUEST_CASE(4096, NORM)                 // Qwen3-8B q/k/v, gate/up
   QUEST_CASE(4096, RESIDUAL)             // Qwen3-8B o
   QUEST_CASE(12288, SWIGLU | RESIDUAL)   // Qwen3-8B down
@@ -374,6 +423,13 @@ int main() {
       {"R4x256 a4 roll csum1 mb2", launch<4, 256, 4, 1, 1, 0, 2>},
       {"R2x128 a4 roll csum1 mb6", launch<2, 128, 4, 1, 1, 0, 6>},
       {"R2x128 a8 roll csum1 L2", launch<2, 128, 8, 1, 1, 1, 1>},
+      //                                     R  THREADS AHEAD ROLL CSUM LOAD MINB SPLIT
+      {"R4x256 a4 roll csum1 split2", launch<4, 256, 4, 1, 1, 0, 1, 2>},
+      {"R4x256 a4 roll csum1 split4", launch<4, 256, 4, 1, 1, 0, 1, 4>},
+      {"R2x256 a4 roll csum1 split2", launch<2, 256, 4, 1, 1, 0, 1, 2>},
+      {"R2x256 a4 roll csum1 split4", launch<2, 256, 4, 1, 1, 0, 1, 4>},
+      {"R4x128 a4 roll csum1 split4", launch<4, 128, 4, 1, 1, 0, 1, 4>},
+      {"R4x256 a4 roll csum1 L2 split4", launch<4, 256, 4, 1, 1, 1, 1, 4>},
   };
   const Model models[] = {
       {"Qwen3-8B", 4096, 4096, 1024, 12288, 36, 151936},
@@ -422,7 +478,14 @@ int main() {
   fill_x<<<(XMAX + 255) / 256, 256>>>(x, XMAX, 7);
   fill_x<<<(XMAX + 255) / 256, 256>>>(nw, XMAX, 11);
   fill_x<<<(YMAX + 255) / 256, 256>>>(res, YMAX, 13);
-  const Io io{x, nw, res, y};
+  // Split variants' partial sums (up to 8 slices) and row groups' counters (a group is at
+  // least 4 rows), zero once: each group's last block sets its counter back to zero.
+  float* part;
+  unsigned* counters;
+  CHECK(cudaMalloc(&part, (size_t)8 * YMAX * sizeof(float)));
+  CHECK(cudaMalloc(&counters, (size_t)YMAX * sizeof(unsigned)));
+  CHECK(cudaMemset(counters, 0, (size_t)YMAX * sizeof(unsigned)));
+  const Io io{x, nw, res, y, part, counters};
 
   for (const Model& md : models) {
     // q/k/v fused (the norm folded in), o (the residual), gate/up fused (the norm), down
@@ -510,7 +573,7 @@ int main() {
         else
           kind_us[kind] = med * 1e3f / count;
       }
-      printf("  %-26s step %.3f ms %5.0f GB/s (%4.1f %% of copy) | us/launch:", v.name, step_ms,
+      printf("  %-31s step %.3f ms %5.0f GB/s (%4.1f %% of copy) | us/launch:", v.name, step_ms,
              total / (step_ms * 1e-3) / 1e9, 100.0 * total / (step_ms * 1e-3) / 1e9 / copy_gb_s);
       for (int kind = 0; kind < 5; ++kind) printf(" %s %.1f", kinds[kind], kind_us[kind]);
       printf(" | err %.1e\n", worst);
