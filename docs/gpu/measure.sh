@@ -100,7 +100,8 @@
 #                  each MLX_MAX_OPS_PER_BUFFER of SWEEP, MLX_MAX_MB_PER_BUFFER of SWEEP_MB and
 #                  assignment of SWEEP_EXTRA.
 #   qmv-sweep      the 4-bit matvec alone, outside MLX (docs/gpu/qmv4_sweep.cu, built with
-#                  the device's nvcc): launch shapes, prefetch depth, chunk sums and loads,
+#                  the device's nvcc): launch shapes, prefetch depth, chunk sums, loads and
+#                  a split of k across blocks (gathered in global memory or a cluster),
 #                  on every matrix of a Qwen3-8B and a Qwen3-0.6B step, against a copy.
 #   profile        GPU time per kernel kind with ncu (NCU_SHAPES, default
 #                  "Qwen3-8B Qwen3-0.6B", NCU_TIMEOUT s each, default 200) over `quest fit

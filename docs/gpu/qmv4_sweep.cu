@@ -16,6 +16,7 @@
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 -o /tmp/qmv4_sweep docs/gpu/qmv4_sweep.cu && /tmp/qmv4_sweep
 //   (on the device: bash docs/gpu/measure.sh qmv-sweep)
+#include <cooperative_groups.h>
 #include <cuda_fp16.h>
 #include <algorithm>
 #include <cmath>
@@ -79,13 +80,16 @@ constexpr float EPS = 1e-6f;
 //               small matrices get SPLIT times the blocks of 32 rows they have (128-192 on
 //               132 SMs), and each stages 1/SPLIT of x. `part` holds SPLIT x N floats,
 //               `count` a zero per row group (the last block sets it back to zero).
-template <int K, int R, int THREADS, int AHEAD, int ROLL, int CSUM, int LOAD, int MINB, int FOLD,
-          int SPLIT>
-__global__ void __launch_bounds__(THREADS, MINB)
-    qmv4(const uint32_t* __restrict__ w, const __half* __restrict__ scales,
+//   CLUSTER     1 (with SPLIT above 1): a row group's SPLIT blocks are one thread-block
+//               cluster (sm_90), and its first block adds the others' sums from their
+//               shared memory: no `part`, no `count`, nothing for MLX to allocate or zero.
+template <int K, int R, int THREADS, int AHEAD, int ROLL, int CSUM, int LOAD, int FOLD,
+          int SPLIT, int CLUSTER>
+__device__ __forceinline__ void qmv4_body(const uint32_t* __restrict__ w, const __half* __restrict__ scales,
          const __half* __restrict__ biases, const __half* __restrict__ x,
          const __half* __restrict__ nw, const __half* __restrict__ res, __half* __restrict__ y,
          int N, float* __restrict__ part, unsigned* __restrict__ count) {
+  static_assert(CLUSTER == 0 || SPLIT > 1, "a cluster gathers a split");
   static_assert(K % (32 * SPLIT) == 0, "a slice is whole chunks");
   // This block's slice of k: elements [k0, k0 + KS), chunks [c0, c0 + CHUNKS).
   constexpr int KS = K / SPLIT;
@@ -241,6 +245,8 @@ __global__ void __launch_bounds__(THREADS, MINB)
         if (b + p < ITERS) use(b + p, p);
     }
   }
+  constexpr int ROWS = (THREADS / 32) * R;
+  __shared__ float quest_rows[CLUSTER == 1 ? ROWS : 1];
   auto finish = [&](int row, float v) {
     if constexpr ((FOLD & RESIDUAL) != 0)
       y[row] = __hadd(res[row], __float2half(v));
@@ -254,11 +260,31 @@ __global__ void __launch_bounds__(THREADS, MINB)
     if (lane == 0 && row0 + r < N) {
       if constexpr (SPLIT == 1)
         finish(row0 + r, v);
-      else
+      else if constexpr (CLUSTER == 0)
         part[(size_t)blockIdx.y * N + row0 + r] = v;
     }
+    if constexpr (CLUSTER == 1) {
+      if (lane == 0) quest_rows[(tid >> 5) * R + r] = v;
+    }
   }
-  if constexpr (SPLIT > 1) {
+  if constexpr (CLUSTER == 1) {
+    // The cluster's first block (slice 0) adds the slices' sums in order; the second
+    // barrier keeps every block's shared memory until it has read it.
+    namespace cg = cooperative_groups;
+    cg::cluster_group cluster = cg::this_cluster();
+    cluster.sync();
+    if (cluster.block_rank() == 0) {
+      for (int i = tid; i < ROWS; i += THREADS) {
+        const int row = blockIdx.x * ROWS + i;
+        if (row >= N) break;
+        float v = 0.f;
+#pragma unroll
+        for (int s = 0; s < SPLIT; ++s) v += cluster.map_shared_rank(quest_rows, s)[i];
+        finish(row, v);
+      }
+    }
+    cluster.sync();
+  } else if constexpr (SPLIT > 1) {
     // The last of a row group's SPLIT blocks to arrive adds the partial sums.
     __shared__ bool quest_last;
     __syncthreads();
@@ -269,7 +295,6 @@ __global__ void __launch_bounds__(THREADS, MINB)
     __syncthreads();
     if (!quest_last) return;
     __threadfence();
-    constexpr int ROWS = (THREADS / 32) * R;
     for (int i = tid; i < ROWS; i += THREADS) {
       const int row = blockIdx.x * ROWS + i;
       if (row >= N) break;
@@ -281,6 +306,28 @@ __global__ void __launch_bounds__(THREADS, MINB)
     }
     if (tid == 0) count[blockIdx.x] = 0;
   }
+}
+
+#define QMV4_PARAMS                                                                         \
+  const uint32_t *__restrict__ w, const __half *__restrict__ scales,                        \
+      const __half *__restrict__ biases, const __half *__restrict__ x,                      \
+      const __half *__restrict__ nw, const __half *__restrict__ res, __half *__restrict__ y, \
+      int N, float *__restrict__ part, unsigned *__restrict__ count
+#define QMV4_ARGS w, scales, biases, x, nw, res, y, N, part, count
+
+template <int K, int R, int THREADS, int AHEAD, int ROLL, int CSUM, int LOAD, int MINB, int FOLD,
+          int SPLIT>
+__global__ void __launch_bounds__(THREADS, MINB) qmv4(QMV4_PARAMS) {
+  qmv4_body<K, R, THREADS, AHEAD, ROLL, CSUM, LOAD, FOLD, SPLIT, 0>(QMV4_ARGS);
+}
+
+// A row group's SPLIT blocks as one cluster: the cluster's shape is the kernel's own
+// (compiled in, as a launch through MLX would need), gridDim.y == SPLIT.
+template <int K, int R, int THREADS, int AHEAD, int ROLL, int CSUM, int LOAD, int MINB, int FOLD,
+          int SPLIT>
+__global__ void __cluster_dims__(1, SPLIT, 1) __launch_bounds__(THREADS, MINB)
+    qmv4_cluster(QMV4_PARAMS) {
+  qmv4_body<K, R, THREADS, AHEAD, ROLL, CSUM, LOAD, FOLD, SPLIT, 1>(QMV4_ARGS);
 }
 
 // What the folds make of x, in float32 (the reference's input): RMS norm, SwiGLU.
@@ -363,9 +410,13 @@ struct Io {
 // One launch of a variant, any of the step's widths and folds.
 typedef void (*Launch)(const Mat&, const Io&, cudaStream_t);
 
-template <int K, int R, int T, int AH, int RL, int CS, int LD, int MB, int F, int SP>
+template <int K, int R, int T, int AH, int RL, int CS, int LD, int MB, int F, int SP, int CL>
 void launch_kf(const Mat& m, const Io& io, cudaStream_t st) {
-  auto f = qmv4<K, R, T, AH, RL, CS, LD, MB, F, SP>;
+  void (*f)(QMV4_PARAMS);
+  if constexpr (CL == 1)
+    f = qmv4_cluster<K, R, T, AH, RL, CS, LD, MB, F, SP>;
+  else
+    f = qmv4<K, R, T, AH, RL, CS, LD, MB, F, SP>;
   const size_t smem = (size_t)(K / SP) * 2 + (size_t)(K / SP / 32) * 4;
   static bool set = false;
   if (!set) {
@@ -377,10 +428,10 @@ void launch_kf(const Mat& m, const Io& io, cudaStream_t st) {
   f<<<grid, T, smem, st>>>(m.w, m.s, m.b, io.x, io.nw, io.res, io.y, m.n, io.part, io.count);
 }
 // Only the widths and folds a step of the two models has (each pair one compiled kernel).
-template <int R, int T, int AH, int RL, int CS, int LD, int MB, int SP = 1>
+template <int R, int T, int AH, int RL, int CS, int LD, int MB, int SP = 1, int CL = 0>
 void launch(const Mat& m, const Io& io, cudaStream_t st) {
 #define QUEST_CASE(K, F) \
-  if (m.k == K && m.fold == (F)) return launch_kf<K, R, T, AH, RL, CS, LD, MB, (F), SP>(m, io, st);
+  if (m.k == K && m.fold == (F)) return launch_kf<K, R, T, AH, RL, CS, LD, MB, (F), SP, CL>(m, io, st);
   QUEST_CASE(4096, NORM)                 // Qwen3-8B q/k/v, gate/up
   QUEST_CASE(4096, RESIDUAL)             // Qwen3-8B o
   QUEST_CASE(12288, SWIGLU | RESIDUAL)   // Qwen3-8B down
@@ -430,6 +481,11 @@ int main() {
       {"R2x256 a4 roll csum1 split4", launch<2, 256, 4, 1, 1, 0, 1, 4>},
       {"R4x128 a4 roll csum1 split4", launch<4, 128, 4, 1, 1, 0, 1, 4>},
       {"R4x256 a4 roll csum1 L2 split4", launch<4, 256, 4, 1, 1, 1, 1, 4>},
+      //                                       R  THREADS AHEAD ROLL CSUM LOAD MINB SPLIT CLUSTER
+      {"R4x256 a4 roll csum1 split2 cluster", launch<4, 256, 4, 1, 1, 0, 1, 2, 1>},
+      {"R4x256 a4 roll csum1 split4 cluster", launch<4, 256, 4, 1, 1, 0, 1, 4, 1>},
+      {"R2x256 a4 roll csum1 split4 cluster", launch<2, 256, 4, 1, 1, 0, 1, 4, 1>},
+      {"R4x128 a4 roll csum1 split8 cluster", launch<4, 128, 4, 1, 1, 0, 1, 8, 1>},
   };
   const Model models[] = {
       {"Qwen3-8B", 4096, 4096, 1024, 12288, 36, 151936},
@@ -573,7 +629,7 @@ int main() {
         else
           kind_us[kind] = med * 1e3f / count;
       }
-      printf("  %-31s step %.3f ms %5.0f GB/s (%4.1f %% of copy) | us/launch:", v.name, step_ms,
+      printf("  %-36s step %.3f ms %5.0f GB/s (%4.1f %% of copy) | us/launch:", v.name, step_ms,
              total / (step_ms * 1e-3) / 1e9, 100.0 * total / (step_ms * 1e-3) / 1e9 / copy_gb_s);
       for (int kind = 0; kind < 5; ++kind) printf(" %s %.1f", kinds[kind], kind_us[kind]);
       printf(" | err %.1e\n", worst);
