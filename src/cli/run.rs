@@ -257,12 +257,17 @@ fn print_report(ctx: &Ctx, r: &Report) {
         tokens(r.generated_tokens)
     );
     println!("{}: {:.1} {}", ctx.ui("ttft"), r.ttft_ms, ctx.ui("ms"));
-    println!(
-        "{}: {:.2} {}",
-        ctx.ui("decode"),
-        r.decode_tok_s,
-        ctx.ui("tok_per_s")
-    );
+    if r.generated_tokens < 2 {
+        // The first token is the prefill's: decode is timed from the second on.
+        println!("{}: {}", ctx.ui("decode"), ctx.ui("decode_unmeasured"));
+    } else {
+        println!(
+            "{}: {:.2} {}",
+            ctx.ui("decode"),
+            r.decode_tok_s,
+            ctx.ui("tok_per_s")
+        );
+    }
     if r.batch > 1 {
         let per_seq = r
             .metric(quest::course::Metric::PerSeqTokS)
