@@ -569,6 +569,11 @@ int main() {
     printf("\n%s: %.3f GB per token (group %d); at the copy's rate %.3f ms\n", md.name, total / 1e9,
            GROUP, total / (copy_gb_s * 1e9) * 1e3);
     const char* kinds[5] = {"qkv", "o", "gate_up", "down", "head"};
+    struct Result {
+      const char* name;
+      float step_ms, kind_us[5], err;
+    };
+    std::vector<Result> results;
     for (const Variant& v : variants) {
       // Correctness: the first layer's four matrices and the head against float32.
       float worst = 0.f;
@@ -634,7 +639,29 @@ int main() {
       for (int kind = 0; kind < 5; ++kind) printf(" %s %.1f", kinds[kind], kind_us[kind]);
       printf(" | err %.1e\n", worst);
       fflush(stdout);
+      Result res{v.name, step_ms, {}, worst};
+      std::copy(kind_us, kind_us + 5, res.kind_us);
+      results.push_back(res);
     }
+    // The fastest of the variants as accurate as quest's (error at most twice its own, the
+    // float16 output's rounding aside), per kind and for the whole step, against quest's.
+    const Result& quest = results[0];
+    auto accurate = [&](const Result& r) { return r.err <= 2.f * quest.err + 1e-4f; };
+    printf("  fastest as accurate as quest's (error <= 2 x %.1e):\n", quest.err);
+    for (int kind = 0; kind < 5; ++kind) {
+      const Result* best = &quest;
+      for (const Result& r : results)
+        if (accurate(r) && r.kind_us[kind] < best->kind_us[kind]) best = &r;
+      printf("    %-8s %-36s %7.1f us a launch (quest's %.1f, x%.2f)\n", kinds[kind], best->name,
+             best->kind_us[kind], quest.kind_us[kind], quest.kind_us[kind] / best->kind_us[kind]);
+    }
+    const Result* best = &quest;
+    for (const Result& r : results)
+      if (accurate(r) && r.step_ms < best->step_ms) best = &r;
+    printf("    %-8s %-36s %7.3f ms (quest's %.3f, x%.2f), %.1f %% of copy\n", "step", best->name,
+           best->step_ms, quest.step_ms, quest.step_ms / best->step_ms,
+           100.0 * total / (best->step_ms * 1e-3) / 1e9 / copy_gb_s);
+    fflush(stdout);
     for (auto& m : mats) {
       CHECK(cudaFree(m.w));
       CHECK(cudaFree(m.s));
