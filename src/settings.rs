@@ -93,6 +93,8 @@ settings! {
         "OpenBLAS threads";
     WEIGHTS: "QUEST_WEIGHTS", Run, "auto",
         "how a quantized model's matrices are held: `auto` (dense f32 on a CPU, quantized as stored on a GPU), `dense` or `quantized`; `quest --weights …` sets it";
+    MEMORY_CHECK: "QUEST_MEMORY_CHECK", Run, "on",
+        "on a CPU: `on`, quest refuses to load a model whose weights, as it will hold them (dense f32 by default), need more memory than the machine has available (Linux's `MemAvailable`), and says what would fit, instead of being stopped by the system halfway or swapping; `off` loads it anyway";
     QMV: "QUEST_QMV", Run, "auto",
         "on a CUDA build: `quest`, `mlx` or `auto` (quest's where its kernels are kept compiled or the process warms up first, see `QUEST_KERNEL_CACHE`; else MLX's): 4-bit matrices times one row (decode) in quest's own kernel, folding in the input norm, SwiGLU and the residual add (docs/benchmarks.md)";
     QKV: "QUEST_QKV", Run, "auto",

@@ -83,6 +83,19 @@ impl Backend {
     }
 }
 
+/// The bytes this machine can give a new allocation without swapping (`MemAvailable` in
+/// /proc/meminfo); `None` where the OS does not say so (not Linux).
+pub fn memory_available() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    meminfo_available(&meminfo)
+}
+
+fn meminfo_available(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
 /// Where an exercise runs at all (a lesson's `runs_on`): a kind of backend, or one GPU
 /// backend by name where the code is that backend's own (a CUDA kernel runs on `cuda`, not
 /// on Metal).
@@ -141,6 +154,22 @@ impl BackendKind {
         match self {
             BackendKind::Cpu => "cpu",
             BackendKind::Gpu => "gpu",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn available_memory_is_read_from_meminfo() {
+        let meminfo = "MemTotal:       24000000 kB\nMemFree:         9000000 kB\nMemAvailable:   22000000 kB\n";
+        assert_eq!(meminfo_available(meminfo), Some(22_000_000 * 1024));
+        assert_eq!(meminfo_available("MemTotal: 1 kB\n"), None);
+        // This machine says, where it is Linux.
+        if cfg!(target_os = "linux") {
+            assert!(memory_available().is_some_and(|bytes| bytes > 0));
         }
     }
 }

@@ -273,13 +273,76 @@ fn load_source(model: &str, layout: Hold, lazy: bool) -> Result<(Model, Tokenize
     }
 }
 
-/// Readies `weights` for this machine before a model is built from them: OpenBLAS's
-/// thread count ([`crate::device::blas::init`]) and whether quantized matrices become dense.
-pub fn prepare(weights: &mut Weights, layout: Hold) -> Result<()> {
+/// Readies `weights` for this machine before a model is built from them (`config`, as
+/// `config.json` says it): OpenBLAS's thread count ([`crate::device::blas::init`]), whether
+/// quantized matrices become dense, and, on a CPU, whether they fit in the memory this
+/// machine has ([`too_big_for_memory`]; `QUEST_MEMORY_CHECK=off` skips it).
+pub fn prepare(weights: &mut Weights, layout: Hold, config: &serde_json::Value) -> Result<()> {
     require_built_backend()?;
     crate::device::blas::init()?;
     weights.dense = layout.dense_on(Backend::detect());
+    let check = crate::settings::MEMORY_CHECK.value();
+    let check = match check.as_str() {
+        "on" => true,
+        "off" => false,
+        other => anyhow::bail!("QUEST_MEMORY_CHECK={other}: use `on` or `off`"),
+    };
+    if check && Backend::detect() == Backend::Cpu {
+        let group_size = config
+            .get("quantization")
+            .or_else(|| config.get("text_config")?.get("quantization"))
+            .and_then(|q| q.get("group_size")?.as_i64())
+            .map(|g| g as i32);
+        let held = |dense| weights.held_bytes(dense, group_size);
+        if let (Some(needed), Some(quantized), Some(available)) = (
+            held(weights.dense),
+            held(false),
+            crate::device::memory_available(),
+        ) {
+            if let Some(refusal) = too_big_for_memory(needed, quantized, weights.dense, available) {
+                anyhow::bail!(refusal);
+            }
+        }
+    }
     Ok(())
+}
+
+/// Why a model that needs more memory (`needed` bytes, as it will be held, `dense` or not;
+/// `quantized`, with its matrices as stored) than the machine has `available` is not
+/// loaded, and what would fit; `None` where it fits. Loading it anyway would end with the
+/// system stopping the process for want of memory, halfway and with no word of why, or
+/// swapping for minutes.
+pub fn too_big_for_memory(
+    needed: u64,
+    quantized: u64,
+    dense: bool,
+    available: u64,
+) -> Option<String> {
+    if needed <= available {
+        return None;
+    }
+    let gb = |bytes: u64| format!("{:.1} GB", bytes as f64 / 1e9);
+    let instead = if dense && quantized <= available {
+        format!(
+            "Keep its matrices quantized instead, `--weights quantized` (or \
+             QUEST_WEIGHTS=quantized): {} here, slower on a CPU; or choose a smaller model",
+            gb(quantized)
+        )
+    } else {
+        "Choose a smaller model".to_owned()
+    };
+    let held = if dense {
+        "its quantized matrices made dense in float32, the CPU's default: README"
+    } else {
+        "its matrices quantized as stored"
+    };
+    Some(format!(
+        "this model's weights need about {} of memory as quest holds them here ({held}), and \
+         this machine has {} available: loading it would end with the system stopping it \
+         for want of memory. {instead}; `QUEST_MEMORY_CHECK=off` loads it anyway",
+        gb(needed),
+        gb(available)
+    ))
 }
 
 /// One empty cache per layer: a KV cache for attention layers, a fixed-size recurrent
@@ -305,7 +368,7 @@ pub fn load_model_dir_with(dir: &Path, layout: Hold) -> Result<Model> {
 
 fn model_dir(dir: &Path, layout: Hold, lazy: bool) -> Result<Model> {
     let (config, mut weights) = dir_weights(dir)?;
-    prepare(&mut weights, layout)?;
+    prepare(&mut weights, layout, &config)?;
     weights.lazy = lazy;
     let model = Model::from_config(&config, weights)
         .with_context(|| format!("loading the model in {}", dir.display()))?;
@@ -343,7 +406,7 @@ fn dir_weights(dir: &Path) -> Result<(serde_json::Value, Weights)> {
 
 fn gguf_file(file: &Path, layout: Hold, lazy: bool) -> Result<(Model, Tokenizer)> {
     let (config, mut weights, tokenizer) = gguf_weights(file)?;
-    prepare(&mut weights, layout)?;
+    prepare(&mut weights, layout, &config)?;
     weights.lazy = lazy;
     let model = Model::from_config(&config, weights)
         .with_context(|| format!("loading {}", file.display()))?;

@@ -77,7 +77,7 @@ pub fn load_weights(model: &str) -> Result<(Checkpoint, Tokenizer)> {
         }
         ModelSource::Gguf(file) => super::gguf_weights(&file)?,
     };
-    super::prepare(&mut weights, layout)?;
+    super::prepare(&mut weights, layout, &config)?;
     let model_type = config["model_type"].as_str().unwrap_or_default();
     ensure!(
         ["llama", "mistral"].contains(&model_type),

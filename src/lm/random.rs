@@ -313,7 +313,7 @@ pub fn model_with(config: &Value, seed: u64, bits: i32, layout: Hold) -> Result<
     let mut config = config.clone();
     config["quantization"] = json!({"group_size": 32, "bits": bits});
     let mut weights = Weights::new(tensors, Path::new("<random weights>"), dtype);
-    crate::lm::prepare(&mut weights, layout)?;
+    crate::lm::prepare(&mut weights, layout, &config)?;
     let model = Model::from_config(&config, weights)?;
     Ok(model)
 }
@@ -385,6 +385,77 @@ pub(crate) fn tiny_llama() -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What quest says a model will hold before it is made is what the model made from the
+    /// same tensors holds, dense and quantized: every weight of the tied tiny llama is read
+    /// at each step (its head is its embedding), so its bytes a step are its weights.
+    #[test]
+    fn the_memory_a_model_will_hold_is_counted_from_its_tensors_shapes() {
+        let config = tiny_llama();
+        let dtype = Backend::detect().float_dtype();
+        let group = 32;
+        // The tensors as `model_with` makes them, 4-bit, by shape alone.
+        let mut entries: Vec<(String, Vec<i32>, mlx_rs::Dtype)> = Vec::new();
+        for (name, shape) in tensor_shapes(&config) {
+            if shape.len() != 2 {
+                entries.push((name, shape, dtype));
+                continue;
+            }
+            let prefix = name.trim_end_matches(".weight").to_owned();
+            let (rows, cols) = (shape[0], shape[1]);
+            entries.push((name, vec![rows, cols / 8], mlx_rs::Dtype::Uint32));
+            for part in ["scales", "biases"] {
+                entries.push((format!("{prefix}.{part}"), vec![rows, cols / group], dtype));
+            }
+        }
+        let held = |dense, group| {
+            crate::lm::weights::held_bytes(
+                entries
+                    .iter()
+                    .map(|(n, s, d)| (n.as_str(), s.as_slice(), *d)),
+                dense,
+                dtype,
+                group,
+            )
+        };
+        for (layout, dense) in [(Hold::Dense, true), (Hold::Quantized, false)] {
+            let model = model_with(&config, 0, 4, layout).unwrap();
+            let made = model.weight_bytes() as f64;
+            let counted = held(dense, Some(group)).unwrap() as f64;
+            // Within the one embedding row a step also reads.
+            assert!(
+                (counted - made).abs() <= 0.01 * made,
+                "dense {dense}: counted {counted} bytes, the model holds {made}"
+            );
+        }
+        // Dense needs the group size to count a quantized matrix's weights.
+        assert_eq!(held(true, None), None);
+        assert!(held(false, None).is_some());
+    }
+
+    #[test]
+    fn a_model_too_big_for_memory_is_refused_saying_what_fits() {
+        use crate::lm::too_big_for_memory;
+        let gb = 1_000_000_000;
+        assert_eq!(too_big_for_memory(8 * gb, 2 * gb, true, 8 * gb), None);
+        let dense = too_big_for_memory(33 * gb, 6 * gb, true, 16 * gb).unwrap();
+        assert!(
+            dense.contains("33.0 GB")
+                && dense.contains("16.0 GB")
+                && dense.contains("--weights quantized")
+                && dense.contains("6.0 GB"),
+            "{dense}"
+        );
+        // Quantized is no way out where it does not fit either, nor where it already is.
+        for (quantized, dense) in [(20 * gb, true), (6 * gb, false)] {
+            let refusal = too_big_for_memory(33 * gb, quantized, dense, 16 * gb).unwrap();
+            assert!(!refusal.contains("--weights quantized"), "{refusal}");
+            assert!(
+                refusal.contains("smaller model") && refusal.contains("QUEST_MEMORY_CHECK=off"),
+                "{refusal}"
+            );
+        }
+    }
 
     /// The packed random matrix is one MLX reads as `bits`-bit weights: dequantized, its
     /// values are the levels of one scale and bias, zero-mean, with a standard deviation

@@ -31,6 +31,63 @@ pub fn dense_name(dtype: Dtype) -> String {
     format!("dense-{dtype}")
 }
 
+/// The bytes a model's tensors take once it is built from them, from their names, shapes
+/// and dtypes alone (nothing is read): float tensors in `float_dtype`; a quantized matrix
+/// (`p.weight` beside `p.scales`, groups of `group_size` columns) dense in `float_dtype`
+/// where `dense`, else its words, scales and biases as stored; the rest as stored. `None`
+/// where a matrix is quantized and the group size is not known.
+pub fn held_bytes<'a>(
+    tensors: impl IntoIterator<Item = (&'a str, &'a [i32], Dtype)>,
+    dense: bool,
+    float_dtype: Dtype,
+    group_size: Option<i32>,
+) -> Option<u64> {
+    let tensors: HashMap<&str, (&[i32], Dtype)> = tensors
+        .into_iter()
+        .map(|(name, shape, dtype)| (name, (shape, dtype)))
+        .collect();
+    let float_size = |dtype: Dtype| match dtype {
+        Dtype::Float16 | Dtype::Bfloat16 => 2,
+        _ => 4,
+    };
+    let elements = |shape: &[i32]| shape.iter().map(|&d| d.max(0) as u64).product::<u64>();
+    let quantized = |name: &str| {
+        let prefix = name.strip_suffix(".weight")?;
+        tensors.get(format!("{prefix}.scales").as_str())
+    };
+    // The scales and biases of a matrix made dense go with its words.
+    let made_dense = |name: &str| {
+        dense
+            && [".scales", ".biases"].iter().any(|suffix| {
+                name.strip_suffix(suffix)
+                    .is_some_and(|prefix| tensors.contains_key(format!("{prefix}.weight").as_str()))
+            })
+    };
+    let mut bytes = 0u64;
+    for (name, &(shape, dtype)) in &tensors {
+        if made_dense(name) {
+            continue;
+        }
+        bytes += match quantized(name) {
+            Some((scales, _)) if dense => {
+                // [rows, groups] scales: rows × groups × group_size weights.
+                elements(scales) * group_size? as u64 * float_size(float_dtype)
+            }
+            _ if dtype.is_float() => elements(shape) * float_size(float_dtype),
+            _ => {
+                elements(shape)
+                    * match dtype {
+                        Dtype::Uint8 | Dtype::Int8 | Dtype::Bool => 1,
+                        Dtype::Uint16 | Dtype::Int16 => 2,
+                        Dtype::Uint64 | Dtype::Int64 => 8,
+                        _ => 4,
+                    }
+            }
+        };
+    }
+    Some(bytes)
+}
+
 /// Tensors by name, taken out one by one as the model is built.
 pub struct Weights {
     tensors: HashMap<String, Array>,
@@ -58,6 +115,16 @@ impl Weights {
             lazy: false,
             taken: Vec::new(),
         }
+    }
+
+    /// The bytes the model built from these weights will hold (see [`held_bytes`]), with
+    /// quantized matrices dense (`dense`) or as stored; `group_size`: the config's.
+    pub fn held_bytes(&self, dense: bool, group_size: Option<i32>) -> Option<u64> {
+        let tensors = self
+            .tensors
+            .iter()
+            .map(|(name, t)| (name.as_str(), t.shape(), t.dtype()));
+        held_bytes(tensors, dense, self.float_dtype, group_size)
     }
 
     /// What the model built from these weights will hold: quantized as stored when some
