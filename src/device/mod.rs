@@ -83,11 +83,41 @@ impl Backend {
     }
 }
 
-/// The bytes this machine can give a new allocation without swapping (`MemAvailable` in
-/// /proc/meminfo); `None` where the OS does not say so (not Linux).
+/// The bytes this machine can give a new allocation without swapping: `MemAvailable` in
+/// /proc/meminfo, or less where a container's memory limit leaves less (cgroup v2's
+/// `memory.max` or v1's `memory.limit_in_bytes`, less the container's own process memory,
+/// its page cache not counted: the kernel reclaims that); `None` where the OS does not say
+/// (not Linux).
 pub fn memory_available() -> Option<u64> {
     let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
-    meminfo_available(&meminfo)
+    let available = meminfo_available(&meminfo)?;
+    let read = |path: &str| std::fs::read_to_string(path).ok();
+    let left = |limit: &str, stat: &str, key: &str| {
+        let limit: u64 = read(limit)?.trim().parse().ok()?;
+        Some(limit.saturating_sub(stat_value(&read(stat)?, key)?))
+    };
+    let container = left(
+        "/sys/fs/cgroup/memory.max",
+        "/sys/fs/cgroup/memory.stat",
+        "anon",
+    )
+    .or_else(|| {
+        left(
+            "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+            "/sys/fs/cgroup/memory/memory.stat",
+            "total_rss",
+        )
+    });
+    // No limit reads `max` (v2) or a number near 2^63 (v1): then MemAvailable is the bound.
+    Some(container.map_or(available, |left| left.min(available)))
+}
+
+/// A value of a cgroup `memory.stat` (`key value` lines).
+fn stat_value(stat: &str, key: &str) -> Option<u64> {
+    stat.lines().find_map(|line| {
+        let (name, value) = line.split_once(' ')?;
+        (name == key).then(|| value.trim().parse().ok())?
+    })
 }
 
 fn meminfo_available(meminfo: &str) -> Option<u64> {
@@ -167,6 +197,10 @@ mod tests {
         let meminfo = "MemTotal:       24000000 kB\nMemFree:         9000000 kB\nMemAvailable:   22000000 kB\n";
         assert_eq!(meminfo_available(meminfo), Some(22_000_000 * 1024));
         assert_eq!(meminfo_available("MemTotal: 1 kB\n"), None);
+        let stat = "cache 6000000000\nrss 1000\ntotal_rss 2048\nanon 4096\n";
+        assert_eq!(stat_value(stat, "total_rss"), Some(2048));
+        assert_eq!(stat_value(stat, "anon"), Some(4096));
+        assert_eq!(stat_value(stat, "anon_thp"), None);
         // This machine says, where it is Linux.
         if cfg!(target_os = "linux") {
             assert!(memory_available().is_some_and(|bytes| bytes > 0));
