@@ -325,7 +325,7 @@ pub fn too_big_for_memory(
     let instead = if dense && quantized <= available {
         format!(
             "Keep its matrices quantized instead, `--weights quantized` (or \
-             QUEST_WEIGHTS=quantized): {} here, slower on a CPU; or choose a smaller model",
+             QUEST_WEIGHTS=quantized): {} here, and far slower on a CPU; or choose a smaller model",
             gb(quantized)
         )
     } else {
