@@ -65,14 +65,6 @@ impl Backend {
         format!("mlx-{name}")
     }
 
-    /// Where an effect can show, in a lesson's terms.
-    pub fn kind(self) -> BackendKind {
-        match self {
-            Backend::Cpu => BackendKind::Cpu,
-            Backend::Metal | Backend::Cuda => BackendKind::Gpu,
-        }
-    }
-
     /// Activations and float weights: float32 on CPU (MLX's CPU bf16 is ~10x slower and
     /// accumulates in bf16), float16 on a GPU.
     pub fn float_dtype(self) -> Dtype {

@@ -288,11 +288,11 @@ pub fn prepare(weights: &mut Weights, layout: Hold, config: &serde_json::Value) 
         other => anyhow::bail!("QUEST_MEMORY_CHECK={other}: use `on` or `off`"),
     };
     if check && Backend::detect() == Backend::Cpu {
-        let group_size = config
-            .get("quantization")
-            .or_else(|| config.get("text_config")?.get("quantization"))
-            .and_then(|q| q.get("group_size")?.as_i64())
-            .map(|g| g as i32);
+        // A config that does not say loads no further: building the model says why.
+        let group_size = weights::Quantization::of_config(config)
+            .ok()
+            .flatten()
+            .map(|q| q.group_size);
         let held = |dense| weights.held_bytes(dense, group_size);
         if let (Some(needed), Some(quantized), Some(available)) = (
             held(weights.dense),

@@ -20,6 +20,22 @@ pub struct Quantization {
     pub bits: i32,
 }
 
+impl Quantization {
+    /// A config's `quantization`: at its top level, or inside `text_config` (where a
+    /// model nests its text config, as Qwen3.5's does); `None` for a float model.
+    pub fn of_config(config: &serde_json::Value) -> Result<Option<Self>> {
+        let quantization = config
+            .get("quantization")
+            .or_else(|| config.get("text_config")?.get("quantization"));
+        match quantization {
+            None | Some(serde_json::Value::Null) => Ok(None),
+            Some(q) => Ok(Some(
+                serde_json::from_value(q.clone()).context("`quantization`")?,
+            )),
+        }
+    }
+}
+
 /// `dense-f32`, `dense-f16`, `dense-bf16`: matrices held in that float dtype.
 pub fn dense_name(dtype: Dtype) -> String {
     let dtype = match dtype {

@@ -205,13 +205,7 @@ impl Config {
     pub fn read(config: &Value) -> Result<Self> {
         let text = config.get("text_config").unwrap_or(config);
         let mut parsed: Config = serde_json::from_value(text.clone())?;
-        let quantization = config
-            .get("quantization")
-            .or_else(|| text.get("quantization"));
-        parsed.quantization = match quantization {
-            None | Some(Value::Null) => None,
-            Some(q) => Some(serde_json::from_value(q.clone()).context("`quantization`")?),
-        };
+        parsed.quantization = crate::lm::weights::Quantization::of_config(config)?;
         Ok(parsed)
     }
 
