@@ -21,8 +21,12 @@ use quest::progress::{load_achievements, LevelCurve};
 pub enum DevCommand {
     /// Check every lesson: loads in every language, translations current, starting
     /// code fails its rules, solutions keep them, both build, the exercises' manifest
-    /// current.
-    Check,
+    /// current. Named lessons: only those lessons' own checks (the course-wide ones
+    /// still run: levels, achievements, the course file's glossary, the manifest).
+    Check {
+        /// The lessons (ids) to check; none: every lesson.
+        lessons: Vec<String>,
+    },
     /// Only the part of `check` that reads the lessons' figures: every measured figure
     /// found, with its unit, in a result file the lesson names (or listed as derived,
     /// quoted or given in its `figures:`). Fast: builds and runs nothing.
@@ -179,8 +183,21 @@ pub fn run(root: &Path, command: &DevCommand) -> Result<()> {
                 bail!("{} untraced figures", problems.len())
             }
         }
-        DevCommand::Check => {
-            let (problems, notes) = check(root, &course);
+        DevCommand::Check { lessons } => {
+            let known: Vec<&str> = course.lesson_ids().collect();
+            if let Some(unknown) = lessons.iter().find(|id| !known.contains(&id.as_str())) {
+                bail!(
+                    "no lesson `{unknown}` in {}: the lessons are {}",
+                    course.dir.display(),
+                    known.join(", ")
+                );
+            }
+            let chosen: Vec<&str> = if lessons.is_empty() {
+                known
+            } else {
+                lessons.iter().map(String::as_str).collect()
+            };
+            let (problems, notes) = check(root, &course, &chosen);
             for note in &notes {
                 println!("note: {note}");
             }
@@ -190,7 +207,7 @@ pub fn run(root: &Path, command: &DevCommand) -> Result<()> {
             if problems.is_empty() {
                 println!(
                     "✓ {} lessons, {} languages: the course holds together",
-                    course.lesson_ids().count(),
+                    chosen.len(),
                     Lang::ALL.len()
                 );
                 Ok(())
@@ -265,7 +282,7 @@ pub fn exercises_manifest(course: &Course) -> Result<String> {
 }
 
 /// Problems (the course is broken) and notes (worth knowing, not wrong).
-fn check(root: &Path, course: &Course) -> (Vec<String>, Vec<String>) {
+fn check(root: &Path, course: &Course, chosen: &[&str]) -> (Vec<String>, Vec<String>) {
     let mut problems = Vec::new();
     let mut notes = Vec::new();
     if let Err(e) = LevelCurve::from_course(&course.levels) {
@@ -274,7 +291,7 @@ fn check(root: &Path, course: &Course) -> (Vec<String>, Vec<String>) {
     if let Err(e) = load_achievements(&course.achievements, &course.tracks) {
         problems.push(format!("achievements: {e:#}"));
     }
-    for id in course.lesson_ids() {
+    for &id in chosen {
         let mut lessons = Vec::new();
         for lang in Lang::ALL {
             match course.lesson(id, lang) {
@@ -451,50 +468,21 @@ fn check_code(root: &Path, lesson: &Lesson, problems: &mut Vec<String>, notes: &
     let Ok(starting) = lesson.starting_code() else {
         return;
     };
-    let rules_of = &lesson.spec.rules;
-    let starting_breaks_rules = !rules::check(&starting, rules_of).is_empty();
-    // A lesson whose code is a piece of the model may keep its rules from the start: its
-    // logits say what is wrong (proven below, by running both).
-    let judged_by_numbers =
-        lesson.spec.logits.is_some() || lesson.spec.draws.is_some() || lesson.spec.values.is_some();
-    if !rules_of.is_empty() && !judged_by_numbers && !starting_breaks_rules {
-        problems.push(format!(
-            "{id}: the starting code already keeps every rule: the exercise asks nothing"
-        ));
-    }
-    let mut sources = vec![("starting code".to_owned(), starting.clone())];
+    let starting_breaks_rules = !rules::check(&starting, &lesson.spec.rules).is_empty();
     match lesson
         .solution_path()
         .map(|path| (std::fs::read_to_string(&path), path))
     {
-        Some((Ok(solution), path)) => {
-            let findings = rules::check(&solution, rules_of);
-            for finding in findings {
-                problems.push(format!(
-                    "{}:{}: the solution breaks rule `{}` ({})",
-                    path.display(),
-                    finding.line,
-                    finding.rule,
-                    finding.call
-                ));
-            }
-            if solution == starting {
-                problems.push(format!("{id}: the solution is the starting code"));
-            }
-            sources.push((path.display().to_string(), solution));
+        Some((Ok(solution), path)) => problems.extend(quest::check::lesson_code(
+            lesson,
+            &starting,
+            Some((&path, &solution)),
+        )),
+        Some((Err(e), path)) => {
+            problems.extend(quest::check::lesson_code(lesson, &starting, None));
+            problems.push(format!("{}: {e}", path.display()));
         }
-        Some((Err(e), path)) => problems.push(format!("{}: {e}", path.display())),
-        None => {}
-    }
-    for (what, source) in sources {
-        if let Ok(file) = syn::parse_file(&source) {
-            if !file.attrs.is_empty() || file.shebang.is_some() {
-                problems.push(format!(
-                    "{id}: the {what} starts with `//!` or `#![…]`; quest includes exercise files \
-                     with `include!`, where those are not allowed: use `//` comments"
-                ));
-            }
-        }
+        None => problems.extend(quest::check::lesson_code(lesson, &starting, None)),
     }
     // Rules read the syntax tree; only the compiler says the code builds (a renamed
     // function of quest's breaks a solution that keeps every rule).

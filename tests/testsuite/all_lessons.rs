@@ -16,7 +16,6 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Output;
-use std::sync::Mutex;
 
 use quest::course::spec::{Answer, MeasuredAnswer, TokenCheck};
 use quest::course::{sha256_hex, Course, Lang, Lesson};
@@ -24,10 +23,6 @@ use quest::progress::{CodeKind, State};
 use serde_json::Value;
 
 use crate::common::{card_numbers, course_copy, home, progress, recorded_improvement, shows, text};
-
-/// Flows run at once: each is mostly waiting on a build (one at a time, quest's lock) or
-/// on an exercise process, so a few keep both CPUs busy without holding a model each.
-const FLOWS_AT_ONCE: usize = 3;
 
 /// Where a values exercise's instrumented copy writes its report for the test.
 const REPORT_COPY: &str = "QUEST_TEST_REPORT_COPY";
@@ -125,8 +120,7 @@ fn decode_points(report: &Value) -> Vec<(f64, f64)> {
 /// Eight tokens: enough for every token check, a fraction of the lesson's 32.
 const FEW_TOKENS: &[&str] = &["--max-tokens", "8"];
 
-/// The rows, slowest flow first (the physics lessons decode random models in two shapes,
-/// three times each), so that the last to finish started early.
+/// The rows, one per lesson.
 fn rows() -> Vec<Row> {
     vec![
         // A model of Qwen3.5-0.8B's shape, made anew in every process: among the slowest.
@@ -1206,15 +1200,71 @@ fn rows() -> Vec<Row> {
     ]
 }
 
+/// Each lesson's walk is a test of its own, named after it, so that the runner filters
+/// and parallelises them (`cargo test -- --include-ignored all_lessons::walk::rms_norm`).
+/// The whole walk takes most of half an hour on two cores: it is `#[ignore]`d, and
+/// `.ci/run` runs it with `--include-ignored`. `default` marks one lesson per track whose
+/// walk also runs in the plain `cargo test` (few tokens, the smallest model): the
+/// mechanisms each track's submit uses, end to end.
+macro_rules! walks {
+    ($($kind:ident $name:ident: $id:literal,)*) => {
+        /// The lessons a walk test is written for.
+        const WALKED: &[&str] = &[$($id),*];
+        mod walk {
+            $(walks!(@test $kind $name $id);)*
+        }
+    };
+    (@test default $name:ident $id:literal) => {
+        #[test]
+        fn $name() {
+            super::walk($id)
+        }
+    };
+    (@test ignored $name:ident $id:literal) => {
+        #[test]
+        #[ignore = "the course walk: `.ci/run` runs it (cargo test -- --include-ignored)"]
+        fn $name() {
+            super::walk($id)
+        }
+    };
+}
+
+walks! {
+    ignored mapped_lazy: "mapped-lazy",
+    ignored kv_cache: "kv-cache",
+    default mlx_path: "mlx-path",
+    ignored lazy_prefill: "lazy-prefill",
+    default rms_norm: "rms-norm",
+    ignored rope: "rope",
+    ignored attention: "attention",
+    ignored mlp: "mlp",
+    ignored dequant_matvec: "dequant-matvec",
+    ignored sampling: "sampling",
+    ignored linear_attention: "linear-attention",
+    ignored your_model: "your-model",
+    default decode_ceiling: "decode-ceiling",
+    ignored bits_per_weight: "bits-per-weight",
+    ignored context_slope: "context-slope",
+    ignored batch: "batch",
+    default ops_cost: "ops-cost",
+    ignored compile: "compile",
+    ignored streams: "streams",
+    ignored custom_kernel: "custom-kernel",
+    ignored host_or_device: "host-or-device",
+}
+
+/// Every lesson of the course has a row and a walk test, and every row a lesson: a new
+/// lesson is held to the same flow (this runs in the plain `cargo test`).
 #[test]
-fn every_lesson_from_list_to_card() {
+fn every_lesson_has_a_walk() {
     let course = Course::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("lessons")).unwrap();
     let ids: Vec<&str> = course.lesson_ids().collect();
     let rows = rows();
     for id in &ids {
         assert!(
-            rows.iter().any(|row| row.id == *id),
-            "lesson `{id}` has no row in all_lessons.rs: add one (its honest edit, its answers)"
+            rows.iter().any(|row| row.id == *id) && WALKED.contains(id),
+            "lesson `{id}` has no row or no walk test in all_lessons.rs: add both (its row: \
+             its honest edit, its answers; its test: one line of `walks!`)"
         );
     }
     for row in &rows {
@@ -1224,37 +1274,24 @@ fn every_lesson_from_list_to_card() {
             row.id
         );
     }
-    // A few at a time, slowest first; every lesson's failure is reported.
-    // `ALL_LESSONS_ONLY=rms-norm,kv-cache` runs those rows alone, while one is written.
-    let only = std::env::var("ALL_LESSONS_ONLY").unwrap_or_default();
-    let chosen = |row: &&Row| only.is_empty() || only.split(',').any(|id| id == row.id);
-    let queue = Mutex::new(rows.iter().filter(chosen));
-    let failures = Mutex::new(Vec::new());
-    std::thread::scope(|scope| {
-        for _ in 0..FLOWS_AT_ONCE {
-            scope.spawn(|| loop {
-                let Some(row) = queue.lock().unwrap().next() else {
-                    break;
-                };
-                let started = std::time::Instant::now();
-                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| flow(row)));
-                eprintln!("{}: {:.1} s", row.id, started.elapsed().as_secs_f64());
-                if let Err(panic) = outcome {
-                    let message = panic
-                        .downcast_ref::<String>()
-                        .cloned()
-                        .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-                        .unwrap_or_default();
-                    failures
-                        .lock()
-                        .unwrap()
-                        .push(format!("{}: {message}", row.id));
-                }
-            });
-        }
-    });
-    let failures = failures.into_inner().unwrap();
-    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    for id in WALKED {
+        assert!(
+            ids.contains(id),
+            "all_lessons.rs has a walk test for `{id}`, which the course does not list"
+        );
+    }
+}
+
+/// The lesson's row through the whole flow, timed.
+fn walk(id: &str) {
+    let rows = rows();
+    let row = rows
+        .iter()
+        .find(|row| row.id == id)
+        .unwrap_or_else(|| panic!("no row for `{id}` in all_lessons.rs"));
+    let started = std::time::Instant::now();
+    flow(row);
+    eprintln!("{id}: {:.1} s", started.elapsed().as_secs_f64());
 }
 
 /// `quest` on one lesson's course copy, in a language.

@@ -25,7 +25,12 @@ fn every_lesson_loads_in_every_language() {
     }
 }
 
+/// The whole author's check: every starting code and solution built, and run where the
+/// lesson judges by numbers. Most of ten minutes on two cores, so part of the course
+/// walk that `.ci/run` runs; what it proves for one lesson is proven in the plain run by
+/// the test below and by each track's default walk.
 #[test]
+#[ignore = "the course walk: `.ci/run` runs it (cargo test -- --include-ignored)"]
 fn the_authors_check_passes() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let out = quest_in(root, &home("dev-check"), &["dev", "check"]);
@@ -67,8 +72,62 @@ fn an_untraced_figure_fails_the_authors_check() {
     );
 }
 
+/// Every lesson's code as data, with no process: its starting code breaks one of its
+/// rules (unless its numbers judge it), its solution keeps them all, and neither starts
+/// with an inner attribute. The same function `quest dev check` runs before it builds.
+#[test]
+fn every_lessons_code_breaks_or_keeps_its_rules_as_it_should() {
+    let course = Course::load(&lessons_dir()).unwrap();
+    let mut checked = 0;
+    for id in course.lesson_ids() {
+        let lesson = course.lesson(id, Lang::En).unwrap();
+        let Ok(starting) = lesson.starting_code() else {
+            continue;
+        };
+        let solution_path = lesson.solution_path().unwrap();
+        let solution = std::fs::read_to_string(&solution_path).unwrap();
+        let problems =
+            quest::check::lesson_code(&lesson, &starting, Some((&solution_path, &solution)));
+        assert!(problems.is_empty(), "{problems:#?}");
+        checked += 1;
+    }
+    assert!(checked >= 20, "only {checked} lessons have an exercise");
+}
+
+/// A rule that the starting code keeps (the lesson asks nothing) and a solution that
+/// breaks one are both named: the check above can fail.
+#[test]
+fn a_lesson_whose_rules_ask_nothing_is_named() {
+    let course = Course::load(&lessons_dir()).unwrap();
+    let lesson = course.lesson("mlx-path", Lang::En).unwrap();
+    let starting = lesson.starting_code().unwrap();
+    let solution_path = lesson.solution_path().unwrap();
+    let solution = std::fs::read_to_string(&solution_path).unwrap();
+    // The solution as the starting code: it keeps every rule.
+    let problems = quest::check::lesson_code(&lesson, &solution, Some((&solution_path, &solution)));
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("the starting code already keeps every rule"))
+            && problems
+                .iter()
+                .any(|p| p.contains("the solution is the starting code")),
+        "{problems:#?}"
+    );
+    // The starting code as the solution: it breaks the lesson's rule.
+    let problems = quest::check::lesson_code(&lesson, &starting, Some((&solution_path, &starting)));
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("the solution breaks rule")),
+        "{problems:#?}"
+    );
+}
+
 /// A solution that keeps every rule of its lesson but no longer compiles fails the
 /// author's check, by name: rules read the syntax tree, only a build says it compiles.
+/// `dev check mlx-path` checks that lesson alone (and a lesson it does not know is an
+/// error that names the lessons).
 #[test]
 fn the_authors_check_builds_every_solution() {
     let root = crate::common::course_copy("dev-check-build");
@@ -86,7 +145,15 @@ fn the_authors_check_builds_every_solution() {
     let broken = source.replace(line, &format!("{line}    let _: u32 = \"not a number\";\n"));
     std::fs::write(&solution, broken).unwrap();
 
-    let out = quest_in(&root, &home, &["dev", "check"]);
+    let out = quest_in(&root, &home, &["dev", "check", "mlx-pat"]);
+    let (stdout, stderr) = crate::common::text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("no lesson `mlx-pat`") && stderr.contains("mlx-path"),
+        "{stderr}"
+    );
+
+    let out = quest_in(&root, &home, &["dev", "check", "mlx-path"]);
     let (stdout, stderr) = crate::common::text(&out);
     assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
     let expected = format!("✗ mlx-path: the {} does not build", solution.display());
