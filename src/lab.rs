@@ -4,9 +4,11 @@
 //! a solution — as the one binary of the `quest-lab` package (`lab/`), which
 //! `include!`s the file named by `QUEST_LAB_SOURCE` at build time; built binaries are
 //! kept by the hash of their source. quest starts one with `QUEST_MODEL`,
-//! `QUEST_PROMPT`, `QUEST_MAX_TOKENS` and `QUEST_REPORT` set; it writes a versioned
-//! JSON [`Report`] to `QUEST_REPORT`. Run by hand, it uses the defaults below and
-//! prints its numbers.
+//! `QUEST_MAX_TOKENS` and `QUEST_REPORT` set and its clock at descriptor 3 ([`clock`]):
+//! the exercise asks for the prompt once its model is loaded, hands each token over as
+//! it reaches the host, and writes a versioned JSON [`Report`] to `QUEST_REPORT`; the
+//! times quest shows and awards are its clock's, the exercise's own timer's ride along
+//! ([`Report::own`]). Run by hand, it uses the defaults below and prints its numbers.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -22,6 +24,7 @@ use crate::course::Metric;
 use crate::kernels::Kernels;
 use crate::lm::Model;
 
+pub mod clock;
 mod ops;
 pub use ops::{export_to_dot, graph_op_kinds, graph_ops, host_cost_per_op, OpCost};
 
@@ -35,18 +38,19 @@ fn cpu_blas() -> String {
 }
 
 /// Bumped whenever a field of [`Report`] changes meaning.
-pub const REPORT_SCHEMA: u32 = 2;
+pub const REPORT_SCHEMA: u32 = 3;
 
 pub use crate::course::spec::{DEFAULT_MAX_TOKENS, DEFAULT_PROMPT};
 
 /// What quest asks an exercise to do.
 pub struct Exercise {
     pub model: String,
-    pub prompt: String,
     pub max_tokens: usize,
     report_path: Option<PathBuf>,
-    /// When the exercise began: until [`Timer::start`] it is loading.
+    /// When the exercise began: until [`Exercise::prompt`] it is loading.
     began: Instant,
+    /// The prompt, once asked for, and when.
+    prompt: std::cell::OnceCell<(String, Instant)>,
 }
 
 /// What a report says of the model that decoded: how its weights are held, the bytes a
@@ -105,11 +109,27 @@ impl Exercise {
         );
         Ok(Self {
             model: settings::MODEL.value(),
-            prompt: settings::PROMPT.value(),
             max_tokens: max_tokens.max(1),
             report_path: settings::REPORT.os().map(PathBuf::from),
             began: Instant::now(),
+            prompt: std::cell::OnceCell::new(),
         })
+    }
+
+    /// The prompt to answer. Call it once the model is loaded: quest hands the prompt over
+    /// only then, and its clock's time to first token starts as it does ([`clock`]), so
+    /// the load is not in it and no prefill can start before it. Run by hand, the prompt
+    /// is `QUEST_PROMPT`'s (or the default). Asked again, the same prompt.
+    pub fn prompt(&self) -> Result<String> {
+        if let Some((prompt, _)) = self.prompt.get() {
+            return Ok(prompt.clone());
+        }
+        let prompt = match clock::ready()? {
+            Some(prompt) => prompt,
+            None => crate::settings::PROMPT.value(),
+        };
+        let _ = self.prompt.set((prompt.clone(), Instant::now()));
+        Ok(prompt)
     }
 
     /// Writes the report for quest (or prints the numbers when run by hand): one
@@ -159,6 +179,25 @@ impl Exercise {
         let (weights, weight_bytes) = model.weights();
         let fed = model.fed();
         let (prefill_fed, steps_fed) = timer.split_fed(&fed);
+        // Every token the timer was not handed goes to quest's clock now, all at once.
+        for step in timer.handed.min(tokens.len())..tokens.len() {
+            let ids: Vec<u32> = rows.iter().map(|row| row[step]).collect();
+            clock::send_step("rest", &ids);
+        }
+        clock::send("end");
+        let loaded = self.prompt.get().map_or(timer.start, |(_, at)| *at);
+        let own = OwnTimes {
+            load_ms: loaded.saturating_duration_since(self.began).as_secs_f64() * 1e3,
+            ttft_ms: timer.ttft().as_secs_f64() * 1e3,
+            decode_tok_s: timer.decode_tok_s(tokens.len()) * rows.len().max(1) as f64,
+            token_ms: timer.token_ms(),
+        };
+        // Run by quest, the timed fields are its clock's, filled in by quest.
+        let timed = if clock::connected() {
+            OwnTimes::default()
+        } else {
+            own.clone()
+        };
         let report = Report {
             schema: REPORT_SCHEMA,
             model: self.model.clone(),
@@ -166,14 +205,12 @@ impl Exercise {
             blas: cpu_blas(),
             prompt_tokens,
             generated_tokens: tokens.len(),
-            load_ms: timer
-                .start
-                .saturating_duration_since(self.began)
-                .as_secs_f64()
-                * 1e3,
-            ttft_ms: timer.ttft().as_secs_f64() * 1e3,
-            decode_tok_s: timer.decode_tok_s(tokens.len()) * rows.len().max(1) as f64,
-            token_ms: timer.token_ms(),
+            load_ms: timed.load_ms,
+            ttft_ms: timed.ttft_ms,
+            decode_tok_s: timed.decode_tok_s,
+            token_ms: timed.token_ms,
+            own: Some(own),
+            disagreement: None,
             tokens,
             batch: rows.len().max(1),
             rows: if rows.len() > 1 {
@@ -323,11 +360,12 @@ fn decode_loop(
     for step in 0..max_tokens.max(1) {
         let logits = model.forward(&input, &mut cache)?;
         let last = lm::last_position(&logits);
-        tokens.push(pick(step, &last)?);
+        let token = pick(step, &last)?;
+        tokens.push(token);
         if step == 0 {
-            timer.first_token();
+            timer.first_token(token);
         } else {
-            timer.token();
+            timer.token(token);
         }
         if keep_logits {
             let row = last.as_dtype(mlx_rs::Dtype::Float32)?;
@@ -562,7 +600,7 @@ impl Exercise {
         let run = decode_loop(
             model,
             tokenizer,
-            &self.prompt,
+            &self.prompt()?,
             self.max_tokens,
             None,
             logits_path.is_some(),
@@ -606,7 +644,7 @@ impl Exercise {
         let run = greedy_with(
             model,
             tokenizer,
-            &self.prompt,
+            &self.prompt()?,
             self.max_tokens,
             forced.as_deref(),
             logits_path.is_some(),
@@ -700,6 +738,8 @@ impl Exercise {
             ttft_ms: 0.0,
             decode_tok_s: 0.0,
             token_ms: Vec::new(),
+            own: None,
+            disagreement: None,
             tokens: Vec::new(),
             batch: 1,
             rows: Vec::new(),
@@ -766,6 +806,36 @@ pub struct Timer {
     first_token: Option<Instant>,
     tokens: Vec<Instant>,
     done: Option<Instant>,
+    /// Steps handed to quest's clock so far (the report hands over the rest).
+    handed: usize,
+}
+
+/// One step's tokens as the timer is handed them: a token (`u32`), or one per row of a
+/// batch (`&[u32]`, `&Vec<u32>`).
+pub struct Step(Vec<u32>);
+
+impl From<u32> for Step {
+    fn from(token: u32) -> Self {
+        Step(vec![token])
+    }
+}
+
+impl From<&[u32]> for Step {
+    fn from(tokens: &[u32]) -> Self {
+        Step(tokens.to_vec())
+    }
+}
+
+impl From<&Vec<u32>> for Step {
+    fn from(tokens: &Vec<u32>) -> Self {
+        Step(tokens.clone())
+    }
+}
+
+impl<const N: usize> From<[u32; N]> for Step {
+    fn from(tokens: [u32; N]) -> Self {
+        Step(tokens.to_vec())
+    }
 }
 
 impl Timer {
@@ -776,18 +846,26 @@ impl Timer {
             first_token: None,
             tokens: Vec::new(),
             done: None,
+            handed: 0,
         }
     }
 
-    /// Call when the first token is on the host.
-    pub fn first_token(&mut self) {
+    /// Call with the first token once it is on the host (its value: a `u32` exists only
+    /// there; a batch's first step, one per row). It goes to quest's clock, which times
+    /// the first token from when it handed over the prompt.
+    pub fn first_token(&mut self, token: impl Into<Step>) {
         self.first_token = Some(Instant::now());
+        clock::send_step("first", &token.into().0);
+        self.handed = 1;
     }
 
-    /// Call each time a later token is on the host: quest then sees the time of every
-    /// token, and how it changes over the run.
-    pub fn token(&mut self) {
+    /// Call with each later token once it is on the host (a batch: the step's token of
+    /// every row): quest's clock then times every token as it arrives, and how that
+    /// changes over the run. Tokens never handed over go to quest with the report.
+    pub fn token(&mut self, token: impl Into<Step>) {
         self.tokens.push(Instant::now());
+        clock::send_step("token", &token.into().0);
+        self.handed += 1;
     }
 
     /// Milliseconds of each marked token after the first.
@@ -806,9 +884,11 @@ impl Timer {
             .collect()
     }
 
-    /// Call when the last token is on the host.
+    /// Call when the last token is on the host: your timer's mark (quest's clock sees
+    /// it too, and says so if it came before the last token did).
     pub fn done(&mut self) {
         self.done = Some(Instant::now());
+        clock::send("done");
     }
 
     pub fn ttft(&self) -> Duration {
@@ -871,15 +951,26 @@ pub struct Report {
     pub blas: String,
     pub prompt_tokens: usize,
     pub generated_tokens: usize,
+    #[serde(default)]
     pub load_ms: f64,
+    #[serde(default)]
     pub ttft_ms: f64,
     /// Tokens after the first over the time after the first, every row of a batch
     /// counted: the machine's total decode rate.
+    #[serde(default)]
     pub decode_tok_s: f64,
     /// The time of each token after the first, when the exercise marked them
     /// ([`Timer::token`]).
     #[serde(default)]
     pub token_ms: Vec<f64>,
+    /// What the exercise's own [`Timer`] measured: its instrument, shown beside quest's
+    /// clock. `load_ms`, `ttft_ms`, `decode_tok_s` and `token_ms` above are quest's clock's
+    /// when quest ran the exercise ([`run`]), the timer's when it ran by hand.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub own: Option<OwnTimes>,
+    /// Where the timer and quest's clock disagree (set by quest, never read from a file).
+    #[serde(skip)]
+    pub disagreement: Option<clock::Disagreement>,
     /// The generated tokens (of row 0, in a batch).
     pub tokens: Vec<u32>,
     /// How many sequences were decoded together (1 in reports from before batches).
@@ -937,6 +1028,17 @@ pub struct Report {
     /// The host's µs per op on this backend, measured in the same process ([`OpCost`]).
     #[serde(default, skip_serializing_if = "is_zero_f64")]
     pub us_per_op: f64,
+}
+
+/// The times an exercise's own [`Timer`] measured, as its report carries them.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct OwnTimes {
+    /// From the exercise's start to its asking for the prompt.
+    pub load_ms: f64,
+    pub ttft_ms: f64,
+    pub decode_tok_s: f64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub token_ms: Vec<f64>,
 }
 
 fn is_zero_f64(x: &f64) -> bool {
@@ -1238,20 +1340,27 @@ pub fn run(binary: &Path, request: &RunRequest) -> Result<Report> {
 /// [`run`], with more environment for the exercise (e.g. `QUEST_QMV=mlx`).
 pub fn run_with_env(binary: &Path, request: &RunRequest, env: &[(&str, &str)]) -> Result<Report> {
     let report_path = scratch("report", "json");
-    let child = Command::new(binary)
+    let mut command = Command::new(binary);
+    command
         .env(crate::settings::MODEL.name, &request.model)
-        .env(crate::settings::PROMPT.name, &request.prompt)
         .env(
             crate::settings::MAX_TOKENS.name,
             request.max_tokens.to_string(),
         )
         .env(crate::settings::REPORT.name, &report_path)
+        // The prompt comes over quest's clock, once the model is loaded: not from here.
+        .env_remove(crate::settings::PROMPT.name)
         .envs(env.iter().copied())
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut clock = clock::Clock::attach(&mut command, &request.prompt)?;
+    let child = command
         .spawn()
         .with_context(|| format!("could not start {}", binary.display()))?;
-    let (status, stderr) = wait_child(child, request.time_limit)?;
+    clock.listen()?;
+    let waited = wait_child(child, request.time_limit);
+    let arrivals = clock.arrivals();
+    let (status, stderr) = waited?;
     if let Some(killed) = Killed::from_status(Process::Exercise, &status, &stderr) {
         anyhow::bail!(killed);
     }
@@ -1265,7 +1374,35 @@ pub fn run_with_env(binary: &Path, request: &RunRequest, env: &[(&str, &str)]) -
     }
     let report = Report::read(&report_path);
     let _ = std::fs::remove_file(&report_path);
-    report
+    timed_by_quest(report?, &arrivals)
+}
+
+/// The report with quest's clock's times in place of any the exercise wrote, its own
+/// timer's kept beside them and where the two disagree; refused where the clock cannot
+/// time a run that decoded tokens ([`clock::ClockProblem`]).
+fn timed_by_quest(mut report: Report, arrivals: &clock::Arrivals) -> Result<Report> {
+    let rows = if report.rows.is_empty() {
+        vec![report.tokens.clone()]
+    } else {
+        report.rows.clone()
+    };
+    let rows: Vec<Vec<u32>> = rows.into_iter().filter(|row| !row.is_empty()).collect();
+    let Some(clocked) = clock::clocked(arrivals, &rows)? else {
+        return Ok(report);
+    };
+    let own_tok_s = report.own.as_ref().map_or(0.0, |own| own.decode_tok_s);
+    report.disagreement = clock::disagreement(
+        arrivals,
+        &clocked,
+        own_tok_s,
+        report.tokens.len(),
+        rows.len(),
+    );
+    report.load_ms = clocked.load_ms;
+    report.ttft_ms = clocked.ttft_ms;
+    report.decode_tok_s = clocked.decode_tok_s;
+    report.token_ms = clocked.token_ms;
+    Ok(report)
 }
 
 /// quest's own model (every piece its default) on `request`'s model and prompt, its
@@ -1661,6 +1798,7 @@ mod tests {
             first_token: Some(at(10)),
             tokens: Vec::new(),
             done: None,
+            handed: 1,
         };
         assert_eq!(timer.split_fed(&calls), (vec![41, 1], vec![1, 1]));
         // Each decode step's graph-building time: the calls after the first token.
@@ -1682,9 +1820,9 @@ mod tests {
     fn token_times_are_gaps_after_the_first_token() {
         let mut timer = Timer::start();
         assert!(timer.token_ms().is_empty());
-        timer.first_token();
-        timer.token();
-        timer.token();
+        timer.first_token(1);
+        timer.token(2);
+        timer.token([3]);
         let gaps = timer.token_ms();
         assert_eq!(gaps.len(), 2);
         assert!(gaps.iter().all(|ms| *ms >= 0.0));

@@ -124,11 +124,13 @@ settings! {
     MODEL: "QUEST_MODEL", Exercise, "smollm2-135m-instruct",
         "the model the exercise loads (`quest run --model`)";
     PROMPT: "QUEST_PROMPT", Exercise, "What is the capital of France? Answer in one sentence.",
-        "the prompt the exercise writes its answer to (the lesson's)";
+        "the prompt an exercise run by hand writes its answer to (run by quest, it gets the lesson's prompt over quest's clock)";
     MAX_TOKENS: "QUEST_MAX_TOKENS", Exercise, "32",
         "tokens the exercise generates (`quest run --max-tokens`)";
     REPORT: "QUEST_REPORT", Exercise, "unset: the exercise prints its numbers" computed true,
         "where the exercise writes its JSON report for quest";
+    CLOCK: "QUEST_CLOCK", Exercise, "unset: the exercise times itself and prints its numbers" computed true,
+        "the file descriptor of quest's clock (3): the exercise asks it for the prompt once its model is loaded and hands it each token as it reaches the host, and quest times the run by the arrivals (`Exercise::prompt`, `Timer::first_token`, `Timer::token`); the times quest shows and awards are its clock's";
     FORCE: "QUEST_FORCE", Exercise, "unset: each step feeds the token it picked" computed true,
         "token ids, comma-separated, that `Exercise::decode` feeds one per step instead of its own picks (teacher forcing: quest checks a model's logits on the reference's tokens)";
     LOGITS: "QUEST_LOGITS", Exercise, "unset: no logits written" computed true,

@@ -18,7 +18,7 @@ fn main() -> Result<()> {
     // LOAD: every weight is read in now (4-bit becomes f32 on a CPU, as stored on a GPU).
     let (model, tokenizer) = lm::load(&run.model)?;
     // REQUANTIZE: here. As given, the model runs as loaded (`lm::Layout` names the others).
-    let messages = [Message::user(&run.prompt)];
+    let messages = [Message::user(&run.prompt()?)];
     let prompt = tokenizer.apply_chat_template(&messages, true, false)?;
     let prompt_ids = tokenizer.encode(&prompt)?;
     let mut cache = lm::make_prompt_cache(&model);
@@ -30,7 +30,7 @@ fn main() -> Result<()> {
         let logits = model.forward(&lm::tokens_array(&prompt_ids), &mut cache)?;
         let mut y = argmax_axis(lm::last_position(&logits), -1, None)?;
         let first = y.item_exact::<u32>();
-        timer.first_token();
+        timer.first_token(first);
 
         // DECODE: each step reads every weight once, in the layout it is held in.
         let mut pending = Vec::with_capacity(run.max_tokens);

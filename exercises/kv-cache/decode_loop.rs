@@ -14,7 +14,7 @@ fn main() -> Result<()> {
 
     // LOAD: every weight is read in now, as mlx-lm's load does (4-bit becomes f32 on a CPU).
     let (model, tokenizer) = lm::load(&run.model)?;
-    let messages = [Message::user(&run.prompt)];
+    let messages = [Message::user(&run.prompt()?)];
     let prompt = tokenizer.apply_chat_template(&messages, true, false)?;
     let prompt_ids = tokenizer.encode(&prompt)?;
     // One cache per layer: `forward` writes each position's keys and values into it.
@@ -25,7 +25,7 @@ fn main() -> Result<()> {
     let logits = model.forward(&lm::tokens_array(&prompt_ids), &mut cache)?;
     let mut y = argmax_axis(lm::last_position(&logits), -1, None)?;
     let mut tokens = vec![y.item_exact::<u32>()];
-    timer.first_token();
+    timer.first_token(tokens[0]);
 
     // DECODE, remembering nothing: the sequence so far, prompt and tokens written.
     let mut ids = prompt_ids.clone();
@@ -35,7 +35,7 @@ fn main() -> Result<()> {
         let logits = model.forward(&lm::tokens_array(&ids), &mut cache)?; // every position again
         y = argmax_axis(lm::last_position(&logits), -1, None)?;
         let token = y.item_exact::<u32>();
-        timer.token(); // this token is on the host: one per-token time
+        timer.token(token); // this token is on the host: one per-token time
         tokens.push(token);
         ids.push(token);
     }

@@ -14,7 +14,7 @@ fn main() -> Result<()> {
 
     // LOAD: every weight is read in now, as mlx-lm's load does (4-bit becomes f32 on a CPU).
     let (model, tokenizer) = lm::load(&run.model)?;
-    let messages = [Message::user(&run.prompt)];
+    let messages = [Message::user(&run.prompt()?)];
     let prompt = tokenizer.apply_chat_template(&messages, true, false)?;
     let prompt_ids = tokenizer.encode(&prompt)?;
     // One KV cache per layer.
@@ -25,14 +25,15 @@ fn main() -> Result<()> {
     let logits = model.forward(&lm::tokens_array(&prompt_ids), &mut cache)?;
     let mut y = argmax_axis(lm::last_position(&logits), -1, None)?;
     let mut tokens = vec![y.item_exact::<u32>()]; // the eval that forces the lazy graph
-    timer.first_token();
+    timer.first_token(tokens[0]);
 
     // DECODE: one token in, one forward pass through the same weights, one token out.
     for _ in 1..run.max_tokens {
         let logits = model.forward(&y.reshape(&[1, 1])?, &mut cache)?;
         y = argmax_axis(lm::last_position(&logits), -1, None)?;
-        tokens.push(y.item_exact::<u32>()); // a GPU sync per token — the hand loop's cost
-        timer.token(); // this token is on the host now: quest sees each one arrive
+        let token = y.item_exact::<u32>(); // a GPU sync per token — the hand loop's cost
+        tokens.push(token);
+        timer.token(token); // this token is on the host now: quest sees each one arrive
     }
     timer.done();
 

@@ -16,7 +16,7 @@ fn main() -> Result<()> {
 
     // LOAD: every weight is read in now, as mlx-lm's load does (4-bit becomes f32 on a CPU).
     let (model, tokenizer) = lm::load(&run.model)?;
-    let messages = [Message::user(&run.prompt)];
+    let messages = [Message::user(&run.prompt()?)];
     let prompt = tokenizer.apply_chat_template(&messages, true, false)?;
     let prompt_ids = tokenizer.encode(&prompt)?;
     // One cache per layer, holding every sequence of the batch.
@@ -29,7 +29,7 @@ fn main() -> Result<()> {
     let logits = model.forward(&prompts, &mut cache)?;
     let mut y = argmax_axis(lm::last_position(&logits), -1, None)?; // one token per row
     let mut rows: Vec<Vec<u32>> = y.as_slice::<u32>().iter().map(|&t| vec![t]).collect();
-    timer.first_token();
+    timer.first_token(y.as_slice::<u32>());
 
     // DECODE: each step, one token per row in, [batch, 1]; one token per row out.
     for _ in 1..run.max_tokens {
@@ -38,7 +38,7 @@ fn main() -> Result<()> {
         for (row, &token) in rows.iter_mut().zip(y.as_slice::<u32>()) {
             row.push(token);
         }
-        timer.token(); // this step's tokens are on the host
+        timer.token(y.as_slice::<u32>()); // this step's tokens are on the host
     }
     timer.done();
 

@@ -21,7 +21,7 @@ fn main() -> Result<()> {
     let (mut model, tokenizer) = lm::load(&run.model)?;
     // REQUANTIZE: 4 bits a weight, a scale and a bias per group of 32.
     model.requantize(Layout::q4(32)?)?;
-    let messages = [Message::user(&run.prompt)];
+    let messages = [Message::user(&run.prompt()?)];
     let prompt = tokenizer.apply_chat_template(&messages, true, false)?;
     let prompt_ids = tokenizer.encode(&prompt)?;
     let mut cache = lm::make_prompt_cache(&model);
@@ -33,7 +33,7 @@ fn main() -> Result<()> {
         let logits = model.forward(&lm::tokens_array(&prompt_ids), &mut cache)?;
         let mut y = argmax_axis(lm::last_position(&logits), -1, None)?;
         let first = y.item_exact::<u32>();
-        timer.first_token();
+        timer.first_token(first);
 
         // DECODE: each step reads every weight once, in the layout it is held in.
         let mut pending = Vec::with_capacity(run.max_tokens);

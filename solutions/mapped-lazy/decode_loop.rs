@@ -15,7 +15,7 @@ fn main() -> Result<()> {
 
     // LOAD: records the weights' work; nothing is computed yet.
     let (model, tokenizer) = lm::load_lazy(&run.model)?;
-    let messages = [Message::user(&run.prompt)];
+    let messages = [Message::user(&run.prompt()?)];
     let prompt = tokenizer.apply_chat_template(&messages, true, false)?;
     let prompt_ids = tokenizer.encode(&prompt)?;
     let mut cache = lm::make_prompt_cache(&model);
@@ -27,14 +27,15 @@ fn main() -> Result<()> {
     let logits = model.forward(&lm::tokens_array(&prompt_ids), &mut cache)?;
     let mut y = argmax_axis(lm::last_position(&logits), -1, None)?;
     let mut tokens = vec![y.item_exact::<u32>()];
-    timer.first_token();
+    timer.first_token(tokens[0]);
 
     // DECODE: one token in, one token out.
     for _ in 1..run.max_tokens {
         let logits = model.forward(&y.reshape(&[1, 1])?, &mut cache)?;
         y = argmax_axis(lm::last_position(&logits), -1, None)?;
-        tokens.push(y.item_exact::<u32>());
-        timer.token(); // this token is on the host: one per-token time
+        let token = y.item_exact::<u32>();
+        tokens.push(token);
+        timer.token(token); // this token is on the host: one per-token time
     }
     timer.done();
 

@@ -17,7 +17,7 @@ fn main() -> Result<()> {
 
     // LOAD: every weight is read in now, as mlx-lm's load does (4-bit becomes f32 on a CPU).
     let (model, tokenizer) = lm::load(&run.model)?;
-    let messages = [Message::user(&run.prompt)];
+    let messages = [Message::user(&run.prompt()?)];
     let prompt = tokenizer.apply_chat_template(&messages, true, false)?;
     let prompt_ids = tokenizer.encode(&prompt)?;
     // One KV cache per layer.
@@ -32,7 +32,7 @@ fn main() -> Result<()> {
         let logits = model.forward(&lm::tokens_array(&prompt_ids), &mut cache)?;
         let mut y = argmax_axis(lm::last_position(&logits), -1, None)?;
         let first = y.item_exact::<u32>(); // the first token is wanted now: that is TTFT
-        timer.first_token();
+        timer.first_token(first);
 
         // DECODE: one token in, one forward pass, one token out — and no waiting.
         let mut pending = Vec::with_capacity(run.max_tokens);

@@ -204,6 +204,33 @@ fn run_exercise(ctx: &Ctx, source: &Path, request: &RunRequest) -> Result<Report
     Ok(report)
 }
 
+/// Where the exercise's own timer and quest's clock disagree, said in the learner's
+/// language with what it means; `None` where they agree.
+pub(crate) fn disagreement_text(ctx: &Ctx, r: &Report) -> Option<String> {
+    use quest::lab::clock::Disagreement;
+    let rate = |x: f64| format!("{x:.2}");
+    Some(match r.disagreement.as_ref()? {
+        Disagreement::StoppedEarly {
+            own_tok_s,
+            clock_tok_s,
+        } => ctx.ui_with(
+            "clock_stopped_early",
+            &[("own", &rate(*own_tok_s)), ("clock", &rate(*clock_tok_s))],
+        ),
+        Disagreement::Rewritten {
+            reported_tok_s,
+            clock_tok_s,
+            ..
+        } => ctx.ui_with(
+            "clock_rewritten",
+            &[
+                ("own", &rate(*reported_tok_s)),
+                ("clock", &rate(*clock_tok_s)),
+            ],
+        ),
+    })
+}
+
 fn print_report(ctx: &Ctx, r: &Report) {
     let tokens = |n: usize| ctx.ui_with("tokens", &[("n", &n.to_string())]);
     println!();
@@ -256,17 +283,42 @@ fn print_report(ctx: &Ctx, r: &Report) {
         ctx.ui("generated_tokens"),
         tokens(r.generated_tokens)
     );
-    println!("{}: {:.1} {}", ctx.ui("ttft"), r.ttft_ms, ctx.ui("ms"));
+    // quest's clock's numbers, the exercise's own timer's beside them.
+    let own = r.own.as_ref();
+    let own_ms = own.map_or(String::new(), |own| {
+        format!(
+            "   {}",
+            ctx.ui_with("your_timer_ms", &[("ms", &format!("{:.1}", own.ttft_ms))])
+        )
+    });
+    println!(
+        "{}: {:.1} {}{own_ms}",
+        ctx.ui("ttft"),
+        r.ttft_ms,
+        ctx.ui("ms")
+    );
     if r.generated_tokens < 2 {
         // The first token is the prefill's: decode is timed from the second on.
         println!("{}: {}", ctx.ui("decode"), ctx.ui("decode_unmeasured"));
     } else {
+        let own_tok_s = own.map_or(String::new(), |own| {
+            format!(
+                "   {}",
+                ctx.ui_with(
+                    "your_timer_tok_s",
+                    &[("tok_s", &format!("{:.2}", own.decode_tok_s))]
+                )
+            )
+        });
         println!(
-            "{}: {:.2} {}",
+            "{}: {:.2} {}{own_tok_s}",
             ctx.ui("decode"),
             r.decode_tok_s,
             ctx.ui("tok_per_s")
         );
+    }
+    if let Some(text) = disagreement_text(ctx, r) {
+        println!("{text}");
     }
     if r.batch > 1 {
         let per_seq = r

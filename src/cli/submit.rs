@@ -496,6 +496,19 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
         )?),
     };
     let first_run = run_binary(ctx, &yours, &request)?;
+    // quest's clock times what it awards; a report that says the run was faster than the
+    // clock saw is refused, with what each said.
+    if let Some(text) = super::run::disagreement_text(ctx, &first_run) {
+        println!("  ✗ {text}");
+        return refuse(
+            ctx,
+            &mut learner,
+            id,
+            code,
+            None,
+            ctx.ui("submit_clock_failed"),
+        );
+    }
     if let Some(batch) = spec.batch {
         if first_run.batch != batch {
             println!(

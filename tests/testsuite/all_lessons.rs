@@ -1877,8 +1877,9 @@ fn without_sync(original: &str) -> String {
     let hand = "    for _ in 1..run.max_tokens {
         let logits = model.forward(&y.reshape(&[1, 1])?, &mut cache)?;
         y = argmax_axis(lm::last_position(&logits), -1, None)?;
-        tokens.push(y.item_exact::<u32>()); // a GPU sync per token — the hand loop's cost
-        timer.token(); // this token is on the host now: quest sees each one arrive
+        let token = y.item_exact::<u32>(); // a GPU sync per token — the hand loop's cost
+        tokens.push(token);
+        timer.token(token); // this token is on the host now: quest sees each one arrive
     }";
     assert!(
         original.contains(hand),

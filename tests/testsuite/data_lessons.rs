@@ -88,7 +88,7 @@ fn a_lesson_made_of_data_runs_submits_and_completes() {
     let (stdout, _) = text(&out);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        stdout.contains("exercises/sleepy/main.rs:17: `sleep` in the loop waits for nothing"),
+        stdout.contains("exercises/sleepy/main.rs:19: `sleep` in the loop waits for nothing"),
         "{stdout}"
     );
 
@@ -103,7 +103,7 @@ fn a_lesson_made_of_data_runs_submits_and_completes() {
     .unwrap();
     let (stdout, _) = text(&quest(&["submit", "sleepy"]));
     assert!(
-        stdout.contains(":28: `sleep`") && stdout.contains("(reached from line 17)"),
+        stdout.contains(":30: `sleep`") && stdout.contains("(reached from line 19)"),
         "{stdout}"
     );
 
@@ -361,7 +361,12 @@ fn predictions_recorded_before_the_measurement_are_judged_by_it() {
 #[test]
 fn the_authors_check_finds_a_broken_course() {
     let root = course_with_data_lessons("data-check");
-    let out = quest_in(&root, &home("data-check"), &["dev", "check"]);
+    // The fixture's lessons alone: the real ones are the course walk's.
+    let out = quest_in(
+        &root,
+        &home("data-check"),
+        &["dev", "check", "sleepy", "reading", "broken"],
+    );
     let (stdout, _) = text(&out);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(
@@ -459,4 +464,146 @@ fn stopping_quest_stops_its_exercise() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(gone(), "the exercise {exercise} outlived quest");
+}
+
+/// quest times what it awards: on the sleepy fixture (no model, seconds), each way an
+/// exercise can misstate its own times is measured honestly by quest's clock or refused,
+/// with a message naming what was seen. The honest run's numbers are the clock's, with the
+/// exercise's own timer beside them.
+#[test]
+fn quests_clock_times_what_it_awards() {
+    let root = course_with_data_lessons("clock");
+    let home = home("clock");
+    let quest = |args: &[&str]| quest_in(&root, &home, args);
+    let exercise = root.join("exercises/sleepy/main.rs");
+    let starting = std::fs::read_to_string(&exercise).unwrap();
+    let edit = |from: &str, to: &str| {
+        assert!(starting.contains(from), "the sleepy loop changed: {from}");
+        std::fs::write(&exercise, starting.replace(from, to)).unwrap();
+    };
+    let decode_line = |stdout: &str| -> (f64, f64) {
+        // `Decode: 24.61 tok/s   (your timer: 24.70 tok/s)`
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with("Decode:"))
+            .unwrap_or_else(|| panic!("no decode line in:\n{stdout}"));
+        let numbers: Vec<f64> = line
+            .split(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        (numbers[0], numbers[1])
+    };
+
+    // Honest: the clock and the timer agree (six steps of 40 ms: about 25 tok/s each).
+    let out = quest(&["run", "sleepy", "--no-lesson"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    let (clock, own) = decode_line(&stdout);
+    assert!((clock / own - 1.0).abs() < 0.1, "{stdout}");
+    assert!(!stdout.contains("quest's clock"), "{stdout}");
+
+    // A report written over after the run, on a loop that keeps the rules (its 40 ms a
+    // step busy-waiting): quest shows its clock's rate, names both, and `submit` refuses it.
+    let busy = starting.replace(
+        "std::thread::sleep(std::time::Duration::from_millis(40));",
+        "let t = std::time::Instant::now();\n        while t.elapsed().as_millis() < 40 {}",
+    );
+    let rewrite = |from: &str, to: &str| {
+        assert!(busy.contains(from), "the sleepy loop changed: {from}");
+        std::fs::write(&exercise, busy.replace(from, to)).unwrap();
+    };
+    rewrite(
+        "    run.report(&timer, &NoModel, 1, &tokens, &text)\n",
+        "    run.report(&timer, &NoModel, 1, &tokens, &text)?;\n    \
+         let path = std::env::var(\"QUEST_REPORT\")?;\n    \
+         let report = std::fs::read_to_string(&path)?;\n    \
+         std::fs::write(&path, report.replace(\"\\\"decode_tok_s\\\": \", \"\\\"decode_tok_s\\\": 9\"))?;\n    \
+         Ok(())\n",
+    );
+    let out = quest(&["run", "sleepy", "--no-lesson"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    let (clock_after, reported) = decode_line(&stdout);
+    assert!(reported > 5.0 * clock_after, "{stdout}");
+    assert!(
+        stdout.contains("The report says") && stdout.contains("written over"),
+        "{stdout}"
+    );
+    let out = quest(&["submit", "sleepy"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("written over") && stderr.contains("not what quest's clock measured"),
+        "{stdout}{stderr}"
+    );
+
+    // The timer stopped before the last token: its own rate is far above the clock's, the
+    // clock's is the honest one, and the message says why.
+    edit(
+        "    timer.first_token(tokens[0]);\n",
+        "    timer.first_token(tokens[0]);\n    timer.done();\n",
+    );
+    let early = std::fs::read_to_string(&exercise).unwrap().replacen(
+        "    timer.done();\n    let text",
+        "    let text",
+        1,
+    );
+    std::fs::write(&exercise, early).unwrap();
+    let out = quest(&["run", "sleepy", "--no-lesson"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    let (clock_early, own_early) = decode_line(&stdout);
+    assert!((clock_early / clock - 1.0).abs() < 0.5, "{stdout}");
+    assert!(own_early > 5.0 * clock_early, "{stdout}");
+    assert!(
+        stdout.contains("came before the last token reached the host") && stdout.contains("lazy"),
+        "{stdout}"
+    );
+
+    // A first token marked before it exists (a stand-in value): refused, naming both.
+    edit(
+        "    timer.first_token(tokens[0]);\n",
+        "    timer.first_token(0);\n",
+    );
+    let out = quest(&["run", "sleepy", "--no-lesson"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("at step 0 (row 0) the timer was handed 0 and the report says 1"),
+        "{stderr}"
+    );
+
+    // No prompt asked for: the clock has no start.
+    edit("    let _prompt = run.prompt()?;\n", "");
+    let out = quest(&["run", "sleepy", "--no-lesson"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("never asked quest for its prompt"),
+        "{stderr}"
+    );
+
+    // A report written by hand, no token handed over.
+    let unmarked = starting
+        .replace("    timer.first_token(tokens[0]);\n", "")
+        .replace("        timer.token(next);\n", "");
+    let edit = |from: &str, to: &str| {
+        assert!(unmarked.contains(from), "the sleepy loop changed: {from}");
+        std::fs::write(&exercise, unmarked.replace(from, to)).unwrap();
+    };
+    edit(
+        "    run.report(&timer, &NoModel, 1, &tokens, &text)\n",
+        "    let _ = (&timer, &text);\n    \
+         std::fs::write(\n        std::env::var(\"QUEST_REPORT\")?,\n        \
+         format!(\"{{\\\"schema\\\": 3, \\\"model\\\": \\\"\\\", \\\"backend\\\": \\\"cpu\\\", \\\"prompt_tokens\\\": 1, \
+         \\\"generated_tokens\\\": {n}, \\\"tokens\\\": {tokens:?}, \\\"text\\\": \\\"\\\", \\\"decode_tok_s\\\": 1000000.0}}\", n = tokens.len()),\n    )?;\n    \
+         Ok(())\n",
+    );
+    let out = quest(&["run", "sleepy", "--no-lesson"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("reported 6 tokens but handed none to quest's clock"),
+        "{stderr}"
+    );
 }

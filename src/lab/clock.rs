@@ -1,0 +1,548 @@
+//! quest's clock: the numbers quest shows, records and awards are timed here, in quest's
+//! process, not by the exercise it judges.
+//!
+//! quest starts an exercise with one end of a socket pair as its file descriptor 3
+//! (`QUEST_CLOCK=3`). The exercise loads its model, then asks for the prompt
+//! ([`crate::lab::Exercise::prompt`]): it sends `ready`, and quest answers with the prompt
+//! and starts its clock as it sends it, so no prefill can begin before quest's clock
+//! does. Every token the exercise holds on the host goes to quest as its value
+//! ([`crate::lab::Timer::first_token`], [`crate::lab::Timer::token`]; the report hands
+//! over the rest), and quest timestamps each arrival with its own monotonic clock, as
+//! mlx-lm's `stream_generate` times the tokens it yields to its caller. The learner's own
+//! [`crate::lab::Timer`] stays their instrument: its marks travel too (`done`), so quest
+//! can say where the two disagree and why.
+//!
+//! One line per message, exercise → quest: `ready`; `first <ids>`, `token <ids>` (one
+//! step's token for every row, marked by the exercise's timer as it came); `rest <ids>`
+//! (a step's tokens handed over by the report, all at once); `done` (the timer's mark);
+//! `end`. quest → exercise: the prompt, as one JSON string.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+
+/// The descriptor the exercise finds its end of the clock's socket at.
+pub const CLOCK_FD: i32 = 3;
+
+// ---------------------------------------------------------------------------------------
+// The exercise's side.
+
+/// The exercise's end of the clock, when quest started it (`QUEST_CLOCK`).
+struct Line {
+    stream: UnixStream,
+    replies: BufReader<UnixStream>,
+}
+
+fn line() -> Option<&'static Mutex<Line>> {
+    static LINE: OnceLock<Option<Mutex<Line>>> = OnceLock::new();
+    LINE.get_or_init(|| {
+        use std::os::fd::FromRawFd;
+        let fd: i32 = crate::settings::CLOCK.os()?.to_str()?.parse().ok()?;
+        // SAFETY: quest put its end of a socket pair at this descriptor for this process
+        // (`Clock::attach`), and nothing else in the exercise owns it.
+        let stream = unsafe { UnixStream::from_raw_fd(fd) };
+        let replies = BufReader::new(stream.try_clone().ok()?);
+        Some(Mutex::new(Line { stream, replies }))
+    })
+    .as_ref()
+}
+
+/// Whether quest's clock is listening (the exercise was started by quest).
+pub(crate) fn connected() -> bool {
+    line().is_some()
+}
+
+/// Sends one message to quest's clock, if it listens. A clock that stopped listening
+/// (quest ended) ends the exercise's run with an error at the next message that matters:
+/// this one is best effort.
+pub(crate) fn send(message: &str) {
+    if let Some(line) = line() {
+        let mut line = line.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = writeln!(line.stream, "{message}");
+    }
+}
+
+/// One step's tokens (one per row) as a message of `kind`.
+pub(crate) fn send_step(kind: &str, ids: &[u32]) {
+    if connected() {
+        let ids: Vec<String> = ids.iter().map(u32::to_string).collect();
+        send(&format!("{kind} {}", ids.join(" ")));
+    }
+}
+
+/// Tells quest the model is loaded and waits for the prompt; `None` when no clock listens.
+pub(crate) fn ready() -> Result<Option<String>> {
+    let Some(line) = line() else {
+        return Ok(None);
+    };
+    let mut line = line.lock().unwrap_or_else(|e| e.into_inner());
+    writeln!(line.stream, "ready").context("quest's clock stopped listening")?;
+    let mut reply = String::new();
+    line.replies
+        .read_line(&mut reply)
+        .context("quest's clock sent no prompt")?;
+    let prompt: String = serde_json::from_str(reply.trim_end())
+        .with_context(|| format!("quest's clock sent no prompt but {reply:?}"))?;
+    Ok(Some(prompt))
+}
+
+// ---------------------------------------------------------------------------------------
+// quest's side.
+
+/// What kind of message a token arrived in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sent {
+    /// The first token, marked by the exercise's timer as it had it.
+    First,
+    /// A later token, marked as it had it.
+    Token,
+    /// Handed over by the report, with every token not marked before it.
+    Rest,
+}
+
+/// One step's tokens as they reached quest: ms after the exercise was started.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Arrival {
+    pub at_ms: f64,
+    pub sent: Sent,
+    pub ids: Vec<u32>,
+}
+
+/// Everything quest's clock saw of one run, in ms after the exercise was started.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Arrivals {
+    /// The exercise said its model was loaded.
+    pub ready_ms: Option<f64>,
+    /// quest sent the prompt (its clock's zero for the time to first token).
+    pub prompt_sent_ms: Option<f64>,
+    pub steps: Vec<Arrival>,
+    /// The exercise's timer marked done.
+    pub done_ms: Option<f64>,
+    /// Lines quest could not read, kept to say so.
+    pub garbled: Vec<String>,
+}
+
+/// A run's numbers as quest's clock measured them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Clocked {
+    /// From starting the exercise to its `ready`: the process's start and its model's load.
+    pub load_ms: f64,
+    /// From sending the prompt to the first token's arrival.
+    pub ttft_ms: f64,
+    /// Steps after the first, every row counted, over the time from the first step's
+    /// arrival to the last's (0 with fewer than two steps).
+    pub decode_tok_s: f64,
+    /// Between the arrivals of the steps the exercise's timer marked one by one.
+    pub token_ms: Vec<f64>,
+}
+
+/// Why quest's clock cannot time a run whose report says it decoded tokens.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ClockProblem {
+    /// It never asked for the prompt: the clock has no zero.
+    NeverReady,
+    /// It handed over no token.
+    NoTokens { reported: usize },
+    /// The tokens it handed over are not the tokens it reported.
+    TokensDiffer {
+        step: usize,
+        row: usize,
+        sent: Option<u32>,
+        reported: Option<u32>,
+    },
+}
+
+impl std::fmt::Display for ClockProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClockProblem::NeverReady => write!(
+                f,
+                "the exercise never asked quest for its prompt (`run.prompt()?` after the \
+                 model is loaded), so quest's clock had no start: time to first token counts \
+                 from the moment quest hands over the prompt"
+            ),
+            ClockProblem::NoTokens { reported } => write!(
+                f,
+                "the exercise reported {reported} tokens but handed none to quest's clock: \
+                 pass each token to `timer.first_token(token)` / `timer.token(token)` as it \
+                 reaches the host, and end with `run.report(…)`, which hands over the rest"
+            ),
+            ClockProblem::TokensDiffer {
+                step,
+                row,
+                sent,
+                reported,
+            } => {
+                let show = |t: &Option<u32>| t.map_or("nothing".to_owned(), |t| t.to_string());
+                write!(
+                    f,
+                    "the tokens handed to quest's clock are not the tokens reported: at step \
+                     {step} (row {row}) the timer was handed {} and the report says {}: hand \
+                     the timer the token the step produced, once it is on the host",
+                    show(sent),
+                    show(reported)
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for ClockProblem {}
+
+/// quest's numbers for a run that decoded `rows` (each row's tokens, all of one length),
+/// from what its clock saw. A run that decoded nothing (a values exercise) is not timed.
+pub fn clocked(arrivals: &Arrivals, rows: &[Vec<u32>]) -> Result<Option<Clocked>, ClockProblem> {
+    let steps = rows.first().map_or(0, Vec::len);
+    if steps == 0 {
+        return Ok(None);
+    }
+    let (Some(ready), Some(sent)) = (arrivals.ready_ms, arrivals.prompt_sent_ms) else {
+        return Err(ClockProblem::NeverReady);
+    };
+    if arrivals.steps.is_empty() {
+        return Err(ClockProblem::NoTokens { reported: steps });
+    }
+    for step in 0..steps.max(arrivals.steps.len()) {
+        for row in 0..rows.len() {
+            let handed = arrivals
+                .steps
+                .get(step)
+                .and_then(|a| a.ids.get(row))
+                .copied();
+            let reported = rows[row].get(step).copied();
+            if handed != reported {
+                return Err(ClockProblem::TokensDiffer {
+                    step,
+                    row,
+                    sent: handed,
+                    reported,
+                });
+            }
+        }
+        // A step that hands over more rows than the report holds.
+        if let Some(arrival) = arrivals.steps.get(step) {
+            if arrival.ids.len() != rows.len() {
+                return Err(ClockProblem::TokensDiffer {
+                    step,
+                    row: rows.len().min(arrival.ids.len()),
+                    sent: arrival.ids.get(rows.len()).copied(),
+                    reported: None,
+                });
+            }
+        }
+    }
+    let first = arrivals.steps[0].at_ms;
+    let last = arrivals.steps[steps - 1].at_ms;
+    let decode_tok_s = if steps > 1 && last > first {
+        ((steps - 1) * rows.len()) as f64 * 1e3 / (last - first)
+    } else {
+        0.0
+    };
+    // Per-token times only where every token after the first was marked as it came: a
+    // report's hand-over arrives all at once and times nothing.
+    let marked = arrivals.steps.iter().skip(1).all(|a| a.sent == Sent::Token);
+    let token_ms = if marked {
+        arrivals
+            .steps
+            .windows(2)
+            .map(|pair| pair[1].at_ms - pair[0].at_ms)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Ok(Some(Clocked {
+        load_ms: ready,
+        ttft_ms: first - sent,
+        decode_tok_s,
+        token_ms,
+    }))
+}
+
+/// Where the exercise's own timer and quest's clock disagree, and why.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Disagreement {
+    /// The timer was marked done before the last token reached the host: it timed the
+    /// building of a lazy graph, not the compute (MLX is lazy).
+    StoppedEarly { own_tok_s: f64, clock_tok_s: f64 },
+    /// The report's rate is not what the timer's own marks give: it was written over.
+    Rewritten {
+        reported_tok_s: f64,
+        marks_tok_s: f64,
+        clock_tok_s: f64,
+    },
+}
+
+/// How far two timings of one run's decode may differ before they disagree: a share of
+/// its length, and a few milliseconds for the clock's messages. A message takes
+/// microseconds, but the thread that reads them may wait a scheduler's slice on a busy
+/// machine, and an honest report hands its last tokens over after the text is decoded (a
+/// millisecond at most); a timer stopped early or a report written over reads several
+/// times off.
+const AGREE_WITHIN: f64 = 0.1;
+const CHANNEL_SLACK_MS: f64 = 5.0;
+
+/// Whether two lengths of one decode, in ms, agree ([`AGREE_WITHIN`], [`CHANNEL_SLACK_MS`]).
+fn agree(a_ms: f64, b_ms: f64) -> bool {
+    (a_ms - b_ms).abs() <= AGREE_WITHIN * a_ms.max(b_ms) + CHANNEL_SLACK_MS
+}
+
+/// How the exercise's own decode rate (`own_tok_s`, from its report) compares with quest's
+/// clock, for a run of `steps` steps of `rows` rows: `None` when they agree.
+pub fn disagreement(
+    arrivals: &Arrivals,
+    clocked: &Clocked,
+    own_tok_s: f64,
+    steps: usize,
+    rows: usize,
+) -> Option<Disagreement> {
+    if clocked.decode_tok_s <= 0.0 || steps < 2 {
+        return None;
+    }
+    let first = arrivals.steps.first()?.at_ms;
+    let last = arrivals.steps.get(steps - 1)?.at_ms;
+    // The decode's length, in ms, that a rate over these steps means.
+    let length = |tok_s: f64| ((steps - 1) * rows) as f64 * 1e3 / tok_s;
+    let own_ms = if own_tok_s > 0.0 {
+        length(own_tok_s)
+    } else {
+        f64::INFINITY
+    };
+    if let Some(done) = arrivals.done_ms {
+        let marks_ms = done - first;
+        if !agree(own_ms, marks_ms) {
+            return Some(Disagreement::Rewritten {
+                reported_tok_s: own_tok_s,
+                marks_tok_s: length(marks_ms.max(1e-9)),
+                clock_tok_s: clocked.decode_tok_s,
+            });
+        }
+        if done < last && !agree(marks_ms, last - first) {
+            return Some(Disagreement::StoppedEarly {
+                own_tok_s,
+                clock_tok_s: clocked.decode_tok_s,
+            });
+        }
+        return None;
+    }
+    // No done mark (a loop of quest's, or a timer never marked done): the report alone,
+    // which may not claim a shorter decode than the clock saw.
+    (own_ms < last - first && !agree(own_ms, last - first)).then_some(Disagreement::Rewritten {
+        reported_tok_s: own_tok_s,
+        marks_tok_s: f64::NAN,
+        clock_tok_s: clocked.decode_tok_s,
+    })
+}
+
+/// quest's end of the clock for one exercise process.
+pub struct Clock {
+    ours: UnixStream,
+    theirs: Option<UnixStream>,
+    prompt: String,
+    arrivals: Arc<Mutex<Arrivals>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+    started: Instant,
+}
+
+impl Clock {
+    /// A clock for `command`, which will hand over `prompt` when the exercise is ready:
+    /// the exercise's end goes to its descriptor [`CLOCK_FD`].
+    pub fn attach(command: &mut std::process::Command, prompt: &str) -> Result<Clock> {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::process::CommandExt;
+        let (ours, theirs) = UnixStream::pair().context("could not make quest's clock")?;
+        let fd = theirs.as_raw_fd();
+        // SAFETY: between fork and exec only dup2 and fcntl run, both async-signal-safe;
+        // they put the exercise's end at CLOCK_FD, open across exec.
+        unsafe {
+            command.pre_exec(move || {
+                if fd == CLOCK_FD {
+                    if libc::fcntl(fd, libc::F_SETFD, 0) == -1 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                } else if libc::dup2(fd, CLOCK_FD) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        command.env(crate::settings::CLOCK.name, CLOCK_FD.to_string());
+        Ok(Clock {
+            ours,
+            theirs: Some(theirs),
+            prompt: prompt.to_owned(),
+            arrivals: Arc::default(),
+            reader: None,
+            started: Instant::now(),
+        })
+    }
+
+    /// Starts listening, once the exercise has been started: quest's end is read on a
+    /// thread of its own, each line timestamped as it arrives.
+    pub fn listen(&mut self) -> Result<()> {
+        // quest's copy of the exercise's end is closed, so the exercise's exit ends the
+        // stream.
+        self.theirs = None;
+        self.started = Instant::now();
+        let reader = BufReader::new(self.ours.try_clone()?);
+        let mut writer = self.ours.try_clone()?;
+        let prompt = serde_json::to_string(&self.prompt)?;
+        let arrivals = Arc::clone(&self.arrivals);
+        let started = self.started;
+        self.reader = Some(std::thread::spawn(move || {
+            let ms = || started.elapsed().as_secs_f64() * 1e3;
+            for line in reader.lines() {
+                let Ok(line) = line else { break };
+                let at_ms = ms();
+                let mut seen = arrivals.lock().unwrap_or_else(|e| e.into_inner());
+                let (kind, rest) = line.split_once(' ').unwrap_or((line.as_str(), ""));
+                let ids = || -> Option<Vec<u32>> {
+                    rest.split_whitespace().map(|t| t.parse().ok()).collect()
+                };
+                match (kind, ids()) {
+                    ("ready", _) if seen.ready_ms.is_none() => {
+                        seen.ready_ms = Some(at_ms);
+                        let _ = writeln!(writer, "{prompt}");
+                        seen.prompt_sent_ms = Some(ms());
+                    }
+                    ("first", Some(ids)) if seen.steps.is_empty() => seen.steps.push(Arrival {
+                        at_ms,
+                        sent: Sent::First,
+                        ids,
+                    }),
+                    ("token", Some(ids)) => seen.steps.push(Arrival {
+                        at_ms,
+                        sent: Sent::Token,
+                        ids,
+                    }),
+                    ("rest", Some(ids)) => seen.steps.push(Arrival {
+                        at_ms,
+                        sent: Sent::Rest,
+                        ids,
+                    }),
+                    ("done", _) => seen.done_ms = Some(at_ms),
+                    ("end", _) => {}
+                    _ => seen.garbled.push(line.clone()),
+                }
+            }
+        }));
+        Ok(())
+    }
+
+    /// What the clock saw, once the exercise has exited.
+    pub fn arrivals(mut self) -> Arrivals {
+        // The exercise's exit closed its end: the reader meets the end of the stream
+        // after every line it sent.
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+        let seen = self.arrivals.lock().unwrap_or_else(|e| e.into_inner());
+        seen.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn arrival(at_ms: f64, sent: Sent, id: u32) -> Arrival {
+        Arrival {
+            at_ms,
+            sent,
+            ids: vec![id],
+        }
+    }
+
+    fn honest() -> Arrivals {
+        Arrivals {
+            ready_ms: Some(500.0),
+            prompt_sent_ms: Some(500.1),
+            steps: vec![
+                arrival(600.1, Sent::First, 7),
+                arrival(700.1, Sent::Token, 8),
+                arrival(800.1, Sent::Token, 9),
+            ],
+            done_ms: Some(800.2),
+            garbled: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn an_honest_run_is_timed_by_its_arrivals() {
+        let times = clocked(&honest(), &[vec![7, 8, 9]]).unwrap().unwrap();
+        assert!((times.ttft_ms - 100.0).abs() < 1e-9);
+        assert!((times.decode_tok_s - 10.0).abs() < 1e-9);
+        assert_eq!(times.token_ms.len(), 2);
+        assert_eq!(times.load_ms, 500.0);
+        assert_eq!(disagreement(&honest(), &times, 10.0, 3, 1), None);
+    }
+
+    #[test]
+    fn a_report_handing_over_the_rest_times_no_token_but_the_rate() {
+        let mut seen = honest();
+        seen.steps[1].sent = Sent::Rest;
+        seen.steps[2].sent = Sent::Rest;
+        seen.steps[1].at_ms = 800.0;
+        let times = clocked(&seen, &[vec![7, 8, 9]]).unwrap().unwrap();
+        assert!(times.token_ms.is_empty());
+        assert!((times.decode_tok_s - 2.0 * 1e3 / 200.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn what_the_clock_cannot_time_is_named() {
+        let rows = [vec![7, 8, 9]];
+        let never = Arrivals::default();
+        assert_eq!(clocked(&never, &rows), Err(ClockProblem::NeverReady));
+        let silent = Arrivals {
+            steps: Vec::new(),
+            ..honest()
+        };
+        assert_eq!(
+            clocked(&silent, &rows),
+            Err(ClockProblem::NoTokens { reported: 3 })
+        );
+        let mut other = honest();
+        other.steps[0].ids = vec![0];
+        assert_eq!(
+            clocked(&other, &rows),
+            Err(ClockProblem::TokensDiffer {
+                step: 0,
+                row: 0,
+                sent: Some(0),
+                reported: Some(7)
+            })
+        );
+        let mut short = honest();
+        short.steps.pop();
+        assert!(matches!(
+            clocked(&short, &rows),
+            Err(ClockProblem::TokensDiffer {
+                step: 2,
+                sent: None,
+                ..
+            })
+        ));
+        // A values exercise decodes nothing and is not timed.
+        assert_eq!(clocked(&never, &[]), Ok(None));
+    }
+
+    #[test]
+    fn a_timer_stopped_early_and_a_report_written_over_are_told_apart() {
+        let mut early = honest();
+        early.done_ms = Some(600.5);
+        let times = clocked(&early, &[vec![7, 8, 9]]).unwrap().unwrap();
+        // The timer's own rate: two tokens over 0.4 ms.
+        let own = 2.0 * 1e3 / 0.4;
+        assert!(matches!(
+            disagreement(&early, &times, own, 3, 1),
+            Some(Disagreement::StoppedEarly { .. })
+        ));
+        let times = clocked(&honest(), &[vec![7, 8, 9]]).unwrap().unwrap();
+        assert!(matches!(
+            disagreement(&honest(), &times, 30.0, 3, 1),
+            Some(Disagreement::Rewritten { .. })
+        ));
+    }
+}
