@@ -1718,6 +1718,8 @@ mod tests {
             ttft_ms: 100.0,
             decode_tok_s,
             token_ms,
+            own: None,
+            disagreement: None,
             tokens: vec![],
             batch: 1,
             rows: vec![],

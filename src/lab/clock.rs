@@ -206,13 +206,13 @@ pub fn clocked(arrivals: &Arrivals, rows: &[Vec<u32>]) -> Result<Option<Clocked>
         return Err(ClockProblem::NoTokens { reported: steps });
     }
     for step in 0..steps.max(arrivals.steps.len()) {
-        for row in 0..rows.len() {
+        for (row, tokens) in rows.iter().enumerate() {
             let handed = arrivals
                 .steps
                 .get(step)
                 .and_then(|a| a.ids.get(row))
                 .copied();
-            let reported = rows[row].get(step).copied();
+            let reported = tokens.get(step).copied();
             if handed != reported {
                 return Err(ClockProblem::TokensDiffer {
                     step,

@@ -1230,13 +1230,13 @@ macro_rules! walks {
 }
 
 walks! {
-    ignored mapped_lazy: "mapped-lazy",
+    default mapped_lazy: "mapped-lazy",
     ignored kv_cache: "kv-cache",
-    default mlx_path: "mlx-path",
+    ignored mlx_path: "mlx-path",
     ignored lazy_prefill: "lazy-prefill",
-    default rms_norm: "rms-norm",
+    ignored rms_norm: "rms-norm",
     ignored rope: "rope",
-    ignored attention: "attention",
+    default attention: "attention",
     ignored mlp: "mlp",
     ignored dequant_matvec: "dequant-matvec",
     ignored sampling: "sampling",
@@ -1246,8 +1246,8 @@ walks! {
     ignored bits_per_weight: "bits-per-weight",
     ignored context_slope: "context-slope",
     ignored batch: "batch",
-    default ops_cost: "ops-cost",
-    ignored compile: "compile",
+    ignored ops_cost: "ops-cost",
+    default compile: "compile",
     ignored streams: "streams",
     ignored custom_kernel: "custom-kernel",
     ignored host_or_device: "host-or-device",
