@@ -8,15 +8,21 @@ use std::path::Path;
 
 use crate::common::{course_copy, home, text};
 
-/// A stand-in exercise binary: a script that writes a report with `tok_s` to `$QUEST_REPORT`.
+/// A stand-in exercise binary: a script that speaks to quest's clock as an exercise does
+/// (asks for the prompt, hands over its four tokens) and writes a report whose own timer
+/// says `tok_s` to `$QUEST_REPORT`.
 fn fake_binary(tok_s: f64) -> String {
     let report = format!(
         r#"{{"schema": {}, "model": "random:smollm2-135m", "backend": "cpu", "prompt_tokens": 12,
-        "generated_tokens": 4, "load_ms": 1.0, "ttft_ms": 2.0, "decode_tok_s": {tok_s},
+        "generated_tokens": 4, "own": {{"load_ms": 1.0, "ttft_ms": 2.0, "decode_tok_s": {tok_s}}},
         "tokens": [1, 2, 3, 4], "text": "<t1><t2><t3><t4>"}}"#,
         quest::lab::REPORT_SCHEMA
     );
-    format!("#!/bin/sh\ncat > \"$QUEST_REPORT\" <<'JSON'\n{report}\nJSON\n")
+    format!(
+        "#!/bin/sh\nprintf 'ready\\n' >&3\nread -r prompt <&3\n\
+         printf 'first 1\\ntoken 2\\ntoken 3\\ntoken 4\\nend\\n' >&3\n\
+         cat > \"$QUEST_REPORT\" <<'JSON'\n{report}\nJSON\n"
+    )
 }
 
 /// A course copy named `name` and a prebuilt folder whose binary for mlx-path's exercise,
