@@ -101,12 +101,15 @@ impl Exercise {
     pub fn from_env() -> Result<Self> {
         use crate::settings;
         let max_tokens: usize = settings::MAX_TOKENS.parse()?;
-        let pieces = settings::PIECES.value();
-        anyhow::ensure!(
-            ["yours", "quest"].contains(&pieces.as_str()),
-            "{}={pieces}: it takes `yours` or `quest`",
-            settings::PIECES.name
-        );
+        // Run by hand, the learner chooses the pieces; run by quest, quest's line does.
+        if !crate::line::connected() {
+            let pieces = settings::PIECES.value();
+            anyhow::ensure!(
+                ["yours", "quest"].contains(&pieces.as_str()),
+                "{}={pieces}: it takes `yours` or `quest`",
+                settings::PIECES.name
+            );
+        }
         Ok(Self {
             model: settings::MODEL.value(),
             max_tokens: max_tokens.max(1),
@@ -124,7 +127,7 @@ impl Exercise {
         if let Some((prompt, _)) = self.prompt.get() {
             return Ok(prompt.clone());
         }
-        let prompt = match clock::ready()? {
+        let prompt = match crate::line::ready()? {
             Some(prompt) => prompt,
             None => crate::settings::PROMPT.value(),
         };
@@ -182,9 +185,9 @@ impl Exercise {
         // Every token the timer was not handed goes to quest's clock now, all at once.
         for step in timer.handed.min(tokens.len())..tokens.len() {
             let ids: Vec<u32> = rows.iter().map(|row| row[step]).collect();
-            clock::send_step("rest", &ids);
+            crate::line::send_step("rest", &ids);
         }
-        clock::send("end");
+        crate::line::send("end");
         let loaded = self.prompt.get().map_or(timer.start, |(_, at)| *at);
         let own = OwnTimes {
             load_ms: loaded.saturating_duration_since(self.began).as_secs_f64() * 1e3,
@@ -193,7 +196,7 @@ impl Exercise {
             token_ms: timer.token_ms(),
         };
         // Run by quest, the timed fields are its clock's, filled in by quest.
-        let timed = if clock::connected() {
+        let timed = if crate::line::connected() {
             OwnTimes::default()
         } else {
             own.clone()
@@ -536,7 +539,7 @@ impl Exercise {
     ) -> Result<()> {
         // The baseline quest measures a learner's decoder against: quest's own model, in
         // the learner's own binary.
-        if crate::settings::PIECES.raw().as_deref() == Some("quest") {
+        if crate::line::quest_pieces() {
             let (quest, _) = crate::lm::load(&self.model)?;
             return self.decode(&quest, tokenizer);
         }
@@ -562,9 +565,9 @@ impl Exercise {
         tokenizer: &crate::lm::Tokenizer,
         sampler: &dyn crate::lm::Sampler,
     ) -> Result<()> {
-        use crate::settings::{DRAWS, DRAWS_PER_STEP, LOGITS, PIECES};
+        use crate::settings::{DRAWS, DRAWS_PER_STEP, LOGITS};
         let sampling = crate::lm::Sampling::from_env()?;
-        let sampler: &dyn crate::lm::Sampler = if PIECES.raw().as_deref() == Some("quest") {
+        let sampler: &dyn crate::lm::Sampler = if crate::line::quest_pieces() {
             &crate::lm::QuestSampler
         } else {
             sampler
@@ -855,7 +858,7 @@ impl Timer {
     /// the first token from when it handed over the prompt.
     pub fn first_token(&mut self, token: impl Into<Step>) {
         self.first_token = Some(Instant::now());
-        clock::send_step("first", &token.into().0);
+        crate::line::send_step("first", &token.into().0);
         self.handed = 1;
     }
 
@@ -864,7 +867,7 @@ impl Timer {
     /// changes over the run. Tokens never handed over go to quest with the report.
     pub fn token(&mut self, token: impl Into<Step>) {
         self.tokens.push(Instant::now());
-        clock::send_step("token", &token.into().0);
+        crate::line::send_step("token", &token.into().0);
         self.handed += 1;
     }
 
@@ -888,7 +891,7 @@ impl Timer {
     /// it too, and says so if it came before the last token did).
     pub fn done(&mut self) {
         self.done = Some(Instant::now());
-        clock::send("done");
+        crate::line::send("done");
     }
 
     pub fn ttft(&self) -> Duration {
@@ -1340,6 +1343,18 @@ pub fn run(binary: &Path, request: &RunRequest) -> Result<Report> {
 /// [`run`], with more environment for the exercise (e.g. `QUEST_QMV=mlx`).
 pub fn run_with_env(binary: &Path, request: &RunRequest, env: &[(&str, &str)]) -> Result<Report> {
     let report_path = scratch("report", "json");
+    // Which pieces run travels on quest's line, never in the environment, which the code
+    // it judges can write (`std::env::set_var`).
+    let hello = crate::line::Hello {
+        quest_pieces: env
+            .iter()
+            .any(|&(name, value)| name == crate::settings::PIECES.name && value == "quest"),
+    };
+    let env: Vec<(&str, &str)> = env
+        .iter()
+        .copied()
+        .filter(|&(name, _)| name != crate::settings::PIECES.name)
+        .collect();
     let mut command = Command::new(binary);
     command
         .env(crate::settings::MODEL.name, &request.model)
@@ -1350,10 +1365,11 @@ pub fn run_with_env(binary: &Path, request: &RunRequest, env: &[(&str, &str)]) -
         .env(crate::settings::REPORT.name, &report_path)
         // The prompt comes over quest's clock, once the model is loaded: not from here.
         .env_remove(crate::settings::PROMPT.name)
+        .env_remove(crate::settings::PIECES.name)
         .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
-    let mut clock = clock::Clock::attach(&mut command, &request.prompt)?;
+    let mut clock = clock::Clock::attach(&mut command, hello, &request.prompt)?;
     let child = command
         .spawn()
         .with_context(|| format!("could not start {}", binary.display()))?;

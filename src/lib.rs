@@ -6,6 +6,7 @@ pub mod device;
 pub mod grade;
 pub mod kernels;
 pub mod lab;
+pub mod line;
 pub mod lm;
 pub mod physics;
 pub mod progress;

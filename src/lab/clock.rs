@@ -1,93 +1,25 @@
 //! quest's clock: the numbers quest shows, records and awards are timed here, in quest's
 //! process, not by the exercise it judges.
 //!
-//! quest starts an exercise with one end of a socket pair as its file descriptor 3
-//! (`QUEST_CLOCK=3`). The exercise loads its model, then asks for the prompt
-//! ([`crate::lab::Exercise::prompt`]): it sends `ready`, and quest answers with the prompt
-//! and starts its clock as it sends it, so no prefill can begin before quest's clock
-//! does. Every token the exercise holds on the host goes to quest as its value
-//! ([`crate::lab::Timer::first_token`], [`crate::lab::Timer::token`]; the report hands
-//! over the rest), and quest timestamps each arrival with its own monotonic clock, as
-//! mlx-lm's `stream_generate` times the tokens it yields to its caller. The learner's own
-//! [`crate::lab::Timer`] stays their instrument: its marks travel too (`done`), so quest
-//! can say where the two disagree and why.
-//!
-//! One line per message, exercise → quest: `ready`; `first <ids>`, `token <ids>` (one
-//! step's token for every row, marked by the exercise's timer as it came); `rest <ids>`
-//! (a step's tokens handed over by the report, all at once); `done` (the timer's mark);
-//! `end`. quest → exercise: the prompt, as one JSON string.
+//! quest starts an exercise with one end of a socket pair as its descriptor 3
+//! ([`crate::line`], the exercise's end, says what travels). The exercise loads its
+//! model, then asks for the prompt ([`crate::lab::Exercise::prompt`]), and quest starts its
+//! clock as it hands the prompt over, so no prefill can begin before it does. Every token
+//! the exercise holds on the host comes to quest as its value
+//! ([`crate::lab::Timer::first_token`], [`crate::lab::Timer::token`]; the report hands over
+//! the rest), and quest timestamps each arrival with its own monotonic clock, as mlx-lm's
+//! `stream_generate` times the tokens it yields to its caller. The learner's own
+//! [`crate::lab::Timer`] stays their instrument: its `done` mark travels too, so quest can
+//! say where the two disagree and why.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
 
-/// The descriptor the exercise finds its end of the clock's socket at.
-pub const CLOCK_FD: i32 = 3;
-
-// ---------------------------------------------------------------------------------------
-// The exercise's side.
-
-/// The exercise's end of the clock, when quest started it (`QUEST_CLOCK`).
-struct Line {
-    stream: UnixStream,
-    replies: BufReader<UnixStream>,
-}
-
-fn line() -> Option<&'static Mutex<Line>> {
-    static LINE: OnceLock<Option<Mutex<Line>>> = OnceLock::new();
-    LINE.get_or_init(|| {
-        use std::os::fd::FromRawFd;
-        let fd: i32 = crate::settings::CLOCK.os()?.to_str()?.parse().ok()?;
-        // SAFETY: quest put its end of a socket pair at this descriptor for this process
-        // (`Clock::attach`), and nothing else in the exercise owns it.
-        let stream = unsafe { UnixStream::from_raw_fd(fd) };
-        let replies = BufReader::new(stream.try_clone().ok()?);
-        Some(Mutex::new(Line { stream, replies }))
-    })
-    .as_ref()
-}
-
-/// Whether quest's clock is listening (the exercise was started by quest).
-pub(crate) fn connected() -> bool {
-    line().is_some()
-}
-
-/// Sends one message to quest's clock, if it listens. A clock that stopped listening
-/// (quest ended) ends the exercise's run with an error at the next message that matters:
-/// this one is best effort.
-pub(crate) fn send(message: &str) {
-    if let Some(line) = line() {
-        let mut line = line.lock().unwrap_or_else(|e| e.into_inner());
-        let _ = writeln!(line.stream, "{message}");
-    }
-}
-
-/// One step's tokens (one per row) as a message of `kind`.
-pub(crate) fn send_step(kind: &str, ids: &[u32]) {
-    if connected() {
-        let ids: Vec<String> = ids.iter().map(u32::to_string).collect();
-        send(&format!("{kind} {}", ids.join(" ")));
-    }
-}
-
-/// Tells quest the model is loaded and waits for the prompt; `None` when no clock listens.
-pub(crate) fn ready() -> Result<Option<String>> {
-    let Some(line) = line() else {
-        return Ok(None);
-    };
-    let mut line = line.lock().unwrap_or_else(|e| e.into_inner());
-    writeln!(line.stream, "ready").context("quest's clock stopped listening")?;
-    let mut reply = String::new();
-    line.replies
-        .read_line(&mut reply)
-        .context("quest's clock sent no prompt")?;
-    let prompt: String = serde_json::from_str(reply.trim_end())
-        .with_context(|| format!("quest's clock sent no prompt but {reply:?}"))?;
-    Ok(Some(prompt))
-}
+use crate::line::{self, Hello};
 
 // ---------------------------------------------------------------------------------------
 // quest's side.
@@ -340,6 +272,7 @@ pub fn disagreement(
 pub struct Clock {
     ours: UnixStream,
     theirs: Option<UnixStream>,
+    hello: Hello,
     prompt: String,
     arrivals: Arc<Mutex<Arrivals>>,
     reader: Option<std::thread::JoinHandle<()>>,
@@ -347,31 +280,36 @@ pub struct Clock {
 }
 
 impl Clock {
-    /// A clock for `command`, which will hand over `prompt` when the exercise is ready:
-    /// the exercise's end goes to its descriptor [`CLOCK_FD`].
-    pub fn attach(command: &mut std::process::Command, prompt: &str) -> Result<Clock> {
+    /// A clock for `command`, which says `hello` as the exercise starts and hands over
+    /// `prompt` when it is ready: the exercise's end goes to its descriptor [`line::FD`].
+    pub fn attach(
+        command: &mut std::process::Command,
+        hello: Hello,
+        prompt: &str,
+    ) -> Result<Clock> {
         use std::os::fd::AsRawFd;
         use std::os::unix::process::CommandExt;
         let (ours, theirs) = UnixStream::pair().context("could not make quest's clock")?;
         let fd = theirs.as_raw_fd();
         // SAFETY: between fork and exec only dup2 and fcntl run, both async-signal-safe;
-        // they put the exercise's end at CLOCK_FD, open across exec.
+        // they put the exercise's end at line::FD, open across exec.
         unsafe {
             command.pre_exec(move || {
-                if fd == CLOCK_FD {
+                if fd == line::FD {
                     if libc::fcntl(fd, libc::F_SETFD, 0) == -1 {
                         return Err(std::io::Error::last_os_error());
                     }
-                } else if libc::dup2(fd, CLOCK_FD) == -1 {
+                } else if libc::dup2(fd, line::FD) == -1 {
                     return Err(std::io::Error::last_os_error());
                 }
                 Ok(())
             });
         }
-        command.env(crate::settings::CLOCK.name, CLOCK_FD.to_string());
+        command.env(crate::settings::CLOCK.name, line::FD.to_string());
         Ok(Clock {
             ours,
             theirs: Some(theirs),
+            hello,
             prompt: prompt.to_owned(),
             arrivals: Arc::default(),
             reader: None,
@@ -388,6 +326,8 @@ impl Clock {
         self.started = Instant::now();
         let reader = BufReader::new(self.ours.try_clone()?);
         let mut writer = self.ours.try_clone()?;
+        // Best effort: an exercise that has already ended is judged by how it ended.
+        let _ = writeln!(writer, "{}", serde_json::to_string(&self.hello)?);
         let prompt = serde_json::to_string(&self.prompt)?;
         let arrivals = Arc::clone(&self.arrivals);
         let started = self.started;

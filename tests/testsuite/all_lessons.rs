@@ -755,6 +755,22 @@ fn rows() -> Vec<Row> {
                     masked: false,
                 },
                 Refusal {
+                    what: "quest's own pieces asked for from inside: `QUEST_PIECES` set in `main`",
+                    edit: |s| {
+                        s.starting.replace(
+                            "    let run = Exercise::from_env()?;",
+                            "    std::env::set_var(\"QUEST_PIECES\", \"quest\");\n    let run = Exercise::from_env()?;",
+                        )
+                    },
+                    command: "submit",
+                    // quest chooses the pieces on its line, not through the environment:
+                    // the starting code's own attention runs, and its logits are refused.
+                    stdout: &["At step 0 (predicting from position"],
+                    stderr: &["does not compute what the model's does yet"],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
                     what: "MLX's fused attention, renamed on import",
                     edit: |s| {
                         format!(

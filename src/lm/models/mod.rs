@@ -220,13 +220,14 @@ impl Model {
     /// post-attention, Qwen3's q/k norms, the final norm — calls `pieces.rms_norm`
     /// (see [`crate::lm::pieces`]); everything else runs as before. quest's CUDA kernels
     /// fold the norm into their own code, so a model with pieces runs MLX's ops there.
-    /// With `QUEST_PIECES=quest` it keeps quest's own: the baseline quest measures a
+    /// When quest asks for its own pieces on its line ([`crate::line::quest_pieces`];
+    /// `QUEST_PIECES=quest` run by hand) it keeps them: the baseline quest measures a
     /// learner's piece against, in the learner's own binary.
     pub fn with_pieces(mut self, pieces: impl crate::lm::Pieces + 'static) -> Self {
-        // Either way MLX's ops run where quest's CUDA kernels would: `QUEST_PIECES=quest`
-        // is the same process but for the pieces, the baseline a lesson measures against.
+        // Either way MLX's ops run where quest's CUDA kernels would: the baseline is the
+        // same process but for the pieces, what a lesson measures against.
         self.kernels.set(Kernels::FOR_PIECES);
-        if crate::settings::PIECES.raw().as_deref() == Some("quest") {
+        if crate::line::quest_pieces() {
             return self;
         }
         self.decoder.set_pieces(std::sync::Arc::new(pieces));

@@ -1,0 +1,111 @@
+//! The exercise's end of quest's line: the socket quest starts an exercise with, at its
+//! file descriptor 3 (`QUEST_CLOCK`). What travels on it is what the judged code must
+//! not be able to set or write itself: which pieces run (quest's own for a baseline, the
+//! learner's otherwise), the prompt, handed over only once the model is loaded, and
+//! every token as it reaches the host, which quest timestamps on its own clock
+//! (`crate::lab::clock`, quest's end). Run by hand, an exercise has no line: it reads
+//! `QUEST_PROMPT` and `QUEST_PIECES` and times itself.
+//!
+//! quest → exercise, one JSON line each: [`Hello`] as soon as the exercise starts, then
+//! the prompt (a string) once the exercise says `ready`. Exercise → quest, a line each:
+//! `ready`; `first <ids>`, `token <ids>` (one step's token for every row, handed to the
+//! timer as it came); `rest <ids>` (a step's tokens handed over by the report, all at
+//! once); `done` (the timer's mark); `end`.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::sync::{Mutex, OnceLock};
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+/// The descriptor the exercise finds its end of the line at.
+pub const FD: i32 = 3;
+
+/// What quest tells an exercise as it starts.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Hello {
+    /// Run quest's own pieces (the baseline a piece is measured against) whatever pieces
+    /// the learner's code hands the model: `QUEST_PIECES=quest` of a run by hand.
+    pub quest_pieces: bool,
+}
+
+struct Line {
+    stream: UnixStream,
+    replies: BufReader<UnixStream>,
+    hello: Hello,
+}
+
+fn line() -> Option<&'static Mutex<Line>> {
+    static LINE: OnceLock<Option<Mutex<Line>>> = OnceLock::new();
+    LINE.get_or_init(|| {
+        use std::os::fd::FromRawFd;
+        let fd: i32 = crate::settings::CLOCK.os()?.to_str()?.parse().ok()?;
+        // SAFETY: quest put its end of a socket pair at this descriptor for this process
+        // (`crate::lab::clock::Clock::attach`), and nothing else in the exercise owns it.
+        let stream = unsafe { UnixStream::from_raw_fd(fd) };
+        let mut replies = BufReader::new(stream.try_clone().ok()?);
+        let mut first = String::new();
+        replies.read_line(&mut first).ok()?;
+        let hello = serde_json::from_str(first.trim_end()).ok()?;
+        Some(Mutex::new(Line {
+            stream,
+            replies,
+            hello,
+        }))
+    })
+    .as_ref()
+}
+
+/// Whether quest's line is there (the exercise was started by quest).
+pub fn connected() -> bool {
+    line().is_some()
+}
+
+/// Whether this run keeps quest's own pieces: quest says so on its line; run by hand,
+/// `QUEST_PIECES=quest` does. The environment is not asked when quest runs the exercise:
+/// the code it judges can write its own environment.
+pub fn quest_pieces() -> bool {
+    match line() {
+        Some(line) => {
+            line.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .hello
+                .quest_pieces
+        }
+        None => crate::settings::PIECES.raw().as_deref() == Some("quest"),
+    }
+}
+
+/// Sends one message to quest, if it listens. Best effort: a quest that stopped
+/// listening has ended, and the exercise's next question to it fails.
+pub fn send(message: &str) {
+    if let Some(line) = line() {
+        let mut line = line.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = writeln!(line.stream, "{message}");
+    }
+}
+
+/// One step's tokens (one per row) as a message of `kind`.
+pub fn send_step(kind: &str, ids: &[u32]) {
+    if connected() {
+        let ids: Vec<String> = ids.iter().map(u32::to_string).collect();
+        send(&format!("{kind} {}", ids.join(" ")));
+    }
+}
+
+/// Tells quest the model is loaded and waits for the prompt; `None` when no line is there.
+pub fn ready() -> Result<Option<String>> {
+    let Some(line) = line() else {
+        return Ok(None);
+    };
+    let mut line = line.lock().unwrap_or_else(|e| e.into_inner());
+    writeln!(line.stream, "ready").context("quest stopped listening")?;
+    let mut reply = String::new();
+    line.replies
+        .read_line(&mut reply)
+        .context("quest sent no prompt")?;
+    let prompt: String = serde_json::from_str(reply.trim_end())
+        .with_context(|| format!("quest sent no prompt but {reply:?}"))?;
+    Ok(Some(prompt))
+}
