@@ -3,7 +3,7 @@
 //! not be able to set or write itself: which pieces run (quest's own for a baseline, the
 //! learner's otherwise), the prompt, handed over only once the model is loaded, and
 //! every token as it reaches the host, which quest timestamps on its own clock
-//! (`crate::lab::clock`, quest's end). Run by hand, an exercise has no line: it reads
+//! (`lab::clock`, quest's end). Run by hand, an exercise has no line: it reads
 //! `QUEST_PROMPT` and `QUEST_PIECES` and times itself.
 //!
 //! quest → exercise, one JSON line each: [`Hello`] as soon as the exercise starts, then
@@ -42,7 +42,7 @@ fn line() -> Option<&'static Mutex<Line>> {
         use std::os::fd::FromRawFd;
         let fd: i32 = crate::settings::CLOCK.os()?.to_str()?.parse().ok()?;
         // SAFETY: quest put its end of a socket pair at this descriptor for this process
-        // (`crate::lab::clock::Clock::attach`), and nothing else in the exercise owns it.
+        // (`lab::clock::Clock::attach`), and nothing else in the exercise owns it.
         let stream = unsafe { UnixStream::from_raw_fd(fd) };
         let mut replies = BufReader::new(stream.try_clone().ok()?);
         let mut first = String::new();
