@@ -59,6 +59,81 @@ pub struct Finding {
 pub const SYNTAX: &str = "syntax";
 /// A rule's region does not exist (no loop calls the function, or no such function).
 pub const NO_REGION: &str = "no_region";
+/// A way out of the one file quest judges, in any lesson: code brought in from another
+/// file (`include!`, `mod name;`, `#[path]`), an environment the exercise writes itself
+/// (`std::env::set_var`: what runs is quest's to choose, on its line), and macros defined
+/// in the file (`macro_rules!`: their bodies are not read, so a rule could not see into
+/// them).
+pub const ESCAPE: &str = "escape";
+
+/// Every [`ESCAPE`] in `file`, by line.
+fn escapes(file: &syn::File) -> Vec<Finding> {
+    struct Escapes(Vec<Finding>);
+    impl Escapes {
+        fn found(&mut self, span: proc_macro2::Span, what: String) {
+            self.0.push(Finding {
+                line: span.start().line,
+                rule: ESCAPE.into(),
+                call: what,
+                via: None,
+            });
+        }
+    }
+    const ENVIRONMENT: [&str; 2] = ["set_var", "remove_var"];
+    const FILES: [&str; 3] = ["include", "include_str", "include_bytes"];
+    impl<'ast> Visit<'ast> for Escapes {
+        fn visit_path(&mut self, path: &'ast syn::Path) {
+            if let Some(last) = path.segments.last() {
+                let name = last.ident.to_string();
+                if ENVIRONMENT.contains(&name.as_str()) {
+                    self.found(path.span(), format!("std::env::{name}"));
+                }
+            }
+            visit::visit_path(self, path);
+        }
+        fn visit_use_name(&mut self, name: &'ast syn::UseName) {
+            if ENVIRONMENT.contains(&name.ident.to_string().as_str()) {
+                self.found(name.ident.span(), format!("std::env::{}", name.ident));
+            }
+        }
+        fn visit_use_rename(&mut self, rename: &'ast syn::UseRename) {
+            if ENVIRONMENT.contains(&rename.ident.to_string().as_str()) {
+                self.found(rename.ident.span(), format!("std::env::{}", rename.ident));
+            }
+        }
+        fn visit_macro(&mut self, m: &'ast syn::Macro) {
+            if let Some(last) = m.path.segments.last() {
+                let name = last.ident.to_string();
+                if FILES.contains(&name.as_str()) {
+                    self.found(m.path.span(), format!("{name}!"));
+                }
+            }
+            visit::visit_macro(self, m);
+        }
+        fn visit_item_macro(&mut self, item: &'ast syn::ItemMacro) {
+            if item.mac.path.is_ident("macro_rules") {
+                self.found(item.mac.path.span(), "macro_rules!".into());
+                return;
+            }
+            visit::visit_item_macro(self, item);
+        }
+        fn visit_item_mod(&mut self, item: &'ast syn::ItemMod) {
+            if item.content.is_none() {
+                self.found(item.mod_token.span, format!("mod {};", item.ident));
+            }
+            visit::visit_item_mod(self, item);
+        }
+        fn visit_attribute(&mut self, attr: &'ast syn::Attribute) {
+            if attr.path().is_ident("path") {
+                self.found(attr.span(), "#[path]".into());
+            }
+            visit::visit_attribute(self, attr);
+        }
+    }
+    let mut escapes = Escapes(Vec::new());
+    escapes.visit_file(file);
+    escapes.0
+}
 
 /// Checks `source` against `rules`; no findings means it passes.
 pub fn check(source: &str, rules: &[Rule]) -> Vec<Finding> {
@@ -74,7 +149,7 @@ pub fn check(source: &str, rules: &[Rule]) -> Vec<Finding> {
         }
     };
     let program = Program::read(&file);
-    let mut findings: Vec<Finding> = Vec::new();
+    let mut findings: Vec<Finding> = escapes(&file);
     let mut fired = BTreeSet::new();
     // Rules with `unless` run after the rule they depend on.
     let (plain, conditional): (Vec<&Rule>, Vec<&Rule>) =
@@ -1108,5 +1183,55 @@ fn helper() { println!("hi"); }"#;
         assert_eq!(no_loop[0].rule, NO_REGION);
         assert_eq!(no_loop[0].call, "forward");
         assert_eq!(check("fn main( {", &rules())[0].rule, SYNTAX);
+    }
+}
+
+#[cfg(test)]
+mod escape_tests {
+    use super::*;
+
+    fn escaped(source: &str) -> Vec<(usize, String)> {
+        check(source, &[])
+            .into_iter()
+            .filter(|f| f.rule == ESCAPE)
+            .map(|f| (f.line, f.call))
+            .collect()
+    }
+
+    /// Every way out of the judged file is named at its line, under any name it is
+    /// imported by; honest code has none.
+    #[test]
+    fn every_way_out_of_the_file_is_named() {
+        assert_eq!(escaped("fn main() { let x = std::env::var(\"A\"); }"), []);
+        assert_eq!(
+            escaped("fn main() {\n    std::env::set_var(\"QUEST_PIECES\", \"quest\");\n}"),
+            [(2, "std::env::set_var".to_owned())]
+        );
+        assert_eq!(
+            escaped("use std::env::{remove_var as forget};\nfn main() { forget(\"A\"); }"),
+            [(1, "std::env::remove_var".to_owned())]
+        );
+        assert_eq!(
+            escaped("fn main() {\n    let f = std::env::set_var::<&str, &str>;\n}"),
+            [(2, "std::env::set_var".to_owned())]
+        );
+        assert_eq!(
+            escaped("include!(\"../../solutions/rope/rope.rs\");"),
+            [(1, "include!".to_owned())]
+        );
+        assert_eq!(
+            escaped("const S: &str = include_str!(\"x.rs\");"),
+            [(1, "include_str!".to_owned())]
+        );
+        assert_eq!(escaped("mod helper;"), [(1, "mod helper;".to_owned())]);
+        assert_eq!(escaped("mod helper { pub fn f() {} }"), []);
+        assert_eq!(
+            escaped("#[path = \"../x.rs\"]\nmod helper { }"),
+            [(1, "#[path]".to_owned())]
+        );
+        assert_eq!(
+            escaped("macro_rules! hide { () => { fast::rope() } }\nfn main() {}"),
+            [(1, "macro_rules!".to_owned())]
+        );
     }
 }

@@ -343,6 +343,7 @@ pub fn finding_text(ctx: &Ctx, lesson: &Lesson, finding: &Finding) -> String {
     let text = match finding.rule.as_str() {
         rules::SYNTAX => ctx.ui_with("check_syntax", &[("call", &finding.call)]),
         rules::NO_REGION => ctx.ui_with("check_no_region", &[("call", &finding.call)]),
+        rules::ESCAPE => ctx.ui_with("check_escape", &[("call", &finding.call)]),
         rule => {
             let template = lesson.meta.messages.get(rule).map_or(rule, String::as_str);
             quest::course::fill_placeholders(template, &[("call", &finding.call)])

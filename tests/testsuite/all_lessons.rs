@@ -763,10 +763,11 @@ fn rows() -> Vec<Row> {
                         )
                     },
                     command: "submit",
-                    // quest chooses the pieces on its line, not through the environment:
-                    // the starting code's own attention runs, and its logits are refused.
-                    stdout: &["At step 0 (predicting from position"],
-                    stderr: &["does not compute what the model's does yet"],
+                    // Refused by the rules every exercise keeps; and were it not, quest
+                    // chooses the pieces on its line, never through the environment
+                    // (data_lessons.rs: `the_environment_does_not_choose_the_pieces`).
+                    stdout: &["`std::env::set_var` is not allowed in an exercise"],
+                    stderr: &["fix those lines"],
                     snapshot: None,
                     masked: false,
                 },
@@ -1838,23 +1839,23 @@ fn drop_effect_gate(root: &Path, id: &str) {
     std::fs::write(&path, kept.join("\n") + "\n").unwrap();
 }
 
-/// `source` that, where `QUEST_TEST_REPORT_COPY` names a file, also writes the report it
-/// gives quest there: the inputs quest measured, and the values the code computed.
+/// `source` that, where `QUEST_TEST_REPORT_COPY` names a file, also copies the report it
+/// gave quest there: the inputs quest measured, and the values the code computed. (Its
+/// own report file, copied: an exercise may not write its environment.)
 fn copying_its_report(source: &str) -> String {
     let call = "run.report_values(";
     let at = source
         .rfind(call)
         .expect("a values exercise reports with `run.report_values(…)`");
-    let end = at + source[at..].find(')').unwrap();
-    let arguments = &source[at + call.len()..end];
+    let end = at + source[at..].find(')').unwrap() + 1;
     format!(
-        "{}if let Ok(copy) = std::env::var({REPORT_COPY:?}) {{
-        std::env::set_var(\"QUEST_REPORT\", copy);
-        quest::lab::Exercise::from_env()?.report_values({arguments})?;
+        "{}?;
+    if let Ok(copy) = std::env::var({REPORT_COPY:?}) {{
+        std::fs::copy(std::env::var(\"QUEST_REPORT\")?, copy)?;
     }}
-    {}",
-        &source[..at],
-        &source[at..]
+    Ok(()){}",
+        &source[..end],
+        &source[end..]
     )
 }
 

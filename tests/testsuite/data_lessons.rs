@@ -607,3 +607,49 @@ fn quests_clock_times_what_it_awards() {
         "{stderr}"
     );
 }
+
+/// Which pieces run is quest's to say, on its line: neither the environment quest was
+/// started in nor one the exercise writes itself turns quest's own pieces on (the rules
+/// refuse `set_var` at submit; `run` does not read rules, so this is the line's own proof).
+/// The sleepy loop prints what its model would be told.
+#[test]
+fn the_environment_does_not_choose_the_pieces() {
+    let root = course_with_data_lessons("pieces");
+    let home = home("pieces");
+    let exercise = root.join("exercises/sleepy/main.rs");
+    let starting = std::fs::read_to_string(&exercise).unwrap();
+    let from = "    let text = format!(\"{tokens:?}\");\n";
+    assert!(starting.contains(from), "the sleepy loop changed");
+    std::fs::write(
+        &exercise,
+        starting
+            .replace(
+                "    let run = Exercise::from_env()?;\n",
+                "    std::env::set_var(\"QUEST_PIECES\", \"quest\");\n    let run = Exercise::from_env()?;\n",
+            )
+            .replace(
+                from,
+                "    let text = format!(\"quest's pieces: {}\", quest::line::quest_pieces());\n",
+            ),
+    )
+    .unwrap();
+    let out = crate::common::quest_command()
+        .args(["run", "sleepy", "--no-lesson", "--max-tokens", "2"])
+        .env("QUEST_ROOT", &root)
+        .env("QUEST_HOME", &home)
+        .env("QUEST_PIECES", "quest")
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("quest's pieces: false"), "{stdout}");
+    // The rules refuse the attempt by name.
+    let out = quest_in(&root, &home, &["submit", "sleepy"]);
+    let (stdout, _) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains(":12: `std::env::set_var` is not allowed in an exercise"),
+        "{stdout}"
+    );
+}
