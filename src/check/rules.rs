@@ -1202,36 +1202,45 @@ mod escape_tests {
     /// imported by; honest code has none.
     #[test]
     fn every_way_out_of_the_file_is_named() {
-        assert_eq!(escaped("fn main() { let x = std::env::var(\"A\"); }"), []);
-        assert_eq!(
-            escaped("fn main() {\n    std::env::set_var(\"QUEST_PIECES\", \"quest\");\n}"),
-            [(2, "std::env::set_var".to_owned())]
-        );
-        assert_eq!(
-            escaped("use std::env::{remove_var as forget};\nfn main() { forget(\"A\"); }"),
-            [(1, "std::env::remove_var".to_owned())]
-        );
-        assert_eq!(
-            escaped("fn main() {\n    let f = std::env::set_var::<&str, &str>;\n}"),
-            [(2, "std::env::set_var".to_owned())]
-        );
-        assert_eq!(
-            escaped("include!(\"../../solutions/rope/rope.rs\");"),
-            [(1, "include!".to_owned())]
-        );
-        assert_eq!(
-            escaped("const S: &str = include_str!(\"x.rs\");"),
-            [(1, "include_str!".to_owned())]
-        );
-        assert_eq!(escaped("mod helper;"), [(1, "mod helper;".to_owned())]);
-        assert_eq!(escaped("mod helper { pub fn f() {} }"), []);
-        assert_eq!(
-            escaped("#[path = \"../x.rs\"]\nmod helper { }"),
-            [(1, "#[path]".to_owned())]
-        );
-        assert_eq!(
-            escaped("macro_rules! hide { () => { fast::rope() } }\nfn main() {}"),
-            [(1, "macro_rules!".to_owned())]
-        );
+        let rows: &[(&str, Option<(usize, &str)>)] = &[
+            ("fn main() { let x = std::env::var(\"A\"); }", None),
+            (
+                "fn main() {\n    std::env::set_var(\"QUEST_PIECES\", \"quest\");\n}",
+                Some((2, "std::env::set_var")),
+            ),
+            (
+                "use std::env::{remove_var as forget};\nfn main() { forget(\"A\"); }",
+                Some((1, "std::env::remove_var")),
+            ),
+            (
+                "fn main() {\n    let f = std::env::set_var::<&str, &str>;\n}",
+                Some((2, "std::env::set_var")),
+            ),
+            (
+                "include!(\"../../solutions/rope/rope.rs\");",
+                Some((1, "include!")),
+            ),
+            (
+                "const S: &str = include_str!(\"x.rs\");",
+                Some((1, "include_str!")),
+            ),
+            ("mod helper;", Some((1, "mod helper;"))),
+            ("mod helper { pub fn f() {} }", None),
+            (
+                "#[path = \"../x.rs\"]\nmod helper { }",
+                Some((1, "#[path]")),
+            ),
+            (
+                "macro_rules! hide { () => { fast::rope() } }\nfn main() {}",
+                Some((1, "macro_rules!")),
+            ),
+        ];
+        for (source, expected) in rows {
+            let expected: Vec<(usize, String)> = expected
+                .iter()
+                .map(|(line, call)| (*line, (*call).to_owned()))
+                .collect();
+            assert_eq!(escaped(source), expected, "{source}");
+        }
     }
 }
