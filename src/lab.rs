@@ -183,7 +183,7 @@ impl Exercise {
         let fed = model.fed();
         let (prefill_fed, steps_fed) = timer.split_fed(&fed);
         // Every token the timer was not handed goes to quest's clock now, all at once.
-        for step in timer.handed.min(tokens.len())..tokens.len() {
+        for step in timer.handed().min(tokens.len())..tokens.len() {
             let ids: Vec<u32> = rows.iter().map(|row| row[step]).collect();
             crate::line::send_step("rest", &ids);
         }
@@ -809,8 +809,6 @@ pub struct Timer {
     first_token: Option<Instant>,
     tokens: Vec<Instant>,
     done: Option<Instant>,
-    /// Steps handed to quest's clock so far (the report hands over the rest).
-    handed: usize,
 }
 
 /// One step's tokens as the timer is handed them: a token (`u32`), or one per row of a
@@ -849,7 +847,6 @@ impl Timer {
             first_token: None,
             tokens: Vec::new(),
             done: None,
-            handed: 0,
         }
     }
 
@@ -859,7 +856,6 @@ impl Timer {
     pub fn first_token(&mut self, token: impl Into<Step>) {
         self.first_token = Some(Instant::now());
         crate::line::send_step("first", &token.into().0);
-        self.handed = 1;
     }
 
     /// Call with each later token once it is on the host (a batch: the step's token of
@@ -868,7 +864,12 @@ impl Timer {
     pub fn token(&mut self, token: impl Into<Step>) {
         self.tokens.push(Instant::now());
         crate::line::send_step("token", &token.into().0);
-        self.handed += 1;
+    }
+
+    /// Steps handed to quest's clock so far, each with its mark (the report hands over
+    /// the rest).
+    fn handed(&self) -> usize {
+        usize::from(self.first_token.is_some()) + self.tokens.len()
     }
 
     /// Milliseconds of each marked token after the first.
@@ -1816,7 +1817,6 @@ mod tests {
             first_token: Some(at(10)),
             tokens: Vec::new(),
             done: None,
-            handed: 1,
         };
         assert_eq!(timer.split_fed(&calls), (vec![41, 1], vec![1, 1]));
         // Each decode step's graph-building time: the calls after the first token.

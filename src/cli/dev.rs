@@ -469,20 +469,16 @@ fn check_code(root: &Path, lesson: &Lesson, problems: &mut Vec<String>, notes: &
         return;
     };
     let starting_breaks_rules = !rules::check(&starting, &lesson.spec.rules).is_empty();
-    match lesson
+    let solution = lesson
         .solution_path()
-        .map(|path| (std::fs::read_to_string(&path), path))
-    {
-        Some((Ok(solution), path)) => problems.extend(quest::check::lesson_code(
-            lesson,
-            &starting,
-            Some((&path, &solution)),
-        )),
-        Some((Err(e), path)) => {
-            problems.extend(quest::check::lesson_code(lesson, &starting, None));
-            problems.push(format!("{}: {e}", path.display()));
-        }
-        None => problems.extend(quest::check::lesson_code(lesson, &starting, None)),
+        .map(|path| (std::fs::read_to_string(&path), path));
+    let readable = match &solution {
+        Some((Ok(text), path)) => Some((path.as_path(), text.as_str())),
+        _ => None,
+    };
+    problems.extend(quest::check::lesson_code(lesson, &starting, readable));
+    if let Some((Err(e), path)) = &solution {
+        problems.push(format!("{}: {e}", path.display()));
     }
     // Rules read the syntax tree; only the compiler says the code builds (a renamed
     // function of quest's breaks a solution that keeps every rule).

@@ -53,8 +53,6 @@ pub struct Arrivals {
     pub steps: Vec<Arrival>,
     /// The exercise's timer marked done.
     pub done_ms: Option<f64>,
-    /// Lines quest could not read, kept to say so.
-    pub garbled: Vec<String>,
 }
 
 /// A run's numbers as quest's clock measured them.
@@ -341,30 +339,25 @@ impl Clock {
                 let ids = || -> Option<Vec<u32>> {
                     rest.split_whitespace().map(|t| t.parse().ok()).collect()
                 };
-                match (kind, ids()) {
-                    ("ready", _) if seen.ready_ms.is_none() => {
+                let sent = match kind {
+                    "ready" if seen.ready_ms.is_none() => {
                         seen.ready_ms = Some(at_ms);
                         let _ = writeln!(writer, "{prompt}");
                         seen.prompt_sent_ms = Some(ms());
+                        None
                     }
-                    ("first", Some(ids)) if seen.steps.is_empty() => seen.steps.push(Arrival {
-                        at_ms,
-                        sent: Sent::First,
-                        ids,
-                    }),
-                    ("token", Some(ids)) => seen.steps.push(Arrival {
-                        at_ms,
-                        sent: Sent::Token,
-                        ids,
-                    }),
-                    ("rest", Some(ids)) => seen.steps.push(Arrival {
-                        at_ms,
-                        sent: Sent::Rest,
-                        ids,
-                    }),
-                    ("done", _) => seen.done_ms = Some(at_ms),
-                    ("end", _) => {}
-                    _ => seen.garbled.push(line.clone()),
+                    "done" => {
+                        seen.done_ms = Some(at_ms);
+                        None
+                    }
+                    "first" if seen.steps.is_empty() => Some(Sent::First),
+                    "token" => Some(Sent::Token),
+                    "rest" => Some(Sent::Rest),
+                    // `end`, and anything else: nothing to time.
+                    _ => None,
+                };
+                if let (Some(sent), Some(ids)) = (sent, ids()) {
+                    seen.steps.push(Arrival { at_ms, sent, ids });
                 }
             }
         }));
@@ -405,7 +398,6 @@ mod tests {
                 arrival(800.1, Sent::Token, 9),
             ],
             done_ms: Some(800.2),
-            garbled: Vec::new(),
         }
     }
 

@@ -481,6 +481,19 @@ fn quests_clock_times_what_it_awards() {
         assert!(starting.contains(from), "the sleepy loop changed: {from}");
         std::fs::write(&exercise, starting.replace(from, to)).unwrap();
     };
+    // `quest run sleepy`: its stdout once it succeeded, or that it was refused saying `says`.
+    let run_passes = || -> String {
+        let out = quest(&["run", "sleepy", "--no-lesson"]);
+        let (stdout, stderr) = text(&out);
+        assert!(out.status.success(), "{stdout}{stderr}");
+        stdout
+    };
+    let run_refused = |says: &str| {
+        let out = quest(&["run", "sleepy", "--no-lesson"]);
+        let (stdout, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+        assert!(stderr.contains(says), "{stderr}");
+    };
     let decode_line = |stdout: &str| -> (f64, f64) {
         // `Decode: 24.61 tok/s   (your timer: 24.70 tok/s)`
         let line = stdout
@@ -495,9 +508,7 @@ fn quests_clock_times_what_it_awards() {
     };
 
     // Honest: the clock and the timer agree (six steps of 40 ms: about 25 tok/s each).
-    let out = quest(&["run", "sleepy", "--no-lesson"]);
-    let (stdout, stderr) = text(&out);
-    assert!(out.status.success(), "{stdout}{stderr}");
+    let stdout = run_passes();
     let (clock, own) = decode_line(&stdout);
     assert!((clock / own - 1.0).abs() < 0.1, "{stdout}");
     assert!(!stdout.contains("quest's clock"), "{stdout}");
@@ -520,9 +531,7 @@ fn quests_clock_times_what_it_awards() {
          std::fs::write(&path, report.replace(\"\\\"decode_tok_s\\\": \", \"\\\"decode_tok_s\\\": 9\"))?;\n    \
          Ok(())\n",
     );
-    let out = quest(&["run", "sleepy", "--no-lesson"]);
-    let (stdout, stderr) = text(&out);
-    assert!(out.status.success(), "{stdout}{stderr}");
+    let stdout = run_passes();
     let (clock_after, reported) = decode_line(&stdout);
     assert!(reported > 5.0 * clock_after, "{stdout}");
     assert!(
@@ -549,9 +558,7 @@ fn quests_clock_times_what_it_awards() {
         1,
     );
     std::fs::write(&exercise, early).unwrap();
-    let out = quest(&["run", "sleepy", "--no-lesson"]);
-    let (stdout, stderr) = text(&out);
-    assert!(out.status.success(), "{stdout}{stderr}");
+    let stdout = run_passes();
     let (clock_early, own_early) = decode_line(&stdout);
     assert!((clock_early / clock - 1.0).abs() < 0.5, "{stdout}");
     assert!(own_early > 5.0 * clock_early, "{stdout}");
@@ -565,23 +572,11 @@ fn quests_clock_times_what_it_awards() {
         "    timer.first_token(tokens[0]);\n",
         "    timer.first_token(0);\n",
     );
-    let out = quest(&["run", "sleepy", "--no-lesson"]);
-    let (stdout, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
-    assert!(
-        stderr.contains("at step 0 (row 0) the timer was handed 0 and the report says 1"),
-        "{stderr}"
-    );
+    run_refused("at step 0 (row 0) the timer was handed 0 and the report says 1");
 
     // No prompt asked for: the clock has no start.
     edit("    let _prompt = run.prompt()?;\n", "");
-    let out = quest(&["run", "sleepy", "--no-lesson"]);
-    let (stdout, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
-    assert!(
-        stderr.contains("never asked quest for its prompt"),
-        "{stderr}"
-    );
+    run_refused("never asked quest for its prompt");
 
     // A report written by hand, no token handed over.
     let unmarked = starting
@@ -599,13 +594,7 @@ fn quests_clock_times_what_it_awards() {
          \\\"generated_tokens\\\": {n}, \\\"tokens\\\": {tokens:?}, \\\"text\\\": \\\"\\\", \\\"decode_tok_s\\\": 1000000.0}}\", n = tokens.len()),\n    )?;\n    \
          Ok(())\n",
     );
-    let out = quest(&["run", "sleepy", "--no-lesson"]);
-    let (stdout, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
-    assert!(
-        stderr.contains("reported 6 tokens but handed none to quest's clock"),
-        "{stderr}"
-    );
+    run_refused("reported 6 tokens but handed none to quest's clock");
 }
 
 /// Which pieces run is quest's to say, on its line: neither the environment quest was
