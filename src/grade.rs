@@ -34,6 +34,53 @@ pub fn tokens_compared(check: TokenCheck, solution: usize, learner: usize) -> Op
     }
 }
 
+/// Why a run's counts of calls into the learner's piece do not show the learner's code
+/// made its numbers ([`piece_calls_problem`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CallsProblem {
+    /// The run sent no counts on quest's line: it never reached the lab's report.
+    NotCounted,
+    /// The model never called the learner's piece: the pieces were not handed to it.
+    NeverCalled,
+    /// quest's own implementation of the piece ran `quest` times in the learner's
+    /// process, against `seam` calls: a trait default, or quest's pieces called inside.
+    QuestRan { quest: u64, seam: u64 },
+    /// Fewer calls than the model has layers: some layer ran something else.
+    TooFew { seam: u64, layers: usize },
+}
+
+/// Whether `calls` (quest's seam's counts, from quest's line) show that the model called
+/// the learner's `piece` in every layer and quest's own never ran: `None` where they do.
+pub fn piece_calls_problem(
+    piece: crate::lm::Piece,
+    calls: Option<&std::collections::BTreeMap<crate::lm::Piece, crate::lm::Calls>>,
+    layers: usize,
+) -> Option<CallsProblem> {
+    let Some(calls) = calls else {
+        return Some(CallsProblem::NotCounted);
+    };
+    let counted = calls.get(&piece).copied().unwrap_or_default();
+    if counted.quest > 0 {
+        return Some(CallsProblem::QuestRan {
+            quest: counted.quest,
+            seam: counted.seam,
+        });
+    }
+    if counted.seam == 0 {
+        return Some(CallsProblem::NeverCalled);
+    }
+    // A sampler is called once a step, not once a layer.
+    let layers = if piece == crate::lm::Piece::Sample {
+        1
+    } else {
+        layers
+    };
+    (counted.seam < layers as u64).then_some(CallsProblem::TooFew {
+        seam: counted.seam,
+        layers,
+    })
+}
+
 /// The first position among the first `n` where the learner's tokens are not the
 /// solution's (a missing token differs), or `None` when they agree.
 pub fn first_difference(solution: &[u32], learner: &[u32], n: usize) -> Option<usize> {

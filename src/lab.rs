@@ -187,6 +187,10 @@ impl Exercise {
             let ids: Vec<u32> = rows.iter().map(|row| row[step]).collect();
             crate::line::send_step("rest", &ids);
         }
+        // How often the model called each piece, counted by quest's seam.
+        if let Ok(calls) = serde_json::to_string(&crate::lm::pieces::calls()) {
+            crate::line::send(&format!("calls {calls}"));
+        }
         crate::line::send("end");
         let loaded = self.prompt.get().map_or(timer.start, |(_, at)| *at);
         let own = OwnTimes {
@@ -214,6 +218,7 @@ impl Exercise {
             token_ms: timed.token_ms,
             own: Some(own),
             disagreement: None,
+            calls: None,
             tokens,
             batch: rows.len().max(1),
             rows: if rows.len() > 1 {
@@ -570,6 +575,7 @@ impl Exercise {
         let sampler: &dyn crate::lm::Sampler = if crate::line::quest_pieces() {
             &crate::lm::QuestSampler
         } else {
+            crate::lm::piece_check::when_asked_sampler(sampler);
             sampler
         };
         let draws_path = DRAWS.os().map(PathBuf::from);
@@ -585,6 +591,10 @@ impl Exercise {
             let (this, next) = mlx_rs::random::split(&key, 2)?;
             key = next;
             let row = last.as_dtype(mlx_rs::Dtype::Float32)?;
+            // Counted on its way in, as the model's seam counts its pieces.
+            if !crate::line::quest_pieces() {
+                crate::lm::pieces::seam_called(crate::lm::Piece::Sample);
+            }
             let tokens = sampler.sample(&row, &sampling, draws, &this)?;
             anyhow::ensure!(
                 tokens.shape() == [1, draws],
@@ -743,6 +753,7 @@ impl Exercise {
             token_ms: Vec::new(),
             own: None,
             disagreement: None,
+            calls: None,
             tokens: Vec::new(),
             batch: 1,
             rows: Vec::new(),
@@ -975,6 +986,10 @@ pub struct Report {
     /// Where the timer and quest's clock disagree (set by quest, never read from a file).
     #[serde(skip)]
     pub disagreement: Option<clock::Disagreement>,
+    /// How often the model called each piece, as quest's seam counted and sent it on
+    /// quest's line (set by quest, never read from a file; `None` where none was sent).
+    #[serde(skip)]
+    pub calls: Option<BTreeMap<crate::lm::Piece, crate::lm::Calls>>,
     /// The generated tokens (of row 0, in a batch).
     pub tokens: Vec<u32>,
     /// How many sequences were decoded together (1 in reports from before batches).
@@ -1343,14 +1358,63 @@ pub fn run(binary: &Path, request: &RunRequest) -> Result<Report> {
 
 /// [`run`], with more environment for the exercise (e.g. `QUEST_QMV=mlx`).
 pub fn run_with_env(binary: &Path, request: &RunRequest, env: &[(&str, &str)]) -> Result<Report> {
-    let report_path = scratch("report", "json");
     // Which pieces run travels on quest's line, never in the environment, which the code
     // it judges can write (`std::env::set_var`).
     let hello = crate::line::Hello {
         quest_pieces: env
             .iter()
             .any(|&(name, value)| name == crate::settings::PIECES.name && value == "quest"),
+        ..Default::default()
     };
+    let (report_path, arrivals) = start(binary, request, env, hello)?;
+    let report = Report::read(&report_path);
+    let _ = std::fs::remove_file(&report_path);
+    let mut report = timed_by_quest(report?, &arrivals)?;
+    report.calls = match &arrivals.calls {
+        Some(calls) => Some(
+            serde_json::from_str(calls)
+                .with_context(|| format!("the exercise's piece counts do not read: {calls}"))?,
+        ),
+        None => None,
+    };
+    Ok(report)
+}
+
+/// The piece check alone ([`crate::lm::piece_check`]): the exercise is started, hands its
+/// pieces to the model, and quest's code checks `piece` against quest's own in its
+/// process, then ends it. `None` where the exercise never handed `piece` over (no
+/// `with_pieces`, or a sampler never given to the loop).
+pub fn check_piece(
+    binary: &Path,
+    request: &RunRequest,
+    piece: crate::lm::Piece,
+) -> Result<Option<crate::lm::piece_check::Verdict>> {
+    let hello = crate::line::Hello {
+        check: Some(piece),
+        check_alone: true,
+        ..Default::default()
+    };
+    let (report_path, arrivals) = start(binary, request, &[], hello)?;
+    let _ = std::fs::remove_file(&report_path);
+    arrivals
+        .checked
+        .map(|json| {
+            serde_json::from_str(&json)
+                .with_context(|| format!("the piece check's verdict does not read: {json}"))
+        })
+        .transpose()
+}
+
+/// Starts `binary` on `request` with quest's line saying `hello`, and waits for it: where
+/// its report is, and what quest's clock saw. An exercise that was killed or failed is an
+/// error saying how.
+fn start(
+    binary: &Path,
+    request: &RunRequest,
+    env: &[(&str, &str)],
+    hello: crate::line::Hello,
+) -> Result<(PathBuf, clock::Arrivals)> {
+    let report_path = scratch("report", "json");
     let env: Vec<(&str, &str)> = env
         .iter()
         .copied()
@@ -1389,9 +1453,7 @@ pub fn run_with_env(binary: &Path, request: &RunRequest, env: &[(&str, &str)]) -
             stderr.to_owned()
         }));
     }
-    let report = Report::read(&report_path);
-    let _ = std::fs::remove_file(&report_path);
-    timed_by_quest(report?, &arrivals)
+    Ok((report_path, arrivals))
 }
 
 /// The report with quest's clock's times in place of any the exercise wrote, its own
@@ -1737,6 +1799,7 @@ mod tests {
             token_ms,
             own: None,
             disagreement: None,
+            calls: None,
             tokens: vec![],
             batch: 1,
             rows: vec![],

@@ -28,6 +28,13 @@ pub struct Hello {
     /// Run quest's own pieces (the baseline a piece is measured against) whatever pieces
     /// the learner's code hands the model: `QUEST_PIECES=quest` of a run by hand.
     pub quest_pieces: bool,
+    /// Check this piece against quest's own before anything else
+    /// ([`crate::lm::piece_check`]), where the exercise hands its pieces to the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<crate::lm::Piece>,
+    /// End the process once the piece check has answered: quest asked for it alone.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub check_alone: bool,
 }
 
 struct Line {
@@ -75,6 +82,14 @@ pub fn quest_pieces() -> bool {
         }
         None => crate::settings::PIECES.raw().as_deref() == Some("quest"),
     }
+}
+
+/// The piece quest asked this run to check first, and whether to end after it.
+pub fn piece_check() -> Option<(crate::lm::Piece, bool)> {
+    let line = line()?.lock().unwrap_or_else(|e| e.into_inner());
+    line.hello
+        .check
+        .map(|piece| (piece, line.hello.check_alone))
 }
 
 /// Sends one message to quest, if it listens. Best effort: a quest that stopped

@@ -504,6 +504,9 @@ fn check_code(root: &Path, lesson: &Lesson, problems: &mut Vec<String>, notes: &
         runs_elsewhere_check(lesson, starting_breaks_rules, problems);
         return notes_on_exercise(root, lesson, &starting, notes);
     }
+    if let Some(piece) = lesson.spec.piece {
+        piece_check(lesson, piece, problems, notes);
+    }
     if let Some(check) = lesson.spec.logits {
         let tolerance = check.tolerance_in(backend.float_dtype());
         logits_check(lesson, tolerance, starting_breaks_rules, problems);
@@ -567,6 +570,66 @@ fn runs_elsewhere_check(lesson: &Lesson, starting_breaks_rules: bool, problems: 
     }
 }
 
+/// A lesson's piece check, proven by running it: the starting code's piece is refused
+/// (or never reaches the model), the solution's passes every shape; the solution's
+/// largest differences, per dtype, go in a note (what the tolerance is measured against).
+fn piece_check(
+    lesson: &Lesson,
+    piece: quest::lm::Piece,
+    problems: &mut Vec<String>,
+    notes: &mut Vec<String>,
+) {
+    use quest::lm::piece_check::Outcome;
+    let id = &lesson.meta.id;
+    let request = super::run::request(lesson, &super::RunArgs::default());
+    for (what, path, passes) in starting_and_solution(lesson) {
+        let verdict = match quest::lab::build(&quest::lab::workspace_root(), &path, true)
+            .and_then(|binary| quest::lab::check_piece(&binary, &request, piece))
+        {
+            Ok(verdict) => verdict,
+            Err(e) => return problems.push(format!("{id}: the {what} did not run: {e:#}")),
+        };
+        let passed = verdict.as_ref().is_some_and(|v| v.passed());
+        if passed != passes {
+            let said = match &verdict {
+                None => "never handed to the model".to_owned(),
+                Some(v) => match v.first_wrong() {
+                    Some(row) => format!(
+                        "{} of {} shapes right; first wrong: {} ({:?})",
+                        v.right(),
+                        v.rows.len(),
+                        row.shape,
+                        row.outcome
+                    ),
+                    None => format!("all {} shapes right", v.rows.len()),
+                },
+            };
+            problems.push(format!(
+                "{id}: the {what}'s {piece} {} the piece check ({said})",
+                if passed { "passes" } else { "fails" }
+            ));
+        }
+        if let (true, Some(verdict)) = (passes, &verdict) {
+            let largest = |dtype: &str| {
+                verdict
+                    .rows
+                    .iter()
+                    .filter(|row| row.shape.ends_with(dtype))
+                    .filter_map(|row| match row.outcome {
+                        Outcome::Right { difference } => Some(difference),
+                        _ => None,
+                    })
+                    .fold(0.0f32, f32::max)
+            };
+            notes.push(format!(
+                "{id}: the solution's {piece}: largest difference {:.1e} in float32, {:.1e} in float16 (relative to the largest value)",
+                largest("float32"),
+                largest("float16")
+            ));
+        }
+    }
+}
+
 /// A lesson's `logits:` check, proven by running it: the solution's logits are accepted
 /// against quest's own model, and the starting code's refused — unless its rules already
 /// refuse it (a lesson about the host's work, whose starting code computes the right
@@ -588,12 +651,25 @@ fn logits_check(
         let judged = quest::lab::build(&quest::lab::workspace_root(), &path, true)
             .and_then(|binary| quest::lab::run_forced(&binary, &request, &reference.tokens));
         let verdict = match judged {
-            Ok((_, logits)) => quest::grade::logits_compared(
-                &reference.logits,
-                &logits,
-                tolerance,
-                reference.prompt_ids.len(),
-            ),
+            Ok((report, logits)) => {
+                // The solution's logits count only where the model called its piece.
+                let calls = lesson.spec.piece.and_then(|piece| {
+                    quest::grade::piece_calls_problem(piece, report.calls.as_ref(), report.layers)
+                });
+                if let (true, Some(problem)) = (passes, calls) {
+                    problems.push(format!(
+                        "{id}: the {what}'s run does not show its piece ran: {problem:?}"
+                    ));
+                }
+                quest::grade::logits_compared(
+                    &reference.logits,
+                    &logits,
+                    tolerance,
+                    reference.prompt_ids.len(),
+                )
+            }
+            // A starting code that stops (`todo!()`) is refused by stopping.
+            Err(_) if !passes => continue,
             // A build failure was said above.
             Err(e) => return problems.push(format!("{id}: the {what} did not run: {e:#}")),
         };

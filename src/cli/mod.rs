@@ -11,6 +11,7 @@ use quest::render::{self, RenderOptions};
 mod bench;
 mod dev;
 mod learner;
+mod piece;
 mod run;
 mod serve;
 mod status;

@@ -5,7 +5,7 @@ use std::io::{BufRead, Write};
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 
 use quest::course::Lesson;
 use quest::lab::{self, Report, RunRequest};
@@ -101,7 +101,7 @@ pub(crate) fn run_and_record(ctx: &Ctx, lesson: &Lesson, args: &RunArgs) -> Resu
         return Ok(());
     }
     let (path, _, code) = current_exercise(lesson)?;
-    let report = run_exercise(ctx, &path, &request(lesson, args))?;
+    let report = run_exercise(ctx, lesson, &path, &request(lesson, args))?;
     // A lesson that measures the host's graph building shows it on every run.
     let measured = lesson.spec.measure.iter();
     if measured
@@ -184,9 +184,16 @@ fn invite_predictions(ctx: &Ctx, lesson: &Lesson, learner: &Learner) {
 }
 
 /// Builds and runs the learner's exercise once, printing what it measured.
-fn run_exercise(ctx: &Ctx, source: &Path, request: &RunRequest) -> Result<Report> {
+fn run_exercise(ctx: &Ctx, lesson: &Lesson, source: &Path, request: &RunRequest) -> Result<Report> {
     eprintln!("\n{}", ctx.ui("building"));
     let binary = build(ctx, source, false)?;
+    // A lesson whose code is a piece of the model: the piece against quest's own first,
+    // in seconds; the model runs only once there is a piece to run.
+    if let Some(super::piece::Checked::Unwritten) =
+        super::piece::check(ctx, lesson, &binary, request, false)?
+    {
+        bail!(ctx.ui_with("piece_run_stopped", &[("id", &lesson.meta.id)]));
+    }
     let backend = quest::device::Backend::detect();
     let device = if backend == quest::device::Backend::Cpu {
         ctx.ui("device_cpu")
@@ -201,6 +208,9 @@ fn run_exercise(ctx: &Ctx, source: &Path, request: &RunRequest) -> Result<Report
     );
     let report = run_binary(ctx, &binary, request)?;
     print_report(ctx, &report);
+    if let Some(text) = super::piece::calls_text(ctx, lesson, &report) {
+        println!("  ✗ {text}");
+    }
     Ok(report)
 }
 

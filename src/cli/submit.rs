@@ -63,8 +63,13 @@ pub(crate) fn check_logits(
 ) -> Result<std::result::Result<LogitsPassed, String>> {
     println!("{}", ctx.ui("submit_checking_logits"));
     let reference = quest::lab::reference(request)?;
-    let (_, yours) = quest::lab::run_forced(binary, request, &reference.tokens)
+    let (report, yours) = quest::lab::run_forced(binary, request, &reference.tokens)
         .map_err(|e| super::run::explain_run_error(ctx, e))?;
+    // These logits are the learner's only if the model called the learner's piece.
+    if let Some(text) = super::piece::calls_text(ctx, lesson, &report) {
+        println!("  ✗ {text}");
+        return Ok(Err(text));
+    }
     let tolerance_text = format!("{tolerance:.0e}");
     match grade::logits_compared(
         &reference.logits,
@@ -459,7 +464,24 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
         bail!(ctx.ui_with("submit_runs_elsewhere", &[("backend", backend.name())]));
     }
 
-    // 2a. A piece of the model: its logits against quest's own, step by step.
+    // 2a. A piece of the model: first the piece alone against quest's own, on random
+    // tensors of the shapes that matter; then its logits in the model, step by step.
+    if spec.piece.is_some() {
+        println!("{}", ctx.ui("submit_checking_piece"));
+        match super::piece::check(ctx, lesson, &yours, &request, true)? {
+            Some(super::piece::Checked::Passed) | None => {}
+            Some(_) => {
+                return refuse(
+                    ctx,
+                    &mut learner,
+                    id,
+                    code,
+                    None,
+                    ctx.ui("submit_piece_failed"),
+                )
+            }
+        }
+    }
     let mut logits_passed = None;
     if let Some(check) = spec.logits {
         let dtype = backend.float_dtype();
@@ -499,6 +521,11 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
     let first_run = run_binary(ctx, &yours, &request)?;
     // quest's clock times what it awards; a report that says the run was faster than the
     // clock saw is refused, with what each said.
+    // The run's numbers are the learner's only if the model called the learner's piece.
+    if let Some(text) = super::piece::calls_text(ctx, lesson, &first_run) {
+        println!("  ✗ {text}");
+        return refuse(ctx, &mut learner, id, code, None, &text);
+    }
     if let Some(text) = super::run::disagreement_text(ctx, &first_run) {
         println!("  ✗ {text}");
         return refuse(

@@ -61,6 +61,12 @@ pub struct LessonSpec {
     /// token sequence (teacher forcing): for lessons whose code is a piece of the model.
     #[serde(default)]
     pub logits: Option<LogitsCheck>,
+    /// The part of the model the learner writes (`rope`, `attention`, …: a method of
+    /// `lm::Pieces`, or `sample`): checked against quest's own on random tensors before
+    /// anything else (`lm::piece_check`), and every checked run must show, by quest's
+    /// count, that the model called the learner's and never quest's.
+    #[serde(default)]
+    pub piece: Option<crate::lm::Piece>,
     /// A sampler's draws against the distribution it was asked for: for a lesson whose
     /// code is the sampler (`Exercise::decode_sampled`).
     #[serde(default)]

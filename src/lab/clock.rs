@@ -53,6 +53,10 @@ pub struct Arrivals {
     pub steps: Vec<Arrival>,
     /// The exercise's timer marked done.
     pub done_ms: Option<f64>,
+    /// The piece check's verdict, as the exercise's end of the line sent it (JSON).
+    pub checked: Option<String>,
+    /// How often the model called each piece, counted by quest's seam (JSON).
+    pub calls: Option<String>,
 }
 
 /// A run's numbers as quest's clock measured them.
@@ -348,6 +352,14 @@ impl Clock {
                     }
                     "done" => {
                         seen.done_ms = Some(at_ms);
+                        None
+                    }
+                    "checked" => {
+                        seen.checked = Some(rest.to_owned());
+                        None
+                    }
+                    "calls" => {
+                        seen.calls = Some(rest.to_owned());
                         None
                     }
                     "first" if seen.steps.is_empty() => Some(Sent::First),

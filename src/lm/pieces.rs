@@ -24,12 +24,14 @@
 use anyhow::Result;
 use mlx_rs::fast::ScaledDotProductAttentionMask;
 use mlx_rs::Array;
+use serde::{Deserialize, Serialize};
 
 /// The model's parts a learner may write. A default method is quest's own.
 pub trait Pieces: Send + Sync {
     /// `x · rsqrt(mean(x², last axis) + eps) · weight`, mlx-lm's `nn.RMSNorm`: by default
     /// MLX's fused kernel (`mlx_rs::fast::rms_norm`), one op in the graph.
     fn rms_norm(&self, x: &Array, weight: &Array, eps: f32) -> Result<Array> {
+        quest_ran(Piece::RmsNorm);
         Ok(mlx_rs::fast::rms_norm(x, Some(weight), eps)?)
     }
 
@@ -37,6 +39,7 @@ pub trait Pieces: Send + Sync {
     /// projections (mlx-lm's `swiglu`): by default quest's, compiled once per thread into
     /// one element-wise kernel ([`crate::lm::models::activations::swiglu`]).
     fn swiglu(&self, gate: &Array, up: &Array) -> Result<Array> {
+        quest_ran(Piece::Swiglu);
         Ok(crate::lm::models::activations::swiglu(gate, up)?)
     }
 
@@ -53,6 +56,7 @@ pub trait Pieces: Send + Sync {
         base: f32,
         offset: i32,
     ) -> Result<Array> {
+        quest_ran(Piece::Rope);
         Ok(mlx_rs::fast::rope(
             x,
             dims,
@@ -78,6 +82,7 @@ pub trait Pieces: Send + Sync {
         scale: f32,
         mask: Option<Mask>,
     ) -> Result<Array> {
+        quest_ran(Piece::Attention);
         let mask = mask.map(|Mask::Causal| ScaledDotProductAttentionMask::Causal);
         Ok(mlx_rs::fast::scaled_dot_product_attention(
             queries, keys, values, scale, mask, None,
@@ -101,6 +106,7 @@ pub trait Pieces: Send + Sync {
         beta: &Array,
         state: Array,
     ) -> Result<(Array, Array)> {
+        quest_ran(Piece::GatedDelta);
         crate::lm::models::gated_delta::recurrence(queries, keys, values, g, beta, state)
     }
 
@@ -120,6 +126,7 @@ pub trait Pieces: Send + Sync {
         group_size: i32,
         bits: i32,
     ) -> Result<Array> {
+        quest_ran(Piece::QuantizedMatmul);
         Ok(mlx_rs::ops::quantized_matmul(
             x, weight, scales, biases, true, group_size, bits,
         )?)
@@ -141,6 +148,169 @@ pub enum Mask {
 pub struct QuestPieces;
 
 impl Pieces for QuestPieces {}
+
+/// A part of the model a lesson has the learner write: one method of [`Pieces`] (or
+/// [`crate::lm::Sampler::sample`]), by the name the lesson's `piece:` gives it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Piece {
+    RmsNorm,
+    Swiglu,
+    Rope,
+    Attention,
+    GatedDelta,
+    QuantizedMatmul,
+    Sample,
+}
+
+impl Piece {
+    pub const ALL: [Piece; 7] = [
+        Piece::RmsNorm,
+        Piece::Swiglu,
+        Piece::Rope,
+        Piece::Attention,
+        Piece::GatedDelta,
+        Piece::QuantizedMatmul,
+        Piece::Sample,
+    ];
+
+    /// The method's name, as the learner's `impl` writes it.
+    pub fn method(self) -> &'static str {
+        match self {
+            Piece::RmsNorm => "rms_norm",
+            Piece::Swiglu => "swiglu",
+            Piece::Rope => "rope",
+            Piece::Attention => "attention",
+            Piece::GatedDelta => "gated_delta",
+            Piece::QuantizedMatmul => "quantized_matmul",
+            Piece::Sample => "sample",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl std::fmt::Display for Piece {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.method())
+    }
+}
+
+/// How often the model called a piece through the seam, and how often quest's own op ran
+/// for it (a trait default, or quest's pieces called from inside the learner's), counted
+/// by quest's code in the exercise's process since it started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Calls {
+    /// Calls the model made into the pieces it was handed (`Model::with_pieces`).
+    pub seam: u64,
+    /// Times quest's own implementation of the piece ran.
+    pub quest: u64,
+}
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+static SEAM_CALLS: [AtomicU64; 7] = [const { AtomicU64::new(0) }; 7];
+static QUEST_RAN: [AtomicU64; 7] = [const { AtomicU64::new(0) }; 7];
+
+/// Marks that quest's own implementation of `piece` ran: every default of [`Pieces`] and
+/// of the sampler starts with it.
+pub(crate) fn quest_ran(piece: Piece) {
+    QUEST_RAN[piece.index()].fetch_add(1, Ordering::Relaxed);
+}
+
+/// Marks a call of the model into the learner's `piece`.
+pub(crate) fn seam_called(piece: Piece) {
+    SEAM_CALLS[piece.index()].fetch_add(1, Ordering::Relaxed);
+}
+
+/// Every piece's calls so far in this process (pieces never called left out).
+pub fn calls() -> std::collections::BTreeMap<Piece, Calls> {
+    Piece::ALL
+        .iter()
+        .map(|&piece| {
+            let calls = Calls {
+                seam: SEAM_CALLS[piece.index()].load(Ordering::Relaxed),
+                quest: QUEST_RAN[piece.index()].load(Ordering::Relaxed),
+            };
+            (piece, calls)
+        })
+        .filter(|(_, calls)| *calls != Calls::default())
+        .collect()
+}
+
+/// Times quest's own `piece` ran so far in this process.
+pub(crate) fn quest_runs(piece: Piece) -> u64 {
+    QUEST_RAN[piece.index()].load(Ordering::Relaxed)
+}
+
+/// The learner's pieces as the model holds them: each call counted on its way in, by
+/// quest's code, so the report can say the learner's code ran (and how often).
+pub(crate) struct Counted(pub Box<dyn Pieces>);
+
+impl Pieces for Counted {
+    fn rms_norm(&self, x: &Array, weight: &Array, eps: f32) -> Result<Array> {
+        seam_called(Piece::RmsNorm);
+        self.0.rms_norm(x, weight, eps)
+    }
+
+    fn swiglu(&self, gate: &Array, up: &Array) -> Result<Array> {
+        seam_called(Piece::Swiglu);
+        self.0.swiglu(gate, up)
+    }
+
+    fn rope(
+        &self,
+        x: &Array,
+        dims: i32,
+        traditional: bool,
+        base: f32,
+        offset: i32,
+    ) -> Result<Array> {
+        seam_called(Piece::Rope);
+        self.0.rope(x, dims, traditional, base, offset)
+    }
+
+    fn attention(
+        &self,
+        queries: &Array,
+        keys: &Array,
+        values: &Array,
+        scale: f32,
+        mask: Option<Mask>,
+    ) -> Result<Array> {
+        seam_called(Piece::Attention);
+        self.0.attention(queries, keys, values, scale, mask)
+    }
+
+    fn gated_delta(
+        &self,
+        queries: &Array,
+        keys: &Array,
+        values: &Array,
+        g: &Array,
+        beta: &Array,
+        state: Array,
+    ) -> Result<(Array, Array)> {
+        seam_called(Piece::GatedDelta);
+        self.0.gated_delta(queries, keys, values, g, beta, state)
+    }
+
+    fn quantized_matmul(
+        &self,
+        x: &Array,
+        weight: &Array,
+        scales: &Array,
+        biases: &Array,
+        group_size: i32,
+        bits: i32,
+    ) -> Result<Array> {
+        seam_called(Piece::QuantizedMatmul);
+        self.0
+            .quantized_matmul(x, weight, scales, biases, group_size, bits)
+    }
+}
 
 #[cfg(test)]
 mod tests {

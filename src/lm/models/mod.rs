@@ -230,7 +230,12 @@ impl Model {
         if crate::line::quest_pieces() {
             return self;
         }
-        self.decoder.set_pieces(std::sync::Arc::new(pieces));
+        // quest's line may ask for the piece check first (`quest run`, `quest submit`):
+        // the learner's piece against MLX's own op, in this process, before any decode.
+        crate::lm::piece_check::when_asked(&pieces);
+        // Every call into the learner's pieces is counted on its way in, by quest's code.
+        let counted = crate::lm::pieces::Counted(Box::new(pieces));
+        self.decoder.set_pieces(std::sync::Arc::new(counted));
         self
     }
 

@@ -1,0 +1,194 @@
+//! The piece check and the seam's counts, as the learner reads them: `quest run` shows the
+//! verdict before the run, `quest submit` refuses on it, and on counts that do not show
+//! the learner's code ran ([`quest::grade::piece_calls_problem`]).
+
+use std::path::Path;
+
+use anyhow::Result;
+use quest::course::Lesson;
+use quest::grade::CallsProblem;
+use quest::lab::{Report, RunRequest};
+use quest::lm::piece_check::{Outcome, Row, Verdict};
+use quest::lm::Piece;
+
+use super::Ctx;
+
+/// What the piece check found, for the caller to act on.
+pub(crate) enum Checked {
+    /// Every shape right.
+    Passed,
+    /// Some shape wrong (the rows were printed).
+    Wrong,
+    /// Still `todo!()` everywhere, or never handed to the model: there is nothing to run.
+    Unwritten,
+}
+
+/// Runs the piece check of `lesson` (its `piece:`) on `binary` and prints it: every row
+/// with `all_rows`, else the summary and the first wrong rows.
+pub(crate) fn check(
+    ctx: &Ctx,
+    lesson: &Lesson,
+    binary: &Path,
+    request: &RunRequest,
+    all_rows: bool,
+) -> Result<Option<Checked>> {
+    let Some(piece) = lesson.spec.piece else {
+        return Ok(None);
+    };
+    let id = lesson.meta.id.as_str();
+    let verdict = quest::lab::check_piece(binary, request, piece)
+        .map_err(|e| super::run::explain_run_error(ctx, e))?;
+    let Some(verdict) = verdict else {
+        println!(
+            "  ✗ {}",
+            ctx.ui_with("piece_not_handed", &[("piece", piece.method())])
+        );
+        return Ok(Some(Checked::Unwritten));
+    };
+    println!(
+        "{}",
+        ctx.ui_with(
+            "piece_checking",
+            &[
+                ("piece", piece.method()),
+                ("cases", &verdict.rows.len().to_string())
+            ]
+        )
+    );
+    if verdict.not_written() {
+        println!(
+            "  ✗ {}",
+            ctx.ui_with(
+                "piece_not_written",
+                &[("piece", piece.method()), ("id", id)]
+            )
+        );
+        return Ok(Some(Checked::Unwritten));
+    }
+    let wrong: Vec<&Row> = verdict
+        .rows
+        .iter()
+        .filter(|row| !row.outcome.is_right())
+        .collect();
+    let shown = if all_rows { verdict.rows.len() } else { 3 };
+    for row in verdict
+        .rows
+        .iter()
+        .filter(|row| all_rows || !row.outcome.is_right())
+        .take(shown)
+    {
+        println!("  {}", row_text(ctx, piece, row));
+    }
+    if !all_rows && wrong.len() > shown {
+        println!(
+            "  {}",
+            ctx.ui_with(
+                "piece_more_wrong",
+                &[("n", &(wrong.len() - shown).to_string()), ("id", id)]
+            )
+        );
+    }
+    println!("  {}", summary(ctx, &verdict));
+    Ok(Some(if verdict.passed() {
+        Checked::Passed
+    } else {
+        Checked::Wrong
+    }))
+}
+
+fn summary(ctx: &Ctx, verdict: &Verdict) -> String {
+    ctx.ui_with(
+        "piece_summary",
+        &[
+            ("right", &verdict.right().to_string()),
+            ("total", &verdict.rows.len().to_string()),
+        ],
+    )
+}
+
+fn row_text(ctx: &Ctx, piece: Piece, row: &Row) -> String {
+    let shape = row.shape.as_str();
+    match &row.outcome {
+        Outcome::Right { difference } => format!(
+            "✓ {}",
+            ctx.ui_with(
+                "piece_row_right",
+                &[
+                    ("case", shape),
+                    ("difference", &format!("{difference:.1e}"))
+                ]
+            )
+        ),
+        Outcome::Wrong {
+            difference,
+            allowed,
+        } => format!(
+            "✗ {}",
+            ctx.ui_with(
+                "piece_row_wrong",
+                &[
+                    ("case", shape),
+                    ("difference", &format!("{difference:.2e}")),
+                    ("allowed", &format!("{allowed:.0e}"))
+                ]
+            )
+        ),
+        Outcome::WrongShape { got, want } => format!(
+            "✗ {}",
+            ctx.ui_with(
+                "piece_row_wrong_shape",
+                &[
+                    ("case", shape),
+                    ("got", &format!("{got:?}")),
+                    ("want", &format!("{want:?}"))
+                ]
+            )
+        ),
+        Outcome::QuestRan => format!(
+            "✗ {}",
+            ctx.ui_with(
+                "piece_row_quest_ran",
+                &[("case", shape), ("piece", piece.method())]
+            )
+        ),
+        Outcome::NotWritten { message } => format!(
+            "✗ {}",
+            ctx.ui_with(
+                "piece_row_not_written",
+                &[("case", shape), ("message", message)]
+            )
+        ),
+        Outcome::Failed { message } => format!(
+            "✗ {}",
+            ctx.ui_with("piece_row_failed", &[("case", shape), ("message", message)])
+        ),
+    }
+}
+
+/// Where `report`'s counts (quest's seam's, from its line) do not show that the model
+/// called the learner's piece of `lesson` in every layer: what that means, to print.
+pub(crate) fn calls_text(ctx: &Ctx, lesson: &Lesson, report: &Report) -> Option<String> {
+    let piece = lesson.spec.piece?;
+    let problem = quest::grade::piece_calls_problem(piece, report.calls.as_ref(), report.layers)?;
+    let method = piece.method();
+    Some(match problem {
+        CallsProblem::NotCounted => ctx.ui("calls_not_counted").to_owned(),
+        CallsProblem::NeverCalled => ctx.ui_with("calls_never", &[("piece", method)]),
+        CallsProblem::QuestRan { quest, seam } => ctx.ui_with(
+            "calls_quest_ran",
+            &[
+                ("piece", method),
+                ("quest", &quest.to_string()),
+                ("seam", &seam.to_string()),
+            ],
+        ),
+        CallsProblem::TooFew { seam, layers } => ctx.ui_with(
+            "calls_too_few",
+            &[
+                ("piece", method),
+                ("seam", &seam.to_string()),
+                ("layers", &layers.to_string()),
+            ],
+        ),
+    })
+}

@@ -1,0 +1,533 @@
+//! The piece check: the learner's piece against quest's own (MLX's op) on random tensors
+//! of the shapes that matter, in the exercise's process, before any decode: seconds, and
+//! no model. quest asks for it on its line ([`crate::line::Hello::check`]); the exercise
+//! answers with a [`Verdict`] (`checked <json>`) and, when quest asked for the check
+//! alone, ends there.
+//!
+//! Each piece's shapes are a table below ([`cases`]): one row is one call, named by what
+//! it varies (the sequence length and a cached prefix, the heads' grouping, the rotated
+//! channels and the layout, the quantization group, the dtype). A row is right when the
+//! learner's output has the reference's shape and every value is within the dtype's
+//! tolerance of it, relative to the reference's largest magnitude; and only when quest's
+//! own implementation of the piece did not run inside the learner's (a trait default, or
+//! quest's pieces called from it).
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use anyhow::Result;
+use mlx_rs::ops::{abs, max, subtract};
+use mlx_rs::{Array, Dtype};
+use serde::{Deserialize, Serialize};
+
+use crate::lm::pieces::{quest_runs, Mask, Piece, Pieces, QuestPieces};
+use crate::lm::sample::{Sampler, Sampling};
+
+/// What the piece check found, one row per shape.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    pub piece: Piece,
+    pub rows: Vec<Row>,
+}
+
+/// One shape of the check.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    /// What the call was, e.g. `x [1, 9, 1, 64] · dims 64 · split-half · offset 17 · float16`.
+    pub shape: String,
+    pub outcome: Outcome,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Outcome {
+    /// Within the tolerance: the largest difference, relative to the reference's largest
+    /// magnitude.
+    Right { difference: f32 },
+    /// Beyond it.
+    Wrong { difference: f32, allowed: f32 },
+    /// The output's shape is not the reference's.
+    WrongShape { got: Vec<i32>, want: Vec<i32> },
+    /// quest's own implementation ran inside the learner's: the result is not theirs.
+    QuestRan,
+    /// The piece is still `todo!()` / `unimplemented!()`.
+    NotWritten { message: String },
+    /// It returned an error or panicked.
+    Failed { message: String },
+}
+
+impl Outcome {
+    pub fn is_right(&self) -> bool {
+        matches!(self, Outcome::Right { .. })
+    }
+}
+
+impl Verdict {
+    pub fn right(&self) -> usize {
+        self.rows
+            .iter()
+            .filter(|row| row.outcome.is_right())
+            .count()
+    }
+
+    pub fn passed(&self) -> bool {
+        !self.rows.is_empty() && self.right() == self.rows.len()
+    }
+
+    /// The first row that is not right.
+    pub fn first_wrong(&self) -> Option<&Row> {
+        self.rows.iter().find(|row| !row.outcome.is_right())
+    }
+
+    /// Whether the piece is not written yet at all (every row `todo!()`).
+    pub fn not_written(&self) -> bool {
+        !self.rows.is_empty()
+            && self
+                .rows
+                .iter()
+                .all(|row| matches!(row.outcome, Outcome::NotWritten { .. }))
+    }
+}
+
+/// The largest difference allowed, relative to the reference's largest magnitude.
+/// Measured with every lesson's solution (by MLX's ops) against MLX's fused ops on these
+/// shapes, on the CPU (`quest dev pieces`): float32 differs by 1.2e-6 at most, float16 by
+/// 3.9e-3 (dequant-matvec, whose group sums round in half precision); the wrong pieces
+/// of the starting code and of the test rows differ by 0.1 or more.
+pub fn tolerance(dtype: Dtype) -> f32 {
+    match dtype {
+        Dtype::Float32 => 1e-4,
+        _ => 2e-2,
+    }
+}
+
+/// quest asked for the piece check on its line: run it on `pieces`, send the verdict, and
+/// end the process when quest asked for the check alone. Nothing otherwise.
+pub fn when_asked(pieces: &dyn Pieces) {
+    if let Some((piece, alone)) = crate::line::piece_check() {
+        if piece != Piece::Sample {
+            answer(check(piece, pieces), alone);
+        }
+    }
+}
+
+/// [`when_asked`] for a sampler.
+pub fn when_asked_sampler(sampler: &dyn Sampler) {
+    if let Some((Piece::Sample, alone)) = crate::line::piece_check() {
+        answer(check_sampler(sampler), alone);
+    }
+}
+
+fn answer(verdict: Verdict, alone: bool) {
+    let json = serde_json::to_string(&verdict).unwrap_or_default();
+    crate::line::send(&format!("checked {json}"));
+    if alone {
+        crate::line::send("end");
+        std::process::exit(0);
+    }
+}
+
+/// One call of a piece: its inputs from a seed, quest's output, the learner's.
+struct Case {
+    shape: String,
+    dtype: Dtype,
+    call: Box<dyn Fn(&dyn Pieces) -> Result<Array>>,
+}
+
+/// Runs every shape of `piece` on `pieces` against quest's own.
+pub fn check(piece: Piece, pieces: &dyn Pieces) -> Verdict {
+    let rows = cases(piece)
+        .into_iter()
+        .map(|case| Row {
+            shape: case.shape.clone(),
+            outcome: run_case(piece, &case, pieces),
+        })
+        .collect();
+    Verdict { piece, rows }
+}
+
+fn run_case(piece: Piece, case: &Case, pieces: &dyn Pieces) -> Outcome {
+    let want = match (case.call)(&QuestPieces).and_then(|a| Ok(a.as_dtype(Dtype::Float32)?)) {
+        Ok(want) => want,
+        Err(e) => {
+            return Outcome::Failed {
+                message: format!("quest's own {piece} failed here: {e:#}"),
+            }
+        }
+    };
+    let before = quest_runs(piece);
+    let got = quietly(|| (case.call)(pieces));
+    if quest_runs(piece) != before {
+        return Outcome::QuestRan;
+    }
+    let got = match got {
+        Ok(got) => got,
+        Err(outcome) => return outcome,
+    };
+    compare(&got, &want, tolerance(case.dtype))
+}
+
+/// Calls `f`, a panic caught and said as an outcome (`todo!()` as not written), without
+/// the default hook's message on stderr.
+fn quietly(f: impl FnOnce() -> Result<Array>) -> Result<Array, Outcome> {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let result = catch_unwind(AssertUnwindSafe(f));
+    std::panic::set_hook(hook);
+    match result {
+        Ok(Ok(got)) => Ok(got),
+        Ok(Err(e)) => Err(Outcome::Failed {
+            message: format!("{e:#}"),
+        }),
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .unwrap_or_else(|| "a panic".into());
+            if message.starts_with("not yet implemented") || message.starts_with("not implemented")
+            {
+                Err(Outcome::NotWritten { message })
+            } else {
+                Err(Outcome::Failed {
+                    message: format!("panicked: {message}"),
+                })
+            }
+        }
+    }
+}
+
+/// The largest difference of `got` from `want`, relative to `want`'s largest magnitude.
+fn compare(got: &Array, want: &Array, allowed: f32) -> Outcome {
+    if got.shape() != want.shape() {
+        return Outcome::WrongShape {
+            got: got.shape().to_vec(),
+            want: want.shape().to_vec(),
+        };
+    }
+    let measure = || -> Result<f32> {
+        let got = got.as_dtype(Dtype::Float32)?;
+        let difference = max(abs(subtract(&got, want)?)?, None)?.item_cast::<f32>();
+        let scale = max(abs(want)?, None)?.item_cast::<f32>().max(1.0);
+        Ok(difference / scale)
+    };
+    match measure() {
+        Ok(difference) if difference <= allowed => Outcome::Right { difference },
+        // NaN compares false: wrong, and said as NaN.
+        Ok(difference) => Outcome::Wrong {
+            difference,
+            allowed,
+        },
+        Err(e) => Outcome::Failed {
+            message: format!("{e:#}"),
+        },
+    }
+}
+
+fn random(shape: &[i32], seed: u64, dtype: Dtype) -> Result<Array> {
+    let key = mlx_rs::random::key(seed)?;
+    Ok(mlx_rs::random::normal::<f32>(shape, None, None, &key)?.as_dtype(dtype)?)
+}
+
+fn uniform(shape: &[i32], seed: u64, low: f32, high: f32) -> Result<Array> {
+    let key = mlx_rs::random::key(seed)?;
+    Ok(mlx_rs::random::uniform::<_, f32>(low, high, shape, &key)?)
+}
+
+fn dtype_name(dtype: Dtype) -> &'static str {
+    match dtype {
+        Dtype::Float32 => "float32",
+        Dtype::Float16 => "float16",
+        Dtype::Bfloat16 => "bfloat16",
+        _ => "other",
+    }
+}
+
+const BOTH: [Dtype; 2] = [Dtype::Float32, Dtype::Float16];
+
+/// Every shape a piece is checked on: the table an author adds a row to.
+fn cases(piece: Piece) -> Vec<Case> {
+    let mut cases = Vec::new();
+    let mut seed = 1000 * piece as u64;
+    let mut next = || {
+        seed += 1;
+        seed
+    };
+    match piece {
+        Piece::RmsNorm => {
+            // [B, L, D] of a block's norms (one token; a prompt) and Qwen3's per-head
+            // q/k norm [B, L, heads, head_dim].
+            for (shape, eps) in [
+                (vec![1, 1, 576], 1e-5),
+                (vec![1, 7, 576], 1e-5),
+                (vec![1, 3, 4, 128], 1e-6),
+            ] {
+                for dtype in BOTH {
+                    let s = next();
+                    let width = *shape.last().unwrap();
+                    let text = format!("x {shape:?} · eps {eps:e} · {}", dtype_name(dtype));
+                    let shape = shape.clone();
+                    cases.push(Case {
+                        shape: text,
+                        dtype,
+                        call: Box::new(move |p| {
+                            let x = random(&shape, s, dtype)?;
+                            let w = uniform(&[width], s + 7, 0.5, 1.5)?.as_dtype(dtype)?;
+                            p.rms_norm(&x, &w, eps)
+                        }),
+                    });
+                }
+            }
+        }
+        Piece::Swiglu => {
+            for shape in [vec![1, 1, 1536], vec![1, 5, 1536]] {
+                for dtype in BOTH {
+                    let s = next();
+                    let text = format!("gate, up {shape:?} · {}", dtype_name(dtype));
+                    let shape = shape.clone();
+                    cases.push(Case {
+                        shape: text,
+                        dtype,
+                        call: Box::new(move |p| {
+                            let gate = random(&shape, s, dtype)?.multiply(Array::from_f32(3.0))?;
+                            let up = random(&shape, s + 7, dtype)?;
+                            p.swiglu(&gate.as_dtype(dtype)?, &up)
+                        }),
+                    });
+                }
+            }
+        }
+        Piece::Rope => {
+            // (heads, L, head_dim, dims, traditional, base, offset): a decode step deep in
+            // the sequence, a prompt from 0, a prompt's next chunk after a cached prefix,
+            // the other layout, a partial rotation (Phi-style), Qwen3's base.
+            let rows = [
+                (9, 1, 64, 64, false, 10000.0, 17),
+                (9, 6, 64, 64, false, 10000.0, 0),
+                (3, 5, 64, 64, false, 10000.0, 11),
+                (4, 4, 64, 64, true, 10000.0, 3),
+                (4, 3, 64, 32, false, 10000.0, 5),
+                (2, 2, 128, 128, false, 1_000_000.0, 40),
+            ];
+            for (heads, l, head_dim, dims, traditional, base, offset) in rows {
+                for dtype in BOTH {
+                    let s = next();
+                    let shape = vec![1, heads, l, head_dim];
+                    let layout = if traditional {
+                        "traditional"
+                    } else {
+                        "split-half"
+                    };
+                    cases.push(Case {
+                        shape: format!(
+                            "x {shape:?} · dims {dims} · {layout} · base {base} · offset {offset} · {}",
+                            dtype_name(dtype)
+                        ),
+                        dtype,
+                        call: Box::new(move |p| {
+                            let x = random(&shape, s, dtype)?;
+                            p.rope(&x, dims, traditional, base, offset)
+                        }),
+                    });
+                }
+            }
+        }
+        Piece::Attention => {
+            // (heads, kv_heads, L, S, masked): GQA ratios 1, 3 and 8; one decode query
+            // over a cache; a prompt; a prompt's chunk after a cached prefix.
+            let rows = [
+                (9, 3, 1, 12, false),
+                (4, 4, 1, 7, false),
+                (8, 1, 1, 9, false),
+                (9, 3, 6, 6, true),
+                (4, 4, 5, 5, true),
+                (9, 3, 3, 10, true),
+                (8, 1, 4, 11, true),
+            ];
+            for (heads, kv_heads, l, s_len, masked) in rows {
+                for dtype in BOTH {
+                    let s = next();
+                    let d = 64;
+                    let mask = if masked { "causal" } else { "no mask" };
+                    cases.push(Case {
+                        shape: format!(
+                            "q [1, {heads}, {l}, {d}] · k, v [1, {kv_heads}, {s_len}, {d}] · {mask} · {}",
+                            dtype_name(dtype)
+                        ),
+                        dtype,
+                        call: Box::new(move |p| {
+                            let q = random(&[1, heads, l, d], s, dtype)?;
+                            let k = random(&[1, kv_heads, s_len, d], s + 7, dtype)?;
+                            let v = random(&[1, kv_heads, s_len, d], s + 13, dtype)?;
+                            let mask = masked.then_some(Mask::Causal);
+                            p.attention(&q, &k, &v, 1.0 / (d as f32).sqrt(), mask)
+                        }),
+                    });
+                }
+            }
+        }
+        Piece::QuantizedMatmul => {
+            // (L, in, out, group): a decode step's vector and a prompt's rows, every
+            // group size MLX's affine quantization has.
+            let rows = [
+                (1, 576, 192, 32),
+                (1, 576, 192, 64),
+                (1, 512, 96, 128),
+                (4, 1536, 64, 64),
+            ];
+            for (l, inputs, outputs, group) in rows {
+                for dtype in BOTH {
+                    let s = next();
+                    cases.push(Case {
+                        shape: format!(
+                            "x [1, {l}, {inputs}] · W [{outputs}, {inputs}] · 4 bits, group {group} · {}",
+                            dtype_name(dtype)
+                        ),
+                        dtype,
+                        call: Box::new(move |p| {
+                            let x = random(&[1, l, inputs], s, dtype)?;
+                            let w = random(&[outputs, inputs], s + 7, dtype)?
+                                .multiply(Array::from_f32(0.05))?
+                                .as_dtype(dtype)?;
+                            let (packed, scales, biases) =
+                                mlx_rs::ops::quantize(&w, group, 4)?;
+                            p.quantized_matmul(&x, &packed, &scales, &biases, group, 4)
+                        }),
+                    });
+                }
+            }
+        }
+        Piece::GatedDelta => {
+            // (L, key heads, value heads, Dk, Dv): one token; a prompt; value heads
+            // grouped over key heads.
+            let rows = [(1, 2, 2, 32, 32), (4, 2, 2, 32, 32), (3, 1, 4, 16, 24)];
+            for (l, hk, hv, dk, dv) in rows {
+                for dtype in BOTH {
+                    let s = next();
+                    cases.push(Case {
+                        shape: format!(
+                            "q, k [1, {l}, {hk}, {dk}] · v [1, {l}, {hv}, {dv}] · state [1, {hv}, {dv}, {dk}] · {}",
+                            dtype_name(dtype)
+                        ),
+                        dtype,
+                        call: Box::new(move |p| {
+                            // Keys and queries normed as the layer hands them over.
+                            let unit = |t: Array| -> Result<Array> {
+                                let norm = t.square()?.sum_axis(-1, true)?.sqrt()?;
+                                Ok(t.divide(norm)?.as_dtype(dtype)?)
+                            };
+                            let q = unit(random(&[1, l, hk, dk], s, Dtype::Float32)?)?;
+                            let k = unit(random(&[1, l, hk, dk], s + 7, Dtype::Float32)?)?;
+                            let v = random(&[1, l, hv, dv], s + 13, dtype)?;
+                            let g = uniform(&[1, l, hv], s + 19, 0.5, 0.99)?.as_dtype(dtype)?;
+                            let beta = uniform(&[1, l, hv], s + 23, 0.1, 0.9)?.as_dtype(dtype)?;
+                            let state = random(&[1, hv, dv, dk], s + 29, Dtype::Float32)?
+                                .multiply(Array::from_f32(0.1))?;
+                            let (y, state) = p.gated_delta(&q, &k, &v, &g, &beta, state)?;
+                            // Both halves of the answer, side by side.
+                            let y = y.as_dtype(Dtype::Float32)?.flatten(None, None)?;
+                            let state = state.as_dtype(Dtype::Float32)?.flatten(None, None)?;
+                            Ok(mlx_rs::ops::concatenate(&[y, state], 0)?)
+                        }),
+                    });
+                }
+            }
+        }
+        Piece::Sample => {}
+    }
+    cases
+}
+
+/// The sampler's check: with a key, draws from quest's rule and from the learner's must
+/// agree exactly where the rule leaves one choice (greedy, top-k 1) and fall inside the
+/// tokens quest's rule keeps elsewhere, every kept token of any weight drawn.
+fn check_sampler(sampler: &dyn Sampler) -> Verdict {
+    use crate::lm::sample::QuestSampler;
+    let rows_of = |t: f32, k: i32, p: f32| Sampling {
+        temperature: t,
+        top_k: k,
+        top_p: p,
+        seed: 7,
+    };
+    let table = [
+        rows_of(0.0, 0, 1.0),
+        rows_of(1.0, 1, 1.0),
+        rows_of(0.8, 5, 1.0),
+        rows_of(1.0, 0, 0.5),
+        rows_of(0.7, 8, 0.9),
+    ];
+    let draws = 2000;
+    let rows = table
+        .iter()
+        .enumerate()
+        .map(|(i, sampling)| {
+            let shape = format!(
+                "logits [2, 64] · temperature {} · top-k {} · top-p {} · {draws} draws",
+                sampling.temperature, sampling.top_k, sampling.top_p
+            );
+            let outcome = (|| -> Result<Outcome, Outcome> {
+                let failed = |e: anyhow::Error| Outcome::Failed {
+                    message: format!("{e:#}"),
+                };
+                let logits = random(&[2, 64], 500 + i as u64, Dtype::Float32)
+                    .and_then(|l| Ok(l.multiply(Array::from_f32(2.0))?))
+                    .map_err(failed)?;
+                let key = mlx_rs::random::key(9 + i as u64).map_err(|e| failed(e.into()))?;
+                let want = QuestSampler
+                    .sample(&logits, sampling, draws, &key)
+                    .map_err(failed)?;
+                let before = quest_runs(Piece::Sample);
+                let got = quietly(|| sampler.sample(&logits, sampling, draws, &key))?;
+                if quest_runs(Piece::Sample) != before {
+                    return Err(Outcome::QuestRan);
+                }
+                if got.shape() != want.shape() {
+                    return Err(Outcome::WrongShape {
+                        got: got.shape().to_vec(),
+                        want: want.shape().to_vec(),
+                    });
+                }
+                let as_ids = |a: &Array| -> Result<Vec<u32>> {
+                    Ok(a.as_dtype(Dtype::Uint32)?.as_slice::<u32>().to_vec())
+                };
+                let (got, want) = (
+                    as_ids(&got).map_err(failed)?,
+                    as_ids(&want).map_err(failed)?,
+                );
+                let one_choice = sampling.temperature == 0.0 || sampling.top_k == 1;
+                // Tokens drawn by one and never by the other, as a share of the draws.
+                let per_row = draws as usize;
+                let mut outside = 0usize;
+                for row in 0..2 {
+                    let slice = |v: &Vec<u32>| v[row * per_row..(row + 1) * per_row].to_vec();
+                    let (g, w) = (slice(&got), slice(&want));
+                    let kept: std::collections::BTreeSet<u32> = w.iter().copied().collect();
+                    let drawn: std::collections::BTreeSet<u32> = g.iter().copied().collect();
+                    outside += if one_choice {
+                        g.iter().zip(&w).filter(|(a, b)| a != b).count()
+                    } else {
+                        g.iter().filter(|t| !kept.contains(t)).count()
+                            + kept.difference(&drawn).count()
+                    };
+                }
+                let difference = outside as f32 / (2 * per_row) as f32;
+                // Some kept token of tiny weight may go undrawn in 2000 by chance: allow
+                // one in a thousand.
+                let allowed = 1e-3;
+                Ok(if difference <= allowed {
+                    Outcome::Right { difference }
+                } else {
+                    Outcome::Wrong {
+                        difference,
+                        allowed,
+                    }
+                })
+            })()
+            .unwrap_or_else(|outcome| outcome);
+            Row { shape, outcome }
+        })
+        .collect();
+    Verdict {
+        piece: Piece::Sample,
+        rows,
+    }
+}
