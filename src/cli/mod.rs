@@ -65,8 +65,13 @@ enum Command {
         #[arg(long)]
         open: bool,
     },
-    /// Show a lesson's hint.
-    Hint { lesson: String },
+    /// Show a lesson's hint: its first level, and one level more each time you ask again.
+    Hint {
+        lesson: String,
+        /// Show this level of the hint alone (1 is the first).
+        #[arg(long)]
+        level: Option<u32>,
+    },
     /// Put the lesson's exercise back as it was (asks first).
     Reset {
         lesson: String,
@@ -495,14 +500,7 @@ fn dispatch(cli: Cli) -> Result<()> {
         }
         Command::List { json: false } => list(&ctx),
         Command::List { json: true } => list_json(&ctx),
-        Command::Hint { lesson } => {
-            let lesson = ctx.lesson(&lesson)?;
-            ctx.warn_if_stale(&lesson);
-            let hint = render::section(&lesson, "hint", &ctx.options())
-                .with_context(|| format!("{} has no hint section", lesson.path.display()))?;
-            print!("{hint}");
-            Ok(())
-        }
+        Command::Hint { lesson, level } => hint(&ctx, &lesson, level),
         Command::Reset { lesson, yes } => reset(&ctx, &lesson, yes),
         Command::Watch { lesson, run } => watch(&ctx, &lesson, &run),
         Command::Completions { .. }
@@ -563,6 +561,61 @@ fn list(ctx: &Ctx) -> Result<()> {
     if broken > 0 {
         anyhow::bail!(ctx.ui_with("lessons_broken", &[("n", &broken.to_string())]));
     }
+    Ok(())
+}
+
+/// `quest hint`: the hint's next level, every level before it above (`progress::hint_step`
+/// says why), or the one asked for; the furthest level read is kept in the progress file.
+fn hint(ctx: &Ctx, id: &str, asked: Option<u32>) -> Result<()> {
+    use quest::progress::HintThen;
+    let lesson = ctx.lesson(id)?;
+    ctx.warn_if_stale(&lesson);
+    let hints = lesson
+        .hints()
+        .with_context(|| format!("{} has no hint section", lesson.path.display()))?;
+    let of = hints.levels.len();
+    let levels = u32::try_from(of)?;
+    let mut store = quest::progress::Store::open_default()?;
+    let step = store.update(|state| {
+        let reached = state.lesson(id).map_or(0, |record| record.hint_level);
+        let Some(step) = quest::progress::hint_step(levels, reached, asked) else {
+            anyhow::bail!(ctx.ui_with("hint_no_level", &[("id", id), ("of", &of.to_string())]));
+        };
+        if step.reached != reached {
+            state.lesson_mut(id).hint_level = step.reached;
+        }
+        Ok(step)
+    })?;
+    let options = ctx.options();
+    let text = render::hint(&lesson, &ctx.course, step.shown.clone(), &options)
+        .with_context(|| format!("{} has no hint section", lesson.path.display()))?;
+    print!("{text}");
+    // Past the last hint: the solution, or the lesson itself for one without an exercise.
+    let rest = match &lesson.spec.solution {
+        Some(solution) => ctx.ui_with(
+            "hint_rest_solution",
+            &[("path", &solution.display().to_string())],
+        ),
+        None => {
+            let path = lesson.path.strip_prefix(&ctx.root).unwrap_or(&lesson.path);
+            ctx.ui_with("hint_rest_lesson", &[("path", &path.display().to_string())])
+        }
+    };
+    let footer = match step.then {
+        HintThen::More { next } => ctx.ui_with(
+            "hint_next",
+            &[
+                ("id", id),
+                ("n", &next.to_string()),
+                ("of", &of.to_string()),
+            ],
+        ),
+        // A hint of one level reads as it always did.
+        HintThen::Last if of == 1 => return Ok(()),
+        HintThen::Last => format!("{} {rest}", ctx.ui("hint_last")),
+        HintThen::NoneLeft => format!("{} {rest}", ctx.ui_with("hint_none_left", &[("id", id)])),
+    };
+    print!("\n{}", render::markdown(&footer, &options));
     Ok(())
 }
 

@@ -6,6 +6,7 @@
 
 mod exercise;
 mod glossary;
+mod hints;
 mod lang;
 mod lesson;
 mod sections;
@@ -22,6 +23,7 @@ use serde::Deserialize;
 
 pub use exercise::{first_difference, Difference, EXERCISE_ATTR};
 pub use glossary::{Glossary, Hit, Term, GLOSSARY_FILE};
+pub use hints::{hint_levels, HintLevel, HintLevels};
 pub use lang::{Lang, Localized};
 pub use lesson::{
     FrontMatter, Lesson, QuestionText, Quote, DRAWS_MESSAGE, LOGITS_MESSAGE, TOKENS_MESSAGE,

@@ -1,7 +1,7 @@
 //! Older progress files, brought up to the current schema as plain JSON before
 //! they are typed. Nothing earned is dropped: every award, run, card and submission
-//! of a schema-1 file has a place in schema 2, and of a schema-2 file in schema 3. The
-//! store keeps the original file as a backup the first time it writes the migrated one.
+//! of a schema-1 file has a place in schema 2, of a schema-2 file in schema 3, and of a
+//! schema-3 file in schema 4. The store keeps the original file as a backup the first time it writes the migrated one.
 
 use anyhow::{bail, Result};
 use serde_json::{json, Map, Value};
@@ -15,6 +15,7 @@ pub fn to_current(mut file: Value) -> Result<Value> {
         file = match schema {
             1 => v1_to_v2(file)?,
             2 => v2_to_v3(file),
+            3 => v3_to_v4(file),
             s if s == u64::from(SCHEMA) => return Ok(file),
             s => bail!("no migration from schema {s}"),
         };
@@ -98,6 +99,14 @@ fn v2_to_v3(mut file: Value) -> Value {
     file
 }
 
+/// Schema 4 remembers how far each lesson's hint was read (`hint_level`, absent means no
+/// level yet): a schema-3 file holds nothing that changes. Its number changes all the same,
+/// so that an older quest calls a file with hint levels newer, not damaged.
+fn v3_to_v4(mut file: Value) -> Value {
+    file["schema"] = json!(4);
+    file
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,7 +160,7 @@ mod tests {
                 "achievement:beat-the-library": {"xp": 60, "at": "2026-03-01T12:00:00Z"}
             }
         });
-        let v3 = to_current(v2.clone()).unwrap();
+        let v3 = v2_to_v3(v2.clone());
         assert_eq!(v3["schema"], 3);
         assert_eq!(v3["awards"], v2["awards"], "every award kept as it was");
         let runs = &v3["lessons"]["mlx-path"]["runs"];
@@ -163,7 +172,8 @@ mod tests {
             "on CUDA quest's kernels may have run: {runs}"
         );
         // Typed, it loads: nothing in it is refused or dropped.
-        let state: crate::progress::State = serde_json::from_value(v3).unwrap();
+        let state: crate::progress::State =
+            serde_json::from_value(to_current(v3).unwrap()).unwrap();
         assert_eq!(state.total_xp(), 160);
         assert_eq!(
             state
@@ -177,5 +187,46 @@ mod tests {
             2
         );
         assert!(state.lesson("mlx-path").unwrap().is_done());
+    }
+
+    /// A schema-3 file, as the quest before hint levels wrote it (a lesson done with its
+    /// quiz and a prediction, another begun): every field kept, no hint level yet, and the
+    /// file written again reads back the same.
+    #[test]
+    fn a_schema_3_file_keeps_everything_and_has_no_hint_level_yet() {
+        let v3 = json!({
+            "schema": 3,
+            "lang": "ko",
+            "lessons": {
+                "rope": {
+                    "runs": [{"at": "2026-12-01T10:00:00Z", "code": {"kind": "exercise", "sha256": "b"},
+                              "backend": "mlx-cpu", "tokens_generated": 32, "prompt_tokens": 20,
+                              "lang": "ko", "metrics": {"decode_tok_s": 90.0}}],
+                    "card": {"at": "2026-12-01T10:05:00Z", "metric": "decode_tok_s",
+                             "numbers": {"before": 100.0, "after": 90.0},
+                             "answers": {"layout": "split-half"}},
+                    "submissions": [{"at": "2026-12-01T10:04:00Z", "code": {"kind": "exercise", "sha256": "b"},
+                                     "passed": true, "checks_passed": true, "lang": "ko",
+                                     "measurement": {"metric": "decode_tok_s", "before": [100.0], "after": [90.0]}}],
+                    "attempts": [{"at": "2026-12-01T10:01:00Z", "question": "layout", "choice": "split-half",
+                                  "predicted": true, "measured": false, "right": true}]
+                },
+                "attention": {"runs": [], "submissions": []}
+            },
+            "awards": {"lesson:rope:complete": {"xp": 120, "at": "2026-12-01T10:05:00Z"}}
+        });
+        let v4 = to_current(v3.clone()).unwrap();
+        assert_eq!(v4["schema"], 4);
+        let mut unchanged = v4.clone();
+        unchanged["schema"] = json!(3);
+        assert_eq!(unchanged, v3, "nothing but the number changes");
+        let state: crate::progress::State = serde_json::from_value(v4).unwrap();
+        assert_eq!(state.total_xp(), 120);
+        let rope = state.lesson("rope").unwrap();
+        assert!(rope.is_done() && rope.right_first_time());
+        assert_eq!(rope.hint_level, 0);
+        let bytes = crate::progress::serialize(&state).unwrap();
+        assert!(!String::from_utf8_lossy(&bytes).contains("hint_level"));
+        assert_eq!(crate::progress::parse(&bytes).unwrap(), state);
     }
 }

@@ -9,6 +9,7 @@
 mod achievements;
 mod file;
 mod header;
+mod hints;
 mod levels;
 mod lock;
 mod migrate;
@@ -19,6 +20,7 @@ mod timestamp;
 pub use achievements::{award_earned, load_achievements, Achievement, Predicate};
 pub use file::{parse, peek, repair, serialize, BadProgressFile};
 pub use header::{Header, LessonStatus};
+pub use hints::{hint_step, HintStep, HintThen};
 pub use levels::{Level, LevelCurve};
 pub use lock::DEFAULT_LOCK_TIMEOUT;
 pub use state::{

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 /// The file format version this quest writes. Files with a higher number
 /// come from a newer quest and are refused rather than misread; older ones are
 /// migrated (see `migrate.rs`).
-pub const SCHEMA: u32 = 3;
+pub const SCHEMA: u32 = 4;
 
 /// The key, in a run's `metrics`, of the library's own decode speed measured beside it.
 pub const LIBRARY_DECODE_TOK_S: &str = "library_decode_tok_s";
@@ -59,6 +59,13 @@ pub struct LessonRecord {
     /// predictions (`quest submit --predict`) and the card's answers.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attempts: Vec<Attempt>,
+    /// The furthest hint level `quest hint` has shown (1 for the first); 0: none yet.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub hint_level: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// One answer to one quiz question, as it was given and judged.

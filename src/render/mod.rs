@@ -9,6 +9,7 @@ mod writer;
 
 use std::ffi::OsStr;
 use std::io::IsTerminal;
+use std::ops::RangeInclusive;
 
 use crate::course::{Course, Lang, Lesson};
 use writer::Writer;
@@ -67,6 +68,42 @@ fn byline(lesson: &Lesson, course: &Course, lang: Lang) -> String {
 pub fn section(lesson: &Lesson, id: &str, options: &RenderOptions) -> Option<String> {
     let section = lesson.section(id)?;
     Some(markdown(lesson.section_markdown(section), options))
+}
+
+/// The hint's levels `shown` (1-based) under the hint's heading, each under its title as
+/// the course's `hint_level` says it ("Hint 2 of 3: The ops"); a hint of one level as its
+/// section reads. `None` without a hint section or with a level it does not have.
+pub fn hint(
+    lesson: &Lesson,
+    course: &Course,
+    shown: RangeInclusive<u32>,
+    options: &RenderOptions,
+) -> Option<String> {
+    let hints = lesson.hints()?;
+    let of = hints.levels.len();
+    if of == 1 && shown == (1..=1) {
+        return section(lesson, "hint", options);
+    }
+    let mut text = hints.head.to_owned();
+    for n in shown {
+        let level = hints.levels.get(usize::try_from(n).ok()?.checked_sub(1)?)?;
+        let label = hint_label(course, options.lang, n, of, &level.title);
+        text.push_str(&format!("\n\n### {label}\n\n{}", level.markdown));
+    }
+    Some(markdown(&text, options))
+}
+
+/// "Hint 2 of 3: The ops", in the reader's language.
+pub fn hint_label(course: &Course, lang: Lang, n: u32, of: usize, title: &str) -> String {
+    course.ui_with(
+        "hint_level",
+        lang,
+        &[
+            ("n", &n.to_string()),
+            ("of", &of.to_string()),
+            ("title", title),
+        ],
+    )
 }
 
 /// Any Markdown, e.g. a UI string that carries emphasis.

@@ -272,6 +272,27 @@ fn byline(course: &Course, lesson: &Lesson, lang: Lang) -> String {
     format!("~{minutes} · {xp} · {}", lesson.spec.tags.join(", "))
 }
 
+/// A hint of several levels: its heading, then each level folded on its own under its
+/// label ("Hint 2 of 3: The ops"), so that opening the hint shows no level before it is
+/// asked for. `None` for a hint of one level, shown as its section reads.
+fn hint_html(course: &Course, lesson: &Lesson, lang: Lang) -> Option<String> {
+    let hints = lesson.hints()?;
+    if hints.levels.len() < 2 {
+        return None;
+    }
+    let mut html = markdown_html(hints.head, lesson);
+    for (n, level) in (1..).zip(&hints.levels) {
+        let label = crate::render::hint_label(course, lang, n, hints.levels.len(), &level.title);
+        let _ = write!(
+            html,
+            r#"<details class="hint-level"><summary>{}</summary>{}</details>"#,
+            escape(&label),
+            markdown_html(level.markdown, lesson)
+        );
+    }
+    Some(html)
+}
+
 /// `/lessons/<id>`: the lesson as its Markdown gives it, the exercise's file and
 /// commands, the hint folded, then the learner's own numbers. `id` must be a lesson of
 /// the course (the caller checks); a lesson that does not load is an `Err` with why.
@@ -319,8 +340,9 @@ pub fn lesson_page(
         if section.id == "hint" {
             let _ = write!(
                 body,
-                r#"<details class="hint" id="hint-box"><summary>{}</summary>{html}</details>"#,
-                ui(course, "web_show_hint", lang)
+                r#"<details class="hint" id="hint-box"><summary>{}</summary>{}</details>"#,
+                ui(course, "web_show_hint", lang),
+                hint_html(course, &lesson, lang).unwrap_or(html)
             );
         } else {
             let _ = write!(

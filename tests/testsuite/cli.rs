@@ -139,6 +139,53 @@ fn version_is_printed() {
     assert!(stdout(&quest(&h, &["--version"])).starts_with("quest "));
 }
 
+/// `quest hint` gives one level more each time, every level before it above, and keeps
+/// how far the learner read in the progress file; past the last it says there are no more.
+#[test]
+fn hint_shows_one_level_more_each_time_and_remembers_it() {
+    let h = home("hint-levels");
+    let lesson = quest::course::Lesson::load(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("lessons"),
+        "rope",
+        quest::course::Lang::En,
+    )
+    .unwrap();
+    let hints = lesson.hints().unwrap();
+    let title = |n: usize| format!("Hint {n} of 3: {}", hints.levels[n - 1].title);
+
+    let first = stdout(&quest(&h, &["hint", "rope"]));
+    assert!(first.contains(&title(1)), "{first}");
+    assert!(!first.contains(&title(2)), "level 2 not yet: {first}");
+    assert!(first.contains("quest hint rope` again"), "{first}");
+    assert_eq!(common::progress(&h).lesson("rope").unwrap().hint_level, 1);
+
+    let second = stdout(&quest(&h, &["hint", "rope"]));
+    assert!(
+        second.contains(&title(1)) && second.contains(&title(2)),
+        "{second}"
+    );
+    assert!(!second.contains(&title(3)), "level 3 not yet: {second}");
+    assert_eq!(common::progress(&h).lesson("rope").unwrap().hint_level, 2);
+
+    let third = stdout(&quest(&h, &["hint", "rope"]));
+    assert!(
+        third.contains(&title(3)) && third.contains("the last hint"),
+        "{third}"
+    );
+    let past = stdout(&quest(&h, &["hint", "rope"]));
+    assert!(
+        past.contains("No more hints") && past.contains("solutions/rope/rope.rs"),
+        "{past}"
+    );
+    // One level alone, asked for: the level reached stays.
+    let one = stdout(&quest(&h, &["hint", "rope", "--level", "1"]));
+    assert!(one.contains(&title(1)) && !one.contains(&title(2)), "{one}");
+    assert_eq!(common::progress(&h).lesson("rope").unwrap().hint_level, 3);
+    let out = quest(&h, &["hint", "rope", "--level", "4"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("1 to 3"), "{}", stderr(&out));
+}
+
 /// A schema-1 progress file with mlx-path completed (as quest 0.1 wrote it): read as
 /// it is, migrated to the current schema on the first write with the original kept beside it,
 /// and nothing earned is lost.

@@ -192,12 +192,45 @@ fn both_languages_have_the_same_sections_and_code() {
                 blocks(&source),
                 "{id} {lang}: commands and code are not translated"
             );
+            let levels = |l: &Lesson| l.hints().map(|h| h.levels.len());
+            assert_eq!(
+                levels(&lesson),
+                levels(&source),
+                "{id} {lang}: the same hint levels"
+            );
             let keys = |l: &Lesson| l.meta.messages.keys().cloned().collect::<Vec<_>>();
             assert_eq!(
                 keys(&lesson),
                 keys(&source),
                 "{id} {lang}: the same messages"
             );
+        }
+    }
+}
+
+/// Where the learner writes a piece of the model, `quest hint` has three levels to give:
+/// the idea, the ops with their shapes, a sketch close to the answer; each titled.
+#[test]
+fn the_inside_tracks_hints_come_in_three_levels() {
+    let course = Course::load(&lessons_dir()).unwrap();
+    let inside = course.tracks.iter().find(|t| t.id == "inside").unwrap();
+    assert!(inside.lessons.len() >= 8, "{:?}", inside.lessons);
+    for id in &inside.lessons {
+        for lang in Lang::ALL {
+            let lesson = course.lesson(id, lang).unwrap();
+            let hints = lesson.hints().unwrap();
+            assert_eq!(hints.levels.len(), 3, "{id} {lang}");
+            for level in &hints.levels {
+                assert!(
+                    !level.title.is_empty(),
+                    "{id} {lang}: a level without a title"
+                );
+                assert!(
+                    !level.markdown.trim().is_empty(),
+                    "{id} {lang}: {}",
+                    level.title
+                );
+            }
         }
     }
 }

@@ -298,6 +298,10 @@ fn every_lesson_renders_in_both_languages() {
                 "{at}: title"
             );
             assert!(page.contains(r#"<details class="hint""#), "{at}: hint");
+            // A hint in levels: each folded on its own inside the hint, none open.
+            let levels = lesson.hints().unwrap().levels.len();
+            let folded = page.matches(r#"<details class="hint-level">"#).count();
+            assert_eq!(folded, if levels > 1 { levels } else { 0 }, "{at}");
             assert!(
                 page.contains(&format!("quest card {id}")),
                 "{at}: the card command"
