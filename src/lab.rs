@@ -24,6 +24,7 @@ use crate::course::Metric;
 use crate::kernels::Kernels;
 use crate::lm::Model;
 
+pub mod bits;
 pub mod clock;
 mod ops;
 pub use ops::{export_to_dot, graph_op_kinds, graph_ops, host_cost_per_op, OpCost};

@@ -29,9 +29,9 @@ pub struct Hello {
     /// the learner's code hands the model: `QUEST_PIECES=quest` of a run by hand.
     pub quest_pieces: bool,
     /// Check this piece against quest's own before anything else
-    /// ([`crate::lm::piece_check`]), where the exercise hands its pieces to the model.
+    /// (the piece check), where the exercise hands its pieces to the model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub check: Option<crate::lm::Piece>,
+    pub check: Option<crate::course::spec::Piece>,
     /// End the process once the piece check has answered: quest asked for it alone.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub check_alone: bool,
@@ -85,7 +85,7 @@ pub fn quest_pieces() -> bool {
 }
 
 /// The piece quest asked this run to check first, and whether to end after it.
-pub fn piece_check() -> Option<(crate::lm::Piece, bool)> {
+pub fn piece_check() -> Option<(crate::course::spec::Piece, bool)> {
     let line = line()?.lock().unwrap_or_else(|e| e.into_inner());
     line.hello
         .check

@@ -1,15 +1,20 @@
-// attention: every layer's scaled dot-product attention over the KV cache, written with
-// MLX's ops.
-// Your task (see the lesson): finish `attention` so the model computes what MLX's fused
-// attention computes.
+// attention: every layer's scaled dot-product attention over the KV cache, written by you
+// with MLX's ops.
+// Your task (see the lesson): write `attention` so the model computes what MLX's fused
+// attention computes. quest checks it alone first, on random tensors, then in the model.
 //
-// Each query scores every key it may see, q · kᵀ · scale; the causal mask hides the keys
-// after it; a softmax over the keys makes the scores weights; the output is the weighted
-// sum of the values. SmolLM2 has 9 query heads and 3 key/value heads: each key head serves
-// 3 query heads (grouped-query attention).
+// `queries` is [B, H, L, D]: L new positions. `keys` and `values` are the cache's view,
+// [B, KV, S, D]: all S positions so far, the L new ones last. Grouped-query attention:
+// H is a multiple of KV, and key head j serves query heads j·(H/KV) … (j+1)·(H/KV) − 1
+// (SmolLM2: 9 query heads, 3 key/value heads).
+//
+//   scores  = q · kᵀ · scale                      [B, H, L, S]
+//   mask    = Some(Mask::Causal): query i sits at position S − L + i and sees keys 0..=S−L+i
+//             (the whole cached prefix and the new positions up to itself); None: every key
+//   weights = softmax(scores, over the keys)       a hidden key gets weight 0
+//   out     = weights · v                          [B, H, L, D], in the queries' dtype
 
 use anyhow::Result;
-use mlx_rs::ops::{arange, broadcast_to, le, matmul, select, softmax_axis};
 use mlx_rs::Array;
 use quest::lab::Exercise;
 use quest::lm::{self, Mask, Pieces};
@@ -25,26 +30,7 @@ impl Pieces for MyAttention {
         scale: f32,
         mask: Option<Mask>,
     ) -> Result<Array> {
-        // queries [B, H, L, D]; keys and values [B, KV, S, D]: all S positions so far.
-        let (q, k) = (queries.shape().to_vec(), keys.shape().to_vec());
-        let (b, heads, l) = (q[0], q[1], q[2]);
-        let (kv_heads, s, d) = (k[1], k[2], k[3]);
-        // Key head j serves query heads j·n … j·n + n − 1: [B, KV, 1, S, D] -> [B, H, S, D].
-        let grouped = |t: &Array| -> Result<Array> {
-            let wide = broadcast_to(t.expand_dims(2)?, &[b, kv_heads, heads / kv_heads, s, d])?;
-            Ok(wide.reshape(&[b, heads, s, d])?)
-        };
-        let (keys, values) = (grouped(keys)?, grouped(values)?);
-        // [B, H, L, S]: one score per query and key.
-        let scores = matmul(
-            queries.multiply(Array::from_f32(scale))?,
-            keys.swap_axes(-1, -2)?,
-        )?;
-        // TODO: a prompt's queries must not see the keys after them (`mask` is
-        // `Some(Mask::Causal)` there); a decode step's one query sees every key.
-        let _ = mask;
-        let weights = softmax_axis(&scores, -1, true)?;
-        Ok(matmul(&weights, &values)?)
+        todo!("group the key/value heads, score, mask, softmax, weigh the values")
     }
 }
 

@@ -1,14 +1,23 @@
 // dequant-matvec: the 4-bit matrix-vector product every projection of the model runs,
-// written with MLX's ops from the packed weights, their scales and their biases.
+// written by you with MLX's ops from the packed weights, their scales and their biases.
+// Your task (see the lesson): write `quantized_matmul` so the model computes what MLX's
+// quantized matmul computes. quest checks it alone first, on random tensors, then in the
+// model.
 //
-// A quantized row keeps each weight as a small integer q (4 bits: 0..=15), eight of them
-// packed into one uint32, the first in the lowest bits. Each run of `group_size` weights
-// along the row shares one scale and one bias: the weight is scale · q + bias.
-// Your task (see the lesson): the weights come out of their words, but each group's
-// bias is missing.
+// `weight` is [out, in · bits / 32], uint32: each word packs 32 / bits values of `bits`
+// bits (4 here: 0..=15), the first in the lowest bits, so value j of a word is
+//
+//   q_j = (word >> (bits · j)) & (2^bits − 1)
+//
+// Along a row, each run of `group_size` values shares one of `scales` and `biases`
+// ([out, in / group_size]): the weight is w = scale · q + bias. Then, for `x` [B, L, in],
+//
+//   out = x · Wᵀ                                  [B, L, out], in x's dtype
+//
+// `quest::lab::bits::{right_shift, bitwise_and}` are MLX's shift and mask on integer
+// arrays (mlx-rs has no safe ones).
 
 use anyhow::Result;
-use mlx_rs::ops::{floor_divide, matmul, remainder};
 use mlx_rs::Array;
 use quest::lab::Exercise;
 use quest::lm::{self, Pieces};
@@ -25,23 +34,7 @@ impl Pieces for MyMatvec {
         group_size: i32,
         bits: i32,
     ) -> Result<Array> {
-        // Values packed in one uint32. The j-th sits bits·j bits up: divide by 2^(bits·j)
-        // to bring it down, keep the remainder by 2^bits to drop the values above it.
-        let per_word = 32 / bits;
-        let places: Vec<u32> = (0..per_word).map(|j| 1u32 << (bits * j)).collect();
-        let places = Array::from_slice(&places, &[1, 1, per_word]);
-        let levels = Array::from_slice(&[1u32 << bits], &[1]);
-        let q = remainder(floor_divide(weight.expand_dims(-1)?, &places)?, &levels)?;
-        // [out, in / per_word, per_word] -> [out, groups, group_size], in the scales' dtype.
-        let rows = weight.shape()[0];
-        let q = q
-            .reshape(&[rows, -1, group_size])?
-            .as_dtype(scales.dtype())?;
-        // TODO: scale · q + bias. Each group's bias is left out.
-        let _ = biases;
-        let w = q.multiply(scales.expand_dims(-1)?)?.reshape(&[rows, -1])?;
-        // x · Wᵀ: each output is one row of W against x.
-        Ok(matmul(x, w.transpose()?)?)
+        todo!("unpack every value from its word, scale · q + bias per group, then x · Wᵀ")
     }
 }
 

@@ -1,17 +1,22 @@
 // linear-attention: Qwen3.5's gated delta rule, the recurrence every linear-attention
-// layer of the model runs, written with MLX's ops.
+// layer of the model runs, written by you with MLX's ops.
+// Your task (see the lesson): write `gated_delta` so the model computes what quest's
+// recurrence computes. quest checks it alone first, on random tensors, then in the model.
 //
 // Instead of a cache that grows by a key and a value every token, each value head keeps
-// one state matrix S ([Dv, Dk]) and updates it token by token:
-//   S = g · S                  forget: every entry decays by the head's g (0 < g < 1)
-//   S = S + β (v − S k) ⊗ k    the delta rule: write v at key k, correcting what S
-//                              recalled there, with strength β
-//   y = S q                    read the state with the query
-// Your task (see the lesson): the state remembers everything; it should forget.
+// one state matrix S ([Dv, Dk]) and updates it token by token, t = 0 … L − 1:
+//
+//   S = g_t · S                    forget: every entry decays by the head's g (0 < g < 1)
+//   S = S + β_t (v_t − S k_t) ⊗ k_t  the delta rule: write v at key k, correcting what S
+//                                    recalled there, with strength β
+//   y_t = S q_t                    read the state with the query
+//
+// Shapes: `queries`, `keys` [B, L, Hk, Dk] (normed and scaled already); `values`
+// [B, L, Hv, Dv], Hv a multiple of Hk (key head j serves value heads j·(Hv/Hk) …
+// (j+1)·(Hv/Hk) − 1); `g`, `beta` [B, L, Hv]; `state` [B, Hv, Dv, Dk], float32.
+// Return (y [B, L, Hv, Dv] in the queries' dtype, the new state).
 
 use anyhow::Result;
-use mlx_rs::ops::indexing::IndexOp;
-use mlx_rs::ops::{broadcast_to, stack};
 use mlx_rs::Array;
 use quest::lab::Exercise;
 use quest::lm::{self, Pieces};
@@ -26,34 +31,9 @@ impl Pieces for MyDelta {
         values: &Array,
         g: &Array,
         beta: &Array,
-        mut state: Array,
+        state: Array,
     ) -> Result<(Array, Array)> {
-        let shape = queries.shape();
-        let (b, l, key_heads, dk) = (shape[0], shape[1], shape[2], shape[3]);
-        let value_heads = values.shape()[2];
-        // Each key head serves value_heads / key_heads value heads: repeat it for its group.
-        let grouped = |t: &Array| -> Result<Array> {
-            let t = t.reshape(&[b, l, key_heads, 1, dk])?;
-            let repeated = broadcast_to(&t, &[b, l, key_heads, value_heads / key_heads, dk])?;
-            Ok(repeated.reshape(&[b, l, value_heads, dk])?)
-        };
-        let (q, k) = (grouped(queries)?, grouped(keys)?);
-        let mut ys = Vec::new();
-        for t in 0..l {
-            // Token t's rows: [B, H, D]; its g and β, one per head, as [B, H, 1, 1] / [B, H, 1].
-            let (q_t, k_t, v_t) = (q.index((.., t)), k.index((.., t)), values.index((.., t)));
-            let g_t = g.index((.., t)).expand_dims(-1)?.expand_dims(-1)?;
-            let beta_t = beta.index((.., t)).expand_dims(-1)?;
-            // TODO: forget first. The state is carried over unchanged.
-            let _ = &g_t;
-            let k_row = k_t.expand_dims(-2)?; // [B, H, 1, Dk]
-            let recalled = state.multiply(&k_row)?.sum_axis(-1, None)?; // S k: [B, H, Dv]
-            let delta = v_t.subtract(recalled)?.multiply(&beta_t)?;
-            state = state.add(delta.expand_dims(-1)?.multiply(&k_row)?)?;
-            let y = state.multiply(q_t.expand_dims(-2)?)?.sum_axis(-1, None)?; // S q
-            ys.push(y.as_dtype(queries.dtype())?);
-        }
-        Ok((stack(&ys, 1)?, state))
+        todo!("group the key heads, then for each token: forget, write by the delta rule, read")
     }
 }
 

@@ -1,10 +1,14 @@
-// mlp: the SwiGLU gate every layer's feed-forward calls, written with MLX's ops.
-// Your task (see the lesson): finish `swiglu` so the model computes what quest's gate
-// computes.
+// mlp: the SwiGLU gate every layer's feed-forward calls, written by you with MLX's ops.
+// Your task (see the lesson): write `swiglu` so the model computes what quest's gate
+// computes. quest checks it alone first, on random tensors, then in the model.
 //
-// Each layer's MLP is down_proj(silu(gate_proj(x)) · up_proj(x)), with
-// silu(x) = x · sigmoid(x). quest computes both projections (one matmul, gate and up
-// stacked) and down_proj; the gate between them, silu(gate) · up, is yours.
+// Each layer's MLP is down_proj(swiglu(gate_proj(x), up_proj(x))). quest computes both
+// projections and down_proj; the gate between them is yours:
+//
+//   swiglu(gate, up) = silu(gate) · up,   silu(g) = g · sigmoid(g) = g / (1 + e^(−g))
+//
+// `gate` and `up` are [B, L, 1536] (one value per channel of the intermediate width);
+// the result has their shape and dtype.
 
 use anyhow::Result;
 use mlx_rs::Array;
@@ -15,9 +19,7 @@ struct MySwiGlu;
 
 impl Pieces for MySwiGlu {
     fn swiglu(&self, gate: &Array, up: &Array) -> Result<Array> {
-        // gate and up: [B, L, 1536], one value per channel of the intermediate width.
-        // TODO: the gate goes through silu first: gate · sigmoid(gate).
-        Ok(gate.multiply(up)?)
+        todo!("silu of the gate, times up")
     }
 }
 

@@ -1,9 +1,14 @@
-// rms-norm: the norm every layer of the model calls, written with MLX's ops.
-// Your task (see the lesson): finish `rms_norm` so the model computes what MLX's fused
-// norm computes.
+// rms-norm: the norm every layer of the model calls, written by you with MLX's ops.
+// Your task (see the lesson): write `rms_norm` so the model computes what MLX's fused
+// norm computes. quest checks it alone first, on random tensors, then in the model.
 //
 // RMSNorm scales each position's hidden vector to a root mean square of one, then by a
-// learned weight per channel: x · rsqrt(mean(x²) + eps) · weight, over the last axis.
+// learned weight per channel, over the last axis (D channels):
+//
+//   rms_norm(x) = x · 1 / sqrt(mean(x²) + eps) · weight
+//
+// `x` is [.., D] (a block's [B, L, 576] in SmolLM2; Qwen3's per-head norms [B, L, heads,
+// 128]); `weight` is [D]; the result has x's shape and dtype.
 
 use anyhow::Result;
 use mlx_rs::Array;
@@ -14,12 +19,7 @@ struct MyNorm;
 
 impl Pieces for MyNorm {
     fn rms_norm(&self, x: &Array, weight: &Array, eps: f32) -> Result<Array> {
-        // The mean of the squares over the channels (the last axis), one per position.
-        let mean_square = x.square()?.mean_axis(-1, true)?;
-        let inverse_rms = mean_square.add(Array::from_f32(eps))?.rsqrt()?;
-        // TODO: each channel has its learned weight: scale by it too.
-        let _ = weight;
-        Ok(x.multiply(&inverse_rms)?)
+        todo!("the mean of x² over the last axis, then x · rsqrt(that + eps) · weight")
     }
 }
 

@@ -60,3 +60,58 @@ pub fn lesson_code(
     }
     problems
 }
+
+/// Whether `learner`'s file is `solution`'s as the compiler reads it: the same syntax
+/// tree, comments (doc comments too) and formatting aside. Either file unreadable as
+/// Rust: not the same.
+pub fn same_as_solution(learner: &str, solution: &str) -> bool {
+    fn tree(source: &str) -> Option<String> {
+        let mut file = syn::parse_file(source).ok()?;
+        strip_docs(&mut file);
+        Some(quote::ToTokens::to_token_stream(&file).to_string())
+    }
+    // Doc comments are attributes in the tree: out, as the other comments are.
+    fn strip_docs(file: &mut syn::File) {
+        use syn::visit_mut::VisitMut;
+        struct NoDocs;
+        impl VisitMut for NoDocs {
+            fn visit_attributes_mut(&mut self, attrs: &mut Vec<syn::Attribute>) {
+                attrs.retain(|a| !a.path().is_ident("doc"));
+                for attr in attrs.iter_mut() {
+                    self.visit_attribute_mut(attr);
+                }
+            }
+        }
+        NoDocs.visit_file_mut(file);
+    }
+    matches!((tree(learner), tree(solution)), (Some(a), Some(b)) if a == b)
+}
+
+#[cfg(test)]
+mod same_as_solution_tests {
+    use super::same_as_solution;
+
+    const SOLUTION: &str =
+        "// the solution\nfn main() {\n    let x = 1 + 2;\n    println!(\"{x}\");\n}\n";
+
+    #[test]
+    fn comments_and_formatting_aside_a_copy_is_the_solution() {
+        assert!(same_as_solution(SOLUTION, SOLUTION));
+        let reformatted =
+            "/// mine, honest\nfn main() { let x = 1 + 2; // sum\n println!(\"{x}\"); }";
+        assert!(same_as_solution(reformatted, SOLUTION));
+    }
+
+    #[test]
+    fn any_change_of_the_code_is_not() {
+        assert!(!same_as_solution(
+            &SOLUTION.replace("1 + 2", "2 + 1"),
+            SOLUTION
+        ));
+        assert!(!same_as_solution(
+            &SOLUTION.replace("let x", "let y").replace("{x}", "{y}"),
+            SOLUTION
+        ));
+        assert!(!same_as_solution("fn main() {", SOLUTION));
+    }
+}

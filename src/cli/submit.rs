@@ -449,6 +449,20 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
         );
     }
     println!("  ✓ {}", ctx.ui("submit_code_ok"));
+    // The solution copied over the exercise teaches nothing and measures nothing of the
+    // learner's: said kindly, and refused.
+    if let Ok(solution) = solution_path(lesson).and_then(|p| Ok(std::fs::read_to_string(p)?)) {
+        if quest::check::same_as_solution(&String::from_utf8_lossy(&source), &solution) {
+            return refuse(
+                ctx,
+                &mut learner,
+                id,
+                code,
+                None,
+                &ctx.ui_with("submit_copied_solution", &[("id", id)]),
+            );
+        }
+    }
 
     // 2. Build the learner's code, and what it is compared with: the solution for the
     // tokens, the starting code for the measurement.

@@ -66,7 +66,7 @@ pub struct LessonSpec {
     /// anything else (`lm::piece_check`), and every checked run must show, by quest's
     /// count, that the model called the learner's and never quest's.
     #[serde(default)]
-    pub piece: Option<crate::lm::Piece>,
+    pub piece: Option<Piece>,
     /// A sampler's draws against the distribution it was asked for: for a lesson whose
     /// code is the sampler (`Exercise::decode_sampled`).
     #[serde(default)]
@@ -852,6 +852,55 @@ impl LessonSpec {
 
     pub fn question(&self, id: &str) -> Option<&Question> {
         self.quiz.iter().find(|question| question.id == id)
+    }
+}
+
+/// A part of the model a lesson has the learner write: one method of [`Pieces`] (or
+/// `lm::Sampler::sample`), by the name the lesson's `piece:` gives it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Piece {
+    RmsNorm,
+    Swiglu,
+    Rope,
+    Attention,
+    GatedDelta,
+    QuantizedMatmul,
+    Sample,
+}
+
+impl Piece {
+    pub const ALL: [Piece; 7] = [
+        Piece::RmsNorm,
+        Piece::Swiglu,
+        Piece::Rope,
+        Piece::Attention,
+        Piece::GatedDelta,
+        Piece::QuantizedMatmul,
+        Piece::Sample,
+    ];
+
+    /// The method's name, as the learner's `impl` writes it.
+    pub fn method(self) -> &'static str {
+        match self {
+            Piece::RmsNorm => "rms_norm",
+            Piece::Swiglu => "swiglu",
+            Piece::Rope => "rope",
+            Piece::Attention => "attention",
+            Piece::GatedDelta => "gated_delta",
+            Piece::QuantizedMatmul => "quantized_matmul",
+            Piece::Sample => "sample",
+        }
+    }
+
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl std::fmt::Display for Piece {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.method())
     }
 }
 

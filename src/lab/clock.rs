@@ -410,6 +410,7 @@ mod tests {
                 arrival(800.1, Sent::Token, 9),
             ],
             done_ms: Some(800.2),
+            ..Default::default()
         }
     }
 

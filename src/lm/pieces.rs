@@ -149,54 +149,7 @@ pub struct QuestPieces;
 
 impl Pieces for QuestPieces {}
 
-/// A part of the model a lesson has the learner write: one method of [`Pieces`] (or
-/// [`crate::lm::Sampler::sample`]), by the name the lesson's `piece:` gives it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Piece {
-    RmsNorm,
-    Swiglu,
-    Rope,
-    Attention,
-    GatedDelta,
-    QuantizedMatmul,
-    Sample,
-}
-
-impl Piece {
-    pub const ALL: [Piece; 7] = [
-        Piece::RmsNorm,
-        Piece::Swiglu,
-        Piece::Rope,
-        Piece::Attention,
-        Piece::GatedDelta,
-        Piece::QuantizedMatmul,
-        Piece::Sample,
-    ];
-
-    /// The method's name, as the learner's `impl` writes it.
-    pub fn method(self) -> &'static str {
-        match self {
-            Piece::RmsNorm => "rms_norm",
-            Piece::Swiglu => "swiglu",
-            Piece::Rope => "rope",
-            Piece::Attention => "attention",
-            Piece::GatedDelta => "gated_delta",
-            Piece::QuantizedMatmul => "quantized_matmul",
-            Piece::Sample => "sample",
-        }
-    }
-
-    fn index(self) -> usize {
-        self as usize
-    }
-}
-
-impl std::fmt::Display for Piece {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.method())
-    }
-}
+pub use crate::course::spec::Piece;
 
 /// How often the model called a piece through the seam, and how often quest's own op ran
 /// for it (a trait default, or quest's pieces called from inside the learner's), counted

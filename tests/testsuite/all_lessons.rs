@@ -22,7 +22,9 @@ use quest::course::{sha256_hex, Course, Lang, Lesson};
 use quest::progress::{CodeKind, State};
 use serde_json::Value;
 
-use crate::common::{card_numbers, course_copy, home, progress, recorded_improvement, shows, text};
+use crate::common::{
+    card_numbers, course_copy, home, learners_own, progress, recorded_improvement, shows, text,
+};
 
 /// Where a values exercise's instrumented copy writes its report for the test.
 const REPORT_COPY: &str = "QUEST_TEST_REPORT_COPY";
@@ -1401,12 +1403,17 @@ fn flow(row: &Row) {
         return runs_elsewhere(&quest, row, &lesson, &exercise, &sources, &run, &submit);
     }
 
-    // The starting code runs, after the lesson's text.
+    // The starting code runs, after the lesson's text; a piece still `todo!()` is checked
+    // alone, and no model runs without it.
     let out = quest.en(&run);
     let (stdout, stderr) = text(&out);
-    assert!(out.status.success(), "{stdout}{stderr}");
     assert!(stdout.starts_with(&lesson.meta.title), "{stdout}");
-    if spec.values.is_some() {
+    if spec.piece.is_some() {
+        assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+        assert!(stdout.contains("is still `todo!()`"), "{stdout}");
+        assert!(stderr.contains("Nothing was run"), "{stderr}");
+    } else if spec.values.is_some() {
+        assert!(out.status.success(), "{stdout}{stderr}");
         // quest marks each value it computed, ✗ where the exercise's differs.
         assert!(
             stdout.contains("Checking your values") && stdout.contains("✗"),
@@ -1418,6 +1425,7 @@ fn flow(row: &Row) {
             "no decode timing of its own: {stdout}"
         );
     } else {
+        assert!(out.status.success(), "{stdout}{stderr}");
         assert!(stdout.contains("Time to first token"), "{stdout}");
     }
     (row.check_run)(&stdout);
@@ -1430,6 +1438,8 @@ fn flow(row: &Row) {
         stderr.contains("fix those lines")
             || stderr.contains("what it fed the model")
             // A piece of the model keeps its rules from the start; its logits are wrong.
+            // A piece still `todo!()` is refused by the piece check.
+            || spec.piece.is_some() && refused.contains("is still `todo!()`")
             || spec.logits.is_some() && refused.contains("your logits differ from quest's")
             // A sampler keeps its rules from the start too; its draws are wrong.
             || spec.draws.is_some() && refused.contains("above honest draws'")
@@ -1458,6 +1468,9 @@ fn flow(row: &Row) {
 
     // The honest edit passes every check.
     let mut honest = (row.honest)(&sources);
+    if quest::check::same_as_solution(&honest, &sources.solution) {
+        honest = learners_own(&honest);
+    }
     if spec.values.is_some() {
         honest = copying_its_report(&honest);
     }

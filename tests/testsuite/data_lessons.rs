@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::common::{card_numbers, copy_dir, course_copy, home, quest_in, text};
+use crate::common::{card_numbers, copy_dir, course_copy, home, learners_own, quest_in, text};
 
 /// The real course plus the fixture lessons `sleepy`, `reading` and `broken` in a
 /// track of their own.
@@ -123,10 +123,18 @@ fn a_lesson_made_of_data_runs_submits_and_completes() {
     assert!(stdout.contains("expects at least ×2.00"), "{stdout}");
     assert!(stderr.contains("did not show"), "{stderr}");
 
-    // The solution passes (its steps take no time: thousands of times faster than a
-    // sleep, on any machine); the card asks for measured numbers and the right answer.
+    // The solution copied as it is: refused, kindly, before anything runs.
     let solution = std::fs::read_to_string(root.join("solutions/sleepy/main.rs")).unwrap();
     std::fs::write(&exercise, &solution).unwrap();
+    let out = quest(&["submit", "sleepy"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(stderr.contains("This is the lesson's solution"), "{stderr}");
+
+    // The solution's arithmetic with a line of the learner's own passes (its steps take
+    // no time: thousands of times faster than a sleep, on any machine); the card asks for
+    // measured numbers and the right answer.
+    std::fs::write(&exercise, learners_own(&solution)).unwrap();
     let out = quest(&["submit", "sleepy"]);
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}{stderr}");
@@ -315,7 +323,7 @@ fn predictions_recorded_before_the_measurement_are_judged_by_it() {
 
     // The solution is measured: the measurement judges the prediction.
     let solution = std::fs::read_to_string(root.join("solutions/sleepy/main.rs")).unwrap();
-    std::fs::write(&exercise, &solution).unwrap();
+    std::fs::write(&exercise, learners_own(&solution)).unwrap();
     let out = quest(&["submit", "sleepy"]);
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}{stderr}");
