@@ -260,6 +260,51 @@ mod tests {
         assert!(found.is_empty(), "{found:#?}");
     }
 
+    /// The spellings the Korean lessons once mixed for one idea are refused with the
+    /// glossary's own (teacher forcing, the roofline's operations term against an op,
+    /// graph building), and the glossary's own pass.
+    #[test]
+    fn one_spelling_for_each_idea() {
+        let lessons = Path::new(env!("CARGO_MANIFEST_DIR")).join("lessons");
+        let glossary = Glossary::load(&lessons).unwrap();
+        let refused = [
+            ("quest의 토큰으로 교사 강제했어", "티처 포싱"),
+            ("같은 토큰으로 돌려(교사 강요)", "티처 포싱"),
+            ("teacher forcing으로", "티처 포싱"),
+            ("연산 항: 워드를 푸는 산술", "연산량 항"),
+            (
+                "max(토큰당 바이트 / 대역폭, 토큰당 연산 / 연산 속도)",
+                "연산량",
+            ),
+            ("호스트의 그래프 생성", "그래프 빌드"),
+            ("게이티드 델타 레이어", "gated delta"),
+        ];
+        for (text, term) in refused {
+            let hits = glossary.hits(text, None, false);
+            assert!(
+                hits.iter().any(|hit| hit.term.ko.contains(term)),
+                "{text:?}: expected the glossary's {term:?}, found {:?}",
+                hits.iter().map(|hit| hit.message()).collect::<Vec<_>>()
+            );
+        }
+        for text in [
+            "quest의 토큰으로 티처 포싱했어",
+            "연산량 항: 워드를 푸는 산술",
+            "연산 하나에 드는 호스트의 비용, 연산당 µs",
+            "레이어당 그래프 빌드",
+            "gated delta 레이어",
+        ] {
+            let hits = glossary.hits(text, None, false);
+            assert!(
+                hits.is_empty(),
+                "{text:?}: {:?}",
+                hits.iter().map(|hit| hit.message()).collect::<Vec<_>>()
+            );
+        }
+        let formula = "시간 ≈ 고정 항 + max(토큰당 바이트 / 대역폭, 토큰당 연산량 / 연산 속도)";
+        assert!(glossary.hits(formula, None, true).is_empty(), "{formula}");
+    }
+
     #[test]
     fn front_matter_values_leave_out_keys_and_ids() {
         assert_eq!(
