@@ -637,6 +637,34 @@ pub fn evidence<'a>(record: &'a LessonRecord, code: &CodeRef) -> Evidence<'a> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_piece_counts_only_where_the_model_called_the_learners_in_every_layer() {
+        use crate::lm::{Calls, Piece};
+        let counted = |seam, quest| {
+            let mut calls = std::collections::BTreeMap::new();
+            calls.insert(Piece::Rope, Calls { seam, quest });
+            calls
+        };
+        let rope = |calls: Option<std::collections::BTreeMap<Piece, Calls>>| {
+            piece_calls_problem(Piece::Rope, calls.as_ref(), 30)
+        };
+        assert_eq!(rope(Some(counted(60 * 33, 0))), None);
+        assert_eq!(rope(None), Some(CallsProblem::NotCounted));
+        assert_eq!(rope(Some(Default::default())), Some(CallsProblem::NeverCalled));
+        assert_eq!(
+            rope(Some(counted(1980, 1980))),
+            Some(CallsProblem::QuestRan { quest: 1980, seam: 1980 })
+        );
+        assert_eq!(
+            rope(Some(counted(29, 0))),
+            Some(CallsProblem::TooFew { seam: 29, layers: 30 })
+        );
+        // A sampler is called once a step.
+        let mut sampled = std::collections::BTreeMap::new();
+        sampled.insert(Piece::Sample, Calls { seam: 8, quest: 0 });
+        assert_eq!(piece_calls_problem(Piece::Sample, Some(&sampled), 30), None);
+    }
+
     use super::*;
 
     #[test]

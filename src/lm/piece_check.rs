@@ -491,10 +491,9 @@ fn check_sampler(sampler: &dyn Sampler) -> Verdict {
                     });
                 }
                 let as_ids = |a: &Array| -> Result<Vec<u32>> {
-                    // A broadcast (greedy's) is a view: added to, it is written out whole.
-                    let ids = a
-                        .as_dtype(Dtype::Uint32)?
-                        .add(Array::from_slice(&[0u32], &[1]))?;
+                    // A broadcast (greedy's) is a view: made row-major, it is written out
+                    // whole (an elementwise op may keep the view's strides).
+                    let ids = a.as_dtype(Dtype::Uint32)?.contiguous()?;
                     Ok(ids.try_as_slice::<u32>()?.to_vec())
                 };
                 let (got, want) = (
@@ -537,5 +536,105 @@ fn check_sampler(sampler: &dyn Sampler) -> Verdict {
     Verdict {
         piece: Piece::Sample,
         rows,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// RMSNorm by MLX's ops, as the lesson's solution writes it; `weightless` leaves the
+    /// weight out.
+    struct ByOps {
+        weightless: bool,
+    }
+    impl Pieces for ByOps {
+        fn rms_norm(&self, x: &Array, weight: &Array, eps: f32) -> Result<Array> {
+            let ms = x.square()?.mean_axis(-1, true)?;
+            let y = x.multiply(ms.add(Array::from_f32(eps))?.rsqrt()?)?;
+            Ok(if self.weightless {
+                y
+            } else {
+                y.multiply(weight)?
+            })
+        }
+    }
+
+    /// The lazy learner's: no `rms_norm` of its own, so the trait's default runs.
+    struct Defaulted;
+    impl Pieces for Defaulted {}
+
+    /// Written as a learner's starting code is.
+    struct Unwritten;
+    impl Pieces for Unwritten {
+        fn rms_norm(&self, _: &Array, _: &Array, _: f32) -> Result<Array> {
+            todo!("the norm")
+        }
+    }
+
+    /// Its own arithmetic, but quest's norm called inside it.
+    struct CallsQuest;
+    impl Pieces for CallsQuest {
+        fn rms_norm(&self, x: &Array, weight: &Array, eps: f32) -> Result<Array> {
+            QuestPieces.rms_norm(x, weight, eps)
+        }
+    }
+
+    #[test]
+    fn the_solution_passes_every_shape_and_each_trick_is_named() {
+        let right = check(Piece::RmsNorm, &ByOps { weightless: false });
+        assert!(right.passed(), "{right:?}");
+        assert!(right.rows.len() >= 6);
+
+        let wrong = check(Piece::RmsNorm, &ByOps { weightless: true });
+        assert_eq!(wrong.right(), 0, "{wrong:?}");
+        assert!(matches!(
+            wrong.first_wrong().unwrap().outcome,
+            Outcome::Wrong { difference, .. } if difference > 0.1
+        ));
+
+        for quest_s in [check(Piece::RmsNorm, &Defaulted), check(Piece::RmsNorm, &CallsQuest)] {
+            assert!(
+                quest_s.rows.iter().all(|r| r.outcome == Outcome::QuestRan),
+                "{quest_s:?}"
+            );
+        }
+
+        let unwritten = check(Piece::RmsNorm, &Unwritten);
+        assert!(unwritten.not_written(), "{unwritten:?}");
+    }
+
+    /// The wrong shape is said as such, with both shapes.
+    struct Flattened;
+    impl Pieces for Flattened {
+        fn swiglu(&self, gate: &Array, up: &Array) -> Result<Array> {
+            let silu = gate.multiply(mlx_rs::ops::sigmoid(gate)?)?;
+            Ok(silu.multiply(up)?.flatten(None, None)?)
+        }
+    }
+
+    #[test]
+    fn a_wrong_shape_names_both() {
+        let verdict = check(Piece::Swiglu, &Flattened);
+        assert!(matches!(
+            &verdict.rows[0].outcome,
+            Outcome::WrongShape { got, want } if got == &vec![1536] && want == &vec![1, 1, 1536]
+        ));
+    }
+
+    #[test]
+    fn every_piece_of_the_seam_has_shapes() {
+        for piece in Piece::ALL {
+            if piece != Piece::Sample {
+                assert!(cases(piece).len() >= 4, "{piece}");
+            }
+        }
+        assert_eq!(check_sampler(&crate::lm::sample::QuestSampler).rows.len(), 5);
+    }
+
+    #[test]
+    fn quests_own_sampler_passes_its_own_check_but_counts_as_quests() {
+        let verdict = check_sampler(&crate::lm::sample::QuestSampler);
+        assert!(verdict.rows.iter().all(|r| r.outcome == Outcome::QuestRan));
     }
 }

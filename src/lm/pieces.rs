@@ -162,30 +162,42 @@ pub struct Calls {
     pub quest: u64,
 }
 
-use std::sync::atomic::{AtomicU64, Ordering};
+// Counted per thread: a model runs its forward on the thread that holds its stream (MLX's
+// work of one stream stays on one thread), and tests running side by side do not count
+// each other's calls.
+thread_local! {
+    static SEAM_CALLS: std::cell::Cell<[u64; 7]> = const { std::cell::Cell::new([0; 7]) };
+    static QUEST_RAN: std::cell::Cell<[u64; 7]> = const { std::cell::Cell::new([0; 7]) };
+}
 
-static SEAM_CALLS: [AtomicU64; 7] = [const { AtomicU64::new(0) }; 7];
-static QUEST_RAN: [AtomicU64; 7] = [const { AtomicU64::new(0) }; 7];
+fn bump(counter: &'static std::thread::LocalKey<std::cell::Cell<[u64; 7]>>, piece: Piece) {
+    counter.with(|cell| {
+        let mut counts = cell.get();
+        counts[piece.index()] += 1;
+        cell.set(counts);
+    });
+}
 
 /// Marks that quest's own implementation of `piece` ran: every default of [`Pieces`] and
 /// of the sampler starts with it.
 pub(crate) fn quest_ran(piece: Piece) {
-    QUEST_RAN[piece.index()].fetch_add(1, Ordering::Relaxed);
+    bump(&QUEST_RAN, piece);
 }
 
 /// Marks a call of the model into the learner's `piece`.
 pub(crate) fn seam_called(piece: Piece) {
-    SEAM_CALLS[piece.index()].fetch_add(1, Ordering::Relaxed);
+    bump(&SEAM_CALLS, piece);
 }
 
-/// Every piece's calls so far in this process (pieces never called left out).
+/// Every piece's calls so far on this thread, the one the model ran on (pieces never
+/// called left out).
 pub fn calls() -> std::collections::BTreeMap<Piece, Calls> {
     Piece::ALL
         .iter()
         .map(|&piece| {
             let calls = Calls {
-                seam: SEAM_CALLS[piece.index()].load(Ordering::Relaxed),
-                quest: QUEST_RAN[piece.index()].load(Ordering::Relaxed),
+                seam: SEAM_CALLS.with(|c| c.get()[piece.index()]),
+                quest: QUEST_RAN.with(|c| c.get()[piece.index()]),
             };
             (piece, calls)
         })
@@ -193,9 +205,9 @@ pub fn calls() -> std::collections::BTreeMap<Piece, Calls> {
         .collect()
 }
 
-/// Times quest's own `piece` ran so far in this process.
+/// Times quest's own `piece` ran so far on this thread.
 pub(crate) fn quest_runs(piece: Piece) -> u64 {
-    QUEST_RAN[piece.index()].load(Ordering::Relaxed)
+    QUEST_RAN.with(|c| c.get()[piece.index()])
 }
 
 /// The learner's pieces as the model holds them: each call counted on its way in, by
