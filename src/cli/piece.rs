@@ -19,7 +19,8 @@ pub(crate) enum Checked {
     Passed,
     /// Some shape wrong (the rows were printed).
     Wrong,
-    /// Still `todo!()` everywhere, or never handed to the model: there is nothing to run.
+    /// Still `todo!()` everywhere, never handed to the model, or quest's own running in
+    /// its place: there is no piece of the learner's to run.
     Unwritten,
 }
 
@@ -63,6 +64,23 @@ pub(crate) fn check(
                 &[("piece", piece.method()), ("id", id)]
             )
         );
+        return Ok(Some(Checked::Unwritten));
+    }
+    // The trait's default (or quest's pieces) ran on every shape: one line says it.
+    if verdict
+        .rows
+        .iter()
+        .all(|row| row.outcome == Outcome::QuestRan)
+    {
+        let every = ctx.ui("piece_every_shape");
+        println!(
+            "  ✗ {}",
+            ctx.ui_with(
+                "piece_row_quest_ran",
+                &[("case", every), ("piece", piece.method())]
+            )
+        );
+        println!("  {}", summary(ctx, &verdict));
         return Ok(Some(Checked::Unwritten));
     }
     let wrong: Vec<&Row> = verdict

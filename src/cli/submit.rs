@@ -482,18 +482,13 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
     // tensors of the shapes that matter; then its logits in the model, step by step.
     if spec.piece.is_some() {
         println!("{}", ctx.ui("submit_checking_piece"));
-        match super::piece::check(ctx, lesson, &yours, &request, true)? {
-            Some(super::piece::Checked::Passed) | None => {}
-            Some(_) => {
-                return refuse(
-                    ctx,
-                    &mut learner,
-                    id,
-                    code,
-                    None,
-                    ctx.ui("submit_piece_failed"),
-                )
-            }
+        let why = match super::piece::check(ctx, lesson, &yours, &request, true)? {
+            Some(super::piece::Checked::Passed) | None => None,
+            Some(super::piece::Checked::Wrong) => Some("submit_piece_failed"),
+            Some(super::piece::Checked::Unwritten) => Some("submit_piece_missing"),
+        };
+        if let Some(why) = why {
+            return refuse(ctx, &mut learner, id, code, None, ctx.ui(why));
         }
     }
     let mut logits_passed = None;
