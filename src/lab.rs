@@ -1307,9 +1307,11 @@ fn build_with_cargo(
 const KEPT_BUILDS: usize = 6;
 
 /// Removes all but the `keep` newest builds in `dir`, and never one used in the last
-/// hour (another quest may be about to run it).
+/// twenty minutes (another quest may be about to run it again: a submission runs its
+/// binary for minutes). An hour kept every build of a walk through the course, a hundred
+/// binaries of 200 MB on a 2-core machine, until the disk filled.
 fn forget_old_builds(dir: &Path, keep: usize) {
-    let hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
+    let in_use = std::time::SystemTime::now() - Duration::from_secs(20 * 60);
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
@@ -1321,7 +1323,7 @@ fn forget_old_builds(dir: &Path, keep: usize) {
     for (_, path) in builds
         .into_iter()
         .skip(keep)
-        .filter(|(at, _)| *at < hour_ago)
+        .filter(|(at, _)| *at < in_use)
     {
         let _ = std::fs::remove_file(path);
     }
