@@ -214,6 +214,7 @@ impl Exercise {
             prompt_tokens,
             generated_tokens: tokens.len(),
             load_ms: timed.load_ms,
+            warm_up_ms: 0.0,
             ttft_ms: timed.ttft_ms,
             decode_tok_s: timed.decode_tok_s,
             token_ms: timed.token_ms,
@@ -749,6 +750,7 @@ impl Exercise {
             prompt_tokens: 0,
             generated_tokens: 0,
             load_ms: 0.0,
+            warm_up_ms: 0.0,
             ttft_ms: 0.0,
             decode_tok_s: 0.0,
             token_ms: Vec::new(),
@@ -969,6 +971,11 @@ pub struct Report {
     pub generated_tokens: usize,
     #[serde(default)]
     pub load_ms: f64,
+    /// The warm-up forward quest asked for as the model was loaded: what a fresh
+    /// process's first forward pays once, kept out of the time to first token (quest's
+    /// clock; 0 where none ran: a lazy load, a decoder of the learner's, a run by hand).
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
+    pub warm_up_ms: f64,
     #[serde(default)]
     pub ttft_ms: f64,
     /// Tokens after the first over the time after the first, every row of a batch
@@ -1320,11 +1327,7 @@ fn forget_old_builds(dir: &Path, keep: usize) {
         .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
         .collect();
     builds.sort_by_key(|build| std::cmp::Reverse(build.0));
-    for (_, path) in builds
-        .into_iter()
-        .skip(keep)
-        .filter(|(at, _)| *at < in_use)
-    {
+    for (_, path) in builds.into_iter().skip(keep).filter(|(at, _)| *at < in_use) {
         let _ = std::fs::remove_file(path);
     }
 }
@@ -1367,6 +1370,9 @@ pub fn run_with_env(binary: &Path, request: &RunRequest, env: &[(&str, &str)]) -
         quest_pieces: env
             .iter()
             .any(|&(name, value)| name == crate::settings::PIECES.name && value == "quest"),
+        // The time to first token quest awards is the prefill's: the model's first
+        // forward, which a fresh process pays once, runs before the prompt is sent.
+        warm_up: true,
         ..Default::default()
     };
     let (report_path, arrivals) = start(binary, request, env, hello)?;
@@ -1481,6 +1487,7 @@ fn timed_by_quest(mut report: Report, arrivals: &clock::Arrivals) -> Result<Repo
         rows.len(),
     );
     report.load_ms = clocked.load_ms;
+    report.warm_up_ms = clocked.warm_up_ms;
     report.ttft_ms = clocked.ttft_ms;
     report.decode_tok_s = clocked.decode_tok_s;
     report.token_ms = clocked.token_ms;
@@ -1797,6 +1804,7 @@ mod tests {
             prompt_tokens: 4,
             generated_tokens: token_ms.len() + 1,
             load_ms: 50.0,
+            warm_up_ms: 0.0,
             ttft_ms: 100.0,
             decode_tok_s,
             token_ms,

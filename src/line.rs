@@ -8,9 +8,10 @@
 //!
 //! quest → exercise, one JSON line each: [`Hello`] as soon as the exercise starts, then
 //! the prompt (a string) once the exercise says `ready`. Exercise → quest, a line each:
-//! `ready`; `first <ids>`, `token <ids>` (one step's token for every row, handed to the
+//! `loaded` (the model built, its warm-up forward next, where asked); `checked <verdict>`
+//! (the piece check's); `ready`; `first <ids>`, `token <ids>` (one step's token for every row, handed to the
 //! timer as it came); `rest <ids>` (a step's tokens handed over by the report, all at
-//! once); `done` (the timer's mark); `end`.
+//! once); `done` (the timer's mark); `calls <counts>` (the seam's); `end`.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -35,6 +36,15 @@ pub struct Hello {
     /// End the process once the piece check has answered: quest asked for it alone.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub check_alone: bool,
+    /// Run one token through a model as it is loaded (`lm::load`), before the prompt: what
+    /// a fresh process's first forward pays once is then timed apart from the prefill.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub warm_up: bool,
+}
+
+/// Whether quest asked for a warm-up forward as the model is loaded.
+pub fn warm_up_asked() -> bool {
+    line().is_some_and(|line| line.lock().unwrap_or_else(|e| e.into_inner()).hello.warm_up)
 }
 
 struct Line {

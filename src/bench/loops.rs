@@ -133,6 +133,7 @@ pub fn measured(start: Instant, first: Instant, tokens: Vec<u32>, token_ms: Vec<
         tokens,
         token_ms,
         quest_kernels: Vec::new(),
+        warm_up_ms: 0.0,
     }
 }
 

@@ -95,6 +95,14 @@ pub struct Measured {
     /// quest's own CUDA kernels that ran (a Rust loop's report says; none elsewhere).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub quest_kernels: Vec<String>,
+    /// A fresh process's warm-up forward, before its prompt (a Rust loop's; a Python
+    /// loop warms up in its own process before its timed rounds): 0 where none ran.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub warm_up_ms: f64,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 impl From<Report> for Measured {
@@ -117,6 +125,7 @@ impl From<Report> for Measured {
             tokens: r.tokens,
             token_ms,
             quest_kernels: r.quest_kernels,
+            warm_up_ms: r.warm_up_ms,
         }
     }
 }
@@ -128,6 +137,8 @@ pub struct Summary {
     pub min_tok_s: f64,
     pub max_tok_s: f64,
     pub median_ttft_ms: f64,
+    /// The median warm-up forward of a fresh process, where the loop ran one.
+    pub median_warm_up_ms: f64,
 }
 
 impl LoopRuns {
@@ -139,6 +150,9 @@ impl LoopRuns {
             min_tok_s: rates.iter().copied().fold(f64::INFINITY, f64::min),
             max_tok_s: rates.iter().copied().fold(0.0, f64::max),
             median_ttft_ms: crate::stats::median(&ttfts),
+            median_warm_up_ms: crate::stats::median(
+                &self.runs.iter().map(|r| r.warm_up_ms).collect::<Vec<_>>(),
+            ),
         }
     }
 }
@@ -240,6 +254,20 @@ impl BenchResult {
                 100.0 * s.median_tok_s / ceiling
             );
         }
+        // Every TTFT above is the prefill's: a Rust loop's fresh process runs its first
+        // forward before quest sends the prompt, a Python loop warms up before its rounds.
+        let warm: Vec<String> = self
+            .loops
+            .iter()
+            .filter(|l| l.summary().median_warm_up_ms > 0.0)
+            .map(|l| format!("{} {:.0} ms", l.label, l.summary().median_warm_up_ms))
+            .collect();
+        if !warm.is_empty() {
+            out += &format!(
+                "TTFT is the prefill's in every row: each fresh process's first forward ran before its prompt (median warm-up: {})\n",
+                warm.join(", ")
+            );
+        }
         out
     }
 }
@@ -324,6 +352,7 @@ mod tests {
                 tokens: vec![1, 2],
                 token_ms: Vec::new(),
                 quest_kernels: kernels.iter().map(|k| (*k).to_owned()).collect(),
+                warm_up_ms: 0.0,
             })
             .collect();
         runs

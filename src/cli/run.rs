@@ -301,6 +301,19 @@ fn print_report(ctx: &Ctx, r: &Report) {
             ctx.ui_with("your_timer_ms", &[("ms", &format!("{:.1}", own.ttft_ms))])
         )
     });
+    // A fresh process's first forward, paid before the prompt: said apart from the prefill.
+    if r.warm_up_ms > 0.0 {
+        println!(
+            "{}",
+            ctx.ui_with(
+                "load_and_warm_up",
+                &[
+                    ("load", &format!("{:.1}", r.load_ms)),
+                    ("warm_up", &format!("{:.1}", r.warm_up_ms))
+                ]
+            )
+        );
+    }
     println!(
         "{}: {:.1} {}{own_ms}",
         ctx.ui("ttft"),

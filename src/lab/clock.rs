@@ -46,7 +46,9 @@ pub struct Arrival {
 /// Everything quest's clock saw of one run, in ms after the exercise was started.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Arrivals {
-    /// The exercise said its model was loaded.
+    /// The model was built, its warm-up forward next (where quest asked for one).
+    pub loaded_ms: Option<f64>,
+    /// The exercise said its model was loaded (and warmed up).
     pub ready_ms: Option<f64>,
     /// quest sent the prompt (its clock's zero for the time to first token).
     pub prompt_sent_ms: Option<f64>,
@@ -62,8 +64,11 @@ pub struct Arrivals {
 /// A run's numbers as quest's clock measured them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Clocked {
-    /// From starting the exercise to its `ready`: the process's start and its model's load.
+    /// From starting the exercise to its model built: the process's start and the load.
     pub load_ms: f64,
+    /// From the model built to `ready`: the warm-up forward, what a fresh process's first
+    /// forward pays once (0 where none ran).
+    pub warm_up_ms: f64,
     /// From sending the prompt to the first token's arrival.
     pub ttft_ms: f64,
     /// Steps after the first, every row counted, over the time from the first step's
@@ -187,8 +192,10 @@ pub fn clocked(arrivals: &Arrivals, rows: &[Vec<u32>]) -> Result<Option<Clocked>
     } else {
         Vec::new()
     };
+    let loaded = arrivals.loaded_ms.unwrap_or(ready);
     Ok(Some(Clocked {
-        load_ms: ready,
+        load_ms: loaded,
+        warm_up_ms: ready - loaded,
         ttft_ms: first - sent,
         decode_tok_s,
         token_ms,
@@ -354,6 +361,10 @@ impl Clock {
                         seen.done_ms = Some(at_ms);
                         None
                     }
+                    "loaded" if seen.loaded_ms.is_none() => {
+                        seen.loaded_ms = Some(at_ms);
+                        None
+                    }
                     "checked" => {
                         seen.checked = Some(rest.to_owned());
                         None
@@ -421,7 +432,20 @@ mod tests {
         assert!((times.decode_tok_s - 10.0).abs() < 1e-9);
         assert_eq!(times.token_ms.len(), 2);
         assert_eq!(times.load_ms, 500.0);
+        assert_eq!(times.warm_up_ms, 0.0);
         assert_eq!(disagreement(&honest(), &times, 10.0, 3, 1), None);
+    }
+
+    #[test]
+    fn a_warm_up_is_timed_apart_from_the_load_and_the_prefill() {
+        let warmed = Arrivals {
+            loaded_ms: Some(420.0),
+            ..honest()
+        };
+        let times = clocked(&warmed, &[vec![7, 8, 9]]).unwrap().unwrap();
+        assert_eq!(times.load_ms, 420.0);
+        assert!((times.warm_up_ms - 80.0).abs() < 1e-9);
+        assert!((times.ttft_ms - 100.0).abs() < 1e-9);
     }
 
     #[test]

@@ -261,17 +261,26 @@ pub fn load_lazy_with(model: &str, layout: Hold) -> Result<(Model, Tokenizer)> {
 
 fn load_source(model: &str, layout: Hold, lazy: bool) -> Result<(Model, Tokenizer)> {
     // A random-weights model has nothing to defer: lazily or not, it is made now.
-    if let Some(spec) = random::Spec::parse(model) {
-        let _ = lazy;
-        return spec?.load(layout);
-    }
-    match hub::resolve(model)? {
-        ModelSource::Directory(dir) => {
-            let model = model_dir(&dir, layout, lazy)?;
-            Ok((model, Tokenizer::from_dir(&dir)?))
+    let (model, tokenizer) = if let Some(spec) = random::Spec::parse(model) {
+        spec?.load(layout)?
+    } else {
+        match hub::resolve(model)? {
+            ModelSource::Directory(dir) => {
+                let model = model_dir(&dir, layout, lazy)?;
+                (model, Tokenizer::from_dir(&dir)?)
+            }
+            ModelSource::Gguf(file) => gguf_file(&file, layout, lazy)?,
         }
-        ModelSource::Gguf(file) => gguf_file(&file, layout, lazy),
+    };
+    // What a process's first forward pays once (MLX readying its kernels, quest's
+    // compiled functions), paid here where quest's line asks, so that the time to first
+    // token quest's clock measures is the prefill's. A lazy load keeps its first forward:
+    // what it deferred is what its lesson times.
+    if !lazy && crate::line::warm_up_asked() {
+        crate::line::send("loaded");
+        model.warm_up()?;
     }
+    Ok((model, tokenizer))
 }
 
 /// Readies `weights` for this machine before a model is built from them (`config`, as

@@ -184,6 +184,17 @@ impl Model {
         self.layers.borrow().clone().unwrap_or_default()
     }
 
+    /// One token through the model on a cache of its own, evaluated and forgotten: what a
+    /// process's first forward pays once (MLX readying its kernels on this device, quest's
+    /// compiled functions), paid before the prompt. Not recorded as a forward call.
+    pub fn warm_up(&self) -> Result<()> {
+        let mut cache = self.make_cache();
+        let logits = self.forward(&Array::from_slice(&[0i32], &[1, 1]), &mut cache)?;
+        mlx_rs::transforms::eval([&logits])?;
+        self.fed.borrow_mut().clear();
+        Ok(())
+    }
+
     /// Every forward call so far, in order: when, and how many rows and positions.
     pub fn fed(&self) -> Vec<Fed> {
         self.fed.borrow().clone()
