@@ -650,14 +650,23 @@ mod tests {
         };
         assert_eq!(rope(Some(counted(60 * 33, 0))), None);
         assert_eq!(rope(None), Some(CallsProblem::NotCounted));
-        assert_eq!(rope(Some(Default::default())), Some(CallsProblem::NeverCalled));
+        assert_eq!(
+            rope(Some(Default::default())),
+            Some(CallsProblem::NeverCalled)
+        );
         assert_eq!(
             rope(Some(counted(1980, 1980))),
-            Some(CallsProblem::QuestRan { quest: 1980, seam: 1980 })
+            Some(CallsProblem::QuestRan {
+                quest: 1980,
+                seam: 1980
+            })
         );
         assert_eq!(
             rope(Some(counted(29, 0))),
-            Some(CallsProblem::TooFew { seam: 29, layers: 30 })
+            Some(CallsProblem::TooFew {
+                seam: 29,
+                layers: 30
+            })
         );
         // A sampler is called once a step.
         let mut sampled = std::collections::BTreeMap::new();

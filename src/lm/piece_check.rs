@@ -593,7 +593,10 @@ mod tests {
             Outcome::Wrong { difference, .. } if difference > 0.1
         ));
 
-        for quest_s in [check(Piece::RmsNorm, &Defaulted), check(Piece::RmsNorm, &CallsQuest)] {
+        for quest_s in [
+            check(Piece::RmsNorm, &Defaulted),
+            check(Piece::RmsNorm, &CallsQuest),
+        ] {
             assert!(
                 quest_s.rows.iter().all(|r| r.outcome == Outcome::QuestRan),
                 "{quest_s:?}"
@@ -629,7 +632,10 @@ mod tests {
                 assert!(cases(piece).len() >= 4, "{piece}");
             }
         }
-        assert_eq!(check_sampler(&crate::lm::sample::QuestSampler).rows.len(), 5);
+        assert_eq!(
+            check_sampler(&crate::lm::sample::QuestSampler).rows.len(),
+            5
+        );
     }
 
     #[test]
