@@ -34,6 +34,26 @@ pub fn tokens_compared(check: TokenCheck, solution: usize, learner: usize) -> Op
     }
 }
 
+/// A figure timed inside the judged process (a decode step's graph building, the host's
+/// part of it) checked against what quest's own clock timed from outside: the whole step.
+/// Building is part of a step, so a median build time over the median step's wall time
+/// (beyond `slack`, a share of the step) cannot be: `Some((build_ms, step_ms))` where it
+/// is over. quest trusts the clock; the inside figure only within it.
+pub fn inside_figure_over_clock(
+    build_ms: &[f64],
+    step_ms: &[f64],
+    slack: f64,
+) -> Option<(f64, f64)> {
+    if build_ms.is_empty() || step_ms.is_empty() {
+        return None;
+    }
+    let (build, step) = (
+        crate::stats::median(build_ms),
+        crate::stats::median(step_ms),
+    );
+    (build > step * (1.0 + slack)).then_some((build, step))
+}
+
 /// Why a run's counts of calls into the learner's piece do not show the learner's code
 /// made its numbers ([`piece_calls_problem`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -637,6 +657,21 @@ pub fn evidence<'a>(record: &'a LessonRecord, code: &CodeRef) -> Evidence<'a> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_inside_figure_over_the_clocks_step_cannot_be() {
+        // Building 20 ms of a 100 ms step: within the clock.
+        assert_eq!(
+            inside_figure_over_clock(&[20.0, 21.0], &[100.0, 98.0], 0.05),
+            None
+        );
+        // A build time of 150 ms in steps quest timed at 100 ms: written, not measured.
+        assert_eq!(
+            inside_figure_over_clock(&[150.0], &[100.0], 0.05),
+            Some((150.0, 100.0))
+        );
+        assert_eq!(inside_figure_over_clock(&[], &[100.0], 0.05), None);
+    }
+
     #[test]
     fn a_piece_counts_only_where_the_model_called_the_learners_in_every_layer() {
         use crate::lm::{Calls, Piece};

@@ -119,6 +119,9 @@ pub(crate) fn run_and_record(ctx: &Ctx, lesson: &Lesson, args: &RunArgs) -> Resu
                     ]
                 )
             );
+            if let Some(text) = inside_over_clock_text(ctx, &report) {
+                println!("  ✗ {text}");
+            }
         }
     }
     // A lesson that counts a step's ops shows them, and what they predict, on every run.
@@ -212,6 +215,22 @@ fn run_exercise(ctx: &Ctx, lesson: &Lesson, source: &Path, request: &RunRequest)
         println!("  ✗ {text}");
     }
     Ok(report)
+}
+
+/// Where a figure timed inside the exercise (a step's graph building) is more than
+/// quest's clock allows (the whole step, timed from outside), said; `None` where it fits.
+pub(crate) fn inside_over_clock_text(ctx: &Ctx, r: &Report) -> Option<String> {
+    // 5 %: the clock's arrivals and the process's marks differ by the channel's µs, and
+    // medians of different steps by their spread.
+    let (build, step) =
+        quest::grade::inside_figure_over_clock(&r.steps_build_ms, &r.token_ms, 0.05)?;
+    Some(ctx.ui_with(
+        "inside_over_clock",
+        &[
+            ("build", &format!("{build:.2}")),
+            ("step", &format!("{step:.2}")),
+        ],
+    ))
 }
 
 /// Where the exercise's own timer and quest's clock disagree, said in the learner's

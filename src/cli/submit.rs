@@ -535,6 +535,11 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
         println!("  ✗ {text}");
         return refuse(ctx, &mut learner, id, code, None, &text);
     }
+    // A figure timed inside the process is trusted only within quest's clock.
+    if let Some(text) = super::run::inside_over_clock_text(ctx, &first_run) {
+        println!("  ✗ {text}");
+        return refuse(ctx, &mut learner, id, code, None, &text);
+    }
     if let Some(text) = super::run::disagreement_text(ctx, &first_run) {
         println!("  ✗ {text}");
         return refuse(
