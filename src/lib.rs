@@ -94,4 +94,260 @@ mod tests {
             "device depends only on settings"
         );
     }
+
+    /// A module path's use tree read from `code` at `at` (`crate::a::{b, c::D as E}`, a
+    /// path in an expression): each leaf's segments and the name it is given (`as`).
+    fn use_tree(code: &str, at: usize) -> Vec<(Vec<String>, Option<String>)> {
+        // Tokens: identifiers (with `$crate`'s `$`), `::`, and any one other character.
+        fn token(code: &str, at: &mut usize) -> String {
+            let rest = &code[*at..];
+            let skipped = rest.len() - rest.trim_start().len();
+            let rest = &rest[skipped..];
+            let len = if rest.starts_with("::") {
+                2
+            } else {
+                let word = rest
+                    .char_indices()
+                    .find(|&(i, c)| !(c.is_alphanumeric() || c == '_' || (i == 0 && c == '$')))
+                    .map_or(rest.len(), |(i, _)| i);
+                word.max(rest.chars().next().map_or(0, char::len_utf8))
+            };
+            *at += skipped + len;
+            rest[..len].to_owned()
+        }
+        fn tree(
+            code: &str,
+            at: &mut usize,
+            prefix: Vec<String>,
+            out: &mut Vec<(Vec<String>, Option<String>)>,
+        ) {
+            let mut path = prefix;
+            loop {
+                let mut peek = *at;
+                let t = token(code, &mut peek);
+                if t == "{" {
+                    *at = peek;
+                    loop {
+                        tree(code, at, path.clone(), out);
+                        let mut peek = *at;
+                        match token(code, &mut peek).as_str() {
+                            "," => *at = peek,
+                            "}" => {
+                                *at = peek;
+                                return;
+                            }
+                            _ => return,
+                        }
+                        let mut after = *at;
+                        if token(code, &mut after) == "}" {
+                            *at = after;
+                            return;
+                        }
+                    }
+                }
+                // A glob, or the end of the path (`(`, `;`, `<`…).
+                if t == "*" || !t.starts_with(|c: char| c.is_alphabetic() || c == '_' || c == '$') {
+                    if t == "*" {
+                        *at = peek;
+                    }
+                    out.push((path, None));
+                    return;
+                }
+                *at = peek;
+                path.push(t.trim_start_matches('$').to_owned());
+                let mut next = *at;
+                match token(code, &mut next).as_str() {
+                    "::" => *at = next,
+                    "as" => {
+                        *at = next;
+                        out.push((path, Some(token(code, at))));
+                        return;
+                    }
+                    _ => {
+                        out.push((path, None));
+                        return;
+                    }
+                }
+            }
+        }
+        let mut out = Vec::new();
+        tree(code, &mut at.clone(), Vec::new(), &mut out);
+        out
+    }
+
+    /// A file's code as the file graph reads it: outside its `mod tests`, without comments
+    /// (doc comments and their `[`…`]` links included).
+    fn code_of(text: &str) -> String {
+        let mut code = String::new();
+        let mut lines = text.lines().peekable();
+        while let Some(line) = lines.next() {
+            let is_tests = line.starts_with("#[cfg(")
+                && line.contains("test")
+                && lines.peek().is_some_and(|l| l.starts_with("mod tests"));
+            if is_tests {
+                // rustfmt closes a top-level module at the line's start.
+                lines.by_ref().find(|l| *l == "}");
+                continue;
+            }
+            if !line.trim_start().starts_with("//") {
+                code += line;
+                code += "\n";
+            }
+        }
+        code
+    }
+
+    /// The files depend one way too: from each file's `crate::…` and `super::…` paths
+    /// (outside its tests and comments), the graph between files (`src/a/b.rs` is the module
+    /// `a::b`, `src/a/mod.rs` or `src/a.rs` the module `a`) has no cycle. A path through an
+    /// item a module re-exports (`pub use`) leads to the file that defines it.
+    #[test]
+    fn no_file_depends_on_one_that_depends_on_it() {
+        let module_of = |rel: &std::path::Path| -> String {
+            let rel = rel.to_string_lossy().replace('\\', "/");
+            let rel = rel.trim_end_matches(".rs");
+            rel.trim_end_matches("/mod").replace('/', "::")
+        };
+        // The library's files (the binary's `main.rs` and `cli/` are another crate).
+        let files: BTreeMap<String, (String, String)> = super::rust_sources()
+            .into_iter()
+            .filter(|(rel, _)| !rel.starts_with("cli") && !rel.starts_with("main.rs"))
+            .filter(|(rel, _)| !rel.starts_with("lib.rs"))
+            .map(|(rel, text)| (module_of(&rel), (rel.display().to_string(), code_of(&text))))
+            .collect();
+        let parent = |m: &[String]| m[..m.len().saturating_sub(1)].to_vec();
+        let split = |m: &str| -> Vec<String> { m.split("::").map(str::to_owned).collect() };
+        // A path read in module `m`, from the crate's root.
+        let absolute = |m: &str, path: &[String]| -> Option<Vec<String>> {
+            let mut at = split(m);
+            let mut rest = path;
+            match rest.first().map(String::as_str) {
+                Some("crate") => {
+                    at.clear();
+                    rest = &rest[1..];
+                }
+                Some("self") => rest = &rest[1..],
+                Some("super") => {
+                    while rest.first().is_some_and(|s| s == "super") {
+                        at = parent(&at);
+                        rest = &rest[1..];
+                    }
+                }
+                Some(child) if files.contains_key(&format!("{m}::{child}")) => {}
+                _ => return None,
+            }
+            at.extend(rest.iter().filter(|s| *s != "self").cloned());
+            Some(at)
+        };
+        // What each module re-exports: (module, name) → the path it names.
+        let mut exports: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+        for (m, (_, code)) in &files {
+            for (at, _) in code.match_indices("use ") {
+                // `pub use` or `pub(…) use`: what the module gives others.
+                let before = code[..at].trim_end();
+                let visibility = before.rfind("pub").map(|i| &before[i + 3..]);
+                let exported = visibility.is_some_and(|v| {
+                    v.is_empty() || v.starts_with('(') && v.ends_with(')') && !v[1..].contains('(')
+                });
+                if !exported {
+                    continue;
+                }
+                for (path, alias) in use_tree(code, at + 4) {
+                    let name = match (alias, path.last()) {
+                        (Some(alias), _) => alias,
+                        (None, Some(last)) if last == "self" => path[path.len() - 2].clone(),
+                        (None, Some(last)) => last.clone(),
+                        (None, None) => continue,
+                    };
+                    if let Some(target) = absolute(m, &path) {
+                        exports.insert((m.clone(), name), target);
+                    }
+                }
+            }
+        }
+        // The file a path leads to: the longest prefix that is a file, through re-exports.
+        let file_of = |mut path: Vec<String>| -> Option<String> {
+            for _ in 0..8 {
+                let k = (1..=path.len())
+                    .rev()
+                    .find(|&k| files.contains_key(&path[..k].join("::")))?;
+                let m = path[..k].join("::");
+                match path
+                    .get(k)
+                    .and_then(|name| exports.get(&(m.clone(), name.clone())))
+                {
+                    Some(target) => path = [target.clone(), path[k + 1..].to_vec()].concat(),
+                    None => return Some(m),
+                }
+            }
+            None
+        };
+        let mut deps: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+        for (m, (_, code)) in &files {
+            for word in ["crate::", "super::"] {
+                for (at, _) in code.match_indices(word) {
+                    let before = code[..at].chars().next_back();
+                    if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+                        continue;
+                    }
+                    for (path, _) in use_tree(code, at) {
+                        let found = absolute(m, &path).and_then(&file_of);
+                        if let Some(file) = found.filter(|f| f != m) {
+                            deps.entry(m).or_default().insert(file);
+                        }
+                    }
+                }
+            }
+        }
+        // Depth-first: a file met again on the current path closes a cycle.
+        fn visit<'a>(
+            m: &'a str,
+            deps: &'a BTreeMap<&str, BTreeSet<String>>,
+            path: &mut Vec<&'a str>,
+            done: &mut BTreeSet<&'a str>,
+            cycles: &mut Vec<Vec<&'a str>>,
+        ) {
+            if done.contains(m) {
+                return;
+            }
+            if let Some(from) = path.iter().position(|p| *p == m) {
+                cycles.push([&path[from..], &[m]].concat());
+                return;
+            }
+            path.push(m);
+            for d in deps.get(m).into_iter().flatten() {
+                visit(d, deps, path, done, cycles);
+            }
+            path.pop();
+            done.insert(m);
+        }
+        let (mut done, mut cycles) = (BTreeSet::new(), Vec::new());
+        for m in deps.keys() {
+            visit(m, &deps, &mut Vec::new(), &mut done, &mut cycles);
+        }
+        let named: Vec<String> = cycles
+            .iter()
+            .map(|c| {
+                let names: Vec<&str> = c.iter().map(|m| files[*m].0.as_str()).collect();
+                format!("src/{}", names.join(" → src/"))
+            })
+            .collect();
+        assert!(named.is_empty(), "files in a cycle:\n{}", named.join("\n"));
+        // The path reader reads groups, renames and re-exports.
+        let tree = use_tree("crate::lm::{self, models::{a, b as c}, Pieces};", 0);
+        let leaves: Vec<String> = tree
+            .iter()
+            .map(|(p, a)| format!("{}{a:?}", p.join("::")))
+            .collect();
+        assert_eq!(
+            leaves,
+            [
+                "crate::lm::selfNone",
+                "crate::lm::models::aNone",
+                "crate::lm::models::bSome(\"c\")",
+                "crate::lm::PiecesNone"
+            ]
+        );
+        assert_eq!(file_of(split("lm::Pieces")).as_deref(), Some("lm::pieces"));
+    }
 }

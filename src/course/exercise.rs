@@ -7,10 +7,8 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 
+use super::sections::EXERCISE_ATTR;
 use super::{CodeBlock, Lesson};
-
-/// The info-string attribute that marks the exercise's code block.
-pub const EXERCISE_ATTR: &str = "exercise";
 
 impl Lesson {
     /// The code blocks that show the exercise, in order.

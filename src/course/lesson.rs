@@ -237,7 +237,7 @@ impl Lesson {
         if self.spec.exercise.is_some() && self.exercise_blocks().is_empty() {
             bail!(
                 "{at}: the lesson has an exercise, so it shows it: a ```rust {}=NAME code block",
-                super::exercise::EXERCISE_ATTR
+                sections::EXERCISE_ATTR
             );
         }
         Ok(())

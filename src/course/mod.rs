@@ -21,14 +21,16 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 
-pub use exercise::{first_difference, Difference, EXERCISE_ATTR};
+pub use exercise::{first_difference, Difference};
 pub use glossary::{Glossary, Hit, Term, GLOSSARY_FILE};
 pub use hints::{hint_levels, HintLevel, HintLevels};
 pub use lang::{Lang, Localized};
 pub use lesson::{
     FrontMatter, Lesson, QuestionText, Quote, DRAWS_MESSAGE, LOGITS_MESSAGE, TOKENS_MESSAGE,
 };
-pub use sections::{markdown_options, parse_info, CodeBlock, Section, INTRO, REQUIRED_SECTIONS};
+pub use sections::{
+    markdown_options, parse_info, CodeBlock, Section, EXERCISE_ATTR, INTRO, REQUIRED_SECTIONS,
+};
 pub use spec::{LessonSpec, Metric};
 pub use translation::{sha256_hex, source_hash, TranslationStatus};
 

@@ -13,6 +13,9 @@ pub const INTRO: &str = "intro";
 /// Anything else a lesson says is its own choice of sections.
 pub const REQUIRED_SECTIONS: [&str; 3] = [INTRO, "exercise", "hint"];
 
+/// The info-string attribute that marks the exercise's code block.
+pub const EXERCISE_ATTR: &str = "exercise";
+
 /// The Markdown dialect of lessons: CommonMark plus `{#id}` heading anchors,
 /// which give translated headings the same ids as the English ones.
 pub fn markdown_options() -> Options {

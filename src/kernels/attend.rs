@@ -36,8 +36,9 @@ use std::cell::RefCell;
 use anyhow::{anyhow, Result};
 use mlx_rs::{Array, Dtype};
 
-use super::custom::{Config, CustomKernel, KernelSource, KernelSpec, Objects, Output};
+use super::custom::{Config, CustomKernel, Objects, Output};
 use super::heads::{HeadsSpec, Key};
+use super::spec::{KernelSource, KernelSpec};
 use super::CacheWrite;
 
 /// The longest history this kernel attends over. One block per head walks the whole

@@ -26,7 +26,8 @@ use std::cell::RefCell;
 use anyhow::Result;
 use mlx_rs::{Array, Dtype};
 
-use super::custom::{Config, CustomKernel, KernelSource, KernelSpec, Objects, Output};
+use super::custom::{Config, CustomKernel, Objects, Output};
+use super::spec::{KernelSource, KernelSpec};
 
 /// What the kernel needs to know of one attention layer.
 pub struct HeadsSpec<'a> {

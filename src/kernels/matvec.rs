@@ -35,7 +35,8 @@ use std::cell::RefCell;
 use anyhow::Result;
 use mlx_rs::{Array, Dtype};
 
-use super::custom::{Config, CustomKernel, KernelSource, KernelSpec, Objects, Output};
+use super::custom::{Config, CustomKernel, Objects, Output};
+use super::spec::{KernelSource, KernelSpec};
 
 // Rows per warp and threads per block: the best of six measured (docs/gpu/2026-12-01-qmv-standalone/).
 const ROWS_PER_WARP: i32 = 4;

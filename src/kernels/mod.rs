@@ -29,15 +29,16 @@ pub mod custom;
 pub mod heads;
 pub mod matvec;
 pub mod precompiled;
+pub mod spec;
 pub mod yours;
 
 use anyhow::Result;
 use mlx_rs::{Array, Dtype};
 
 use crate::device::Backend;
-pub use custom::KernelSource;
 pub use heads::HeadsSpec;
 pub use matvec::Fold;
+pub use spec::KernelSource;
 pub use yours::YourKernel;
 
 /// quest's kernels, each replacing some of MLX's ops in a decode step.

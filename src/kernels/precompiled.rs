@@ -31,11 +31,7 @@ use std::sync::OnceLock;
 use anyhow::{anyhow, bail, Context, Result};
 use sha2::{Digest, Sha256};
 
-use super::custom::KernelSpec;
-
-/// How many of an input's dimensions a precompiled kernel receives (MLX's arrays here have
-/// at most four).
-pub const SHAPE_INTS: usize = 8;
+use super::spec::KernelSpec;
 
 /// NVRTC's entry points quest uses (`nvrtc.h`), looked up in the loaded library.
 struct Nvrtc {

@@ -26,7 +26,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use mlx_rs::{Array, Dtype};
 
-use super::custom::{Config, KernelSpec, Objects, Output};
+use super::custom::{Config, Objects, Output};
+use super::spec::KernelSpec;
 use crate::device::Backend;
 
 /// A CUDA kernel an exercise writes: its name, its arguments' names and dtypes, its body.

@@ -107,7 +107,7 @@ pub trait Pieces: Send + Sync {
         state: Array,
     ) -> Result<(Array, Array)> {
         quest_ran(Piece::GatedDelta);
-        crate::lm::models::gated_delta::recurrence(queries, keys, values, g, beta, state)
+        crate::lm::models::gated_delta_ops::recurrence(queries, keys, values, g, beta, state)
     }
 
     /// `x · Wᵀ` for a matrix held in MLX's affine quantization (mlx-lm's `QuantizedLinear`):

@@ -4,6 +4,7 @@
 //! outside the course), the security headers, and server-sent events that fire when
 //! the progress file changes. It reads the course and the progress file, never writes.
 
+pub mod markup;
 pub mod pages;
 pub mod svg;
 

@@ -6,6 +6,7 @@ use std::fmt::Write;
 
 use pulldown_cmark::{html, CodeBlockKind, CowStr, Event, Options, Parser, Tag, TagEnd};
 
+use super::markup::escape;
 use super::svg::{self, Labels, Series};
 use super::Site;
 use crate::course::{
@@ -17,22 +18,6 @@ use crate::progress::{CodeKind, Header, LessonRecord, LessonStatus, State};
 /// The learner's progress as a page sees it: the file's state, or what `quest status`
 /// says of a file it cannot use.
 pub type Progress = Result<State, String>;
-
-/// `&`, `<`, `>`, `"` and `'` as entities: safe in text and in quoted attributes.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
 
 /// A UI string, escaped, with its `{name}` placeholders filled with HTML.
 fn ui_html(course: &Course, key: &str, lang: Lang, args: &[(&str, &str)]) -> String {

@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use unicode_width::UnicodeWidthStr;
 
-use super::pages::escape;
+use super::markup::escape;
 
 const WIDTH: f64 = 640.0;
 const HEIGHT: f64 = 260.0;

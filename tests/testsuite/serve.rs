@@ -13,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use quest::course::{Course, Lang};
-use quest::serve::{pages, Site};
+use quest::serve::{markup, pages, Site};
 
 use crate::common::{course_copy, home, quest, quest_command, quest_in, text};
 
@@ -208,7 +208,7 @@ fn status_json(root: Option<&Path>, home: &Path) -> BTreeMap<String, String> {
                 }
                 other => other.to_string(),
             };
-            (key.clone(), pages::escape(&shown))
+            (key.clone(), markup::escape(&shown))
         })
         .collect()
 }
@@ -294,7 +294,7 @@ fn every_lesson_renders_in_both_languages() {
             let at = format!("{id} ({lang})");
             assert!(page.contains(&format!("<html lang=\"{lang}\">")), "{at}");
             assert!(
-                page.contains(&pages::escape(&lesson.meta.title)),
+                page.contains(&markup::escape(&lesson.meta.title)),
                 "{at}: title"
             );
             assert!(page.contains(r#"<details class="hint""#), "{at}: hint");
@@ -371,7 +371,7 @@ fn hostile_lessons_and_progress_are_escaped() {
         } else {
             // The English changed, so the Korean is older: the page says so.
             let stale = site.course.ui("translation_stale", Lang::Ko);
-            assert!(page.contains(&pages::escape(stale)), "the stale note");
+            assert!(page.contains(&markup::escape(stale)), "the stale note");
         }
     }
     let course = pages::course_page(&site, &progress, Lang::En);
@@ -487,7 +487,7 @@ fn an_unusable_progress_file_is_explained_and_left_alone() {
         let said = text(&out).1;
         let first = said.lines().next().unwrap().trim_start_matches("quest: ");
         assert!(
-            page.body.contains(&pages::escape(first)),
+            page.body.contains(&markup::escape(first)),
             "{name}: {first} not on the page"
         );
     }

@@ -1,12 +1,14 @@
 //! One file per architecture, each saying how a token flows through its blocks (as
 //! mlx-lm's `models/*.py`): `llama.rs`, `qwen3.rs`, `qwen3_5.rs`. They are built from the
-//! shared pieces in `layers.rs` (norm, attention, feed-forward) and `gated_delta.rs`,
-//! inside the shared embedding → blocks → norm → head of `decoder.rs`. A new
-//! architecture is one file and one entry in [`ARCHITECTURES`].
+//! shared pieces in `layers.rs` (norm, attention, feed-forward) and `gated_delta.rs` (its
+//! recurrence's ops in `gated_delta_ops.rs`), inside the shared embedding → blocks → norm
+//! → head of `decoder.rs`. A new architecture is one file and one entry in
+//! [`ARCHITECTURES`].
 
 pub mod activations;
 pub mod decoder;
 pub mod gated_delta;
+pub mod gated_delta_ops;
 pub mod layers;
 pub mod llama;
 pub mod qwen3;
