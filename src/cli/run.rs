@@ -332,6 +332,13 @@ fn print_report(ctx: &Ctx, r: &Report) {
                 ]
             )
         );
+    } else if r.load_ms > 0.0 {
+        // A lazy load (or a decoder of the learner's): no warm-up, its first forward in
+        // the time to first token.
+        println!(
+            "{}",
+            ctx.ui_with("load_only", &[("load", &format!("{:.1}", r.load_ms))])
+        );
     }
     println!(
         "{}: {:.1} {}{own_ms}",
