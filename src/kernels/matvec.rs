@@ -7,16 +7,20 @@
 //! runs inside MLX's graph as a custom kernel (mlx-c's `mlx_fast_cuda_kernel_*`, which
 //! mlx-rs does not wrap), so nothing is repacked and the rest of the step is unchanged.
 //! Measured alone on the Qwen3-8B shape (docs/gpu/2026-12-01-qmv-standalone/): 1.67 TB/s against MLX's ~1 TB/s.
-//! Inside the step, with the loads batched as below (ncu, docs/gpu/2026-12-03-host-handoff/):
-//! 1.0–1.7 TB/s on a layer's matrices, 2.6 TB/s on the 389 MB head.
+//! Inside the step, as it was before its launch shape and loads were swept (ncu,
+//! docs/gpu/2026-12-03-host-handoff/): 1.0–1.7 TB/s on a layer's matrices, 2.6 TB/s on the
+//! 389 MB head. As it is now, a Qwen3-8B step's matrices alone, back to back: 1.92 TB/s,
+//! 45 % of an H200's copy, ×1.22 the kernel before (docs/gpu/2026-12-06-qmv-sweep/); in the
+//! whole step on an H100, `quest bench mlx-path` on `random:qwen3-8b`: ×1.11 the kernel
+//! before, 264.8 → 292.8 tok/s, 43 → 48 % of the copy (docs/gpu/2026-12-06-qmv-applied/).
 //!
 //! How it differs from MLX's: `x` is staged once per block in shared memory, paired so that
 //! one shift and one `lop3` turn a word into two float16 weights (the 0x6400 trick: the
-//! bits of 1024 + q), each lane reads 16 bytes of a row per load and asks for up to four
-//! chunks of each of its rows — words, scales and biases — before it multiplies any, a
-//! warp owns four rows, and the bias term is applied once
-//! per 32 weights through the sum of `x` over them. The weights are centred (q − 8) before
-//! the float16 dot, so that no large common part is cancelled after it.
+//! bits of 1024 + q), each lane reads 16 bytes of a row per load and keeps four chunks of
+//! each of its rows — words, scales and biases — asked for ahead of the one it multiplies,
+//! a warp owns two rows, three blocks of 256 threads share an SM, and the bias term is
+//! applied once per 32 weights through the sum of `x` over them. The weights are centred
+//! (q − 8) before the float16 dot, so that no large common part is cancelled after it.
 //!
 //! A call can fold in the ops around the product ([`Fold`]): the sublayer's input RMS norm
 //! (each block stages all of `x` anyway), SwiGLU of the fused `[gate | up]` output, and the
@@ -38,9 +42,12 @@ use mlx_rs::{Array, Dtype};
 use super::custom::{Config, CustomKernel, Objects, Output};
 use super::spec::{KernelSource, KernelSpec};
 
-// Rows per warp and threads per block: the best of six measured (docs/gpu/2026-12-01-qmv-standalone/).
-const ROWS_PER_WARP: i32 = 4;
+// Rows per warp, threads per block and the blocks an SM must hold at once (at most 80
+// registers a thread): the fastest of the variants swept on a decode step's matrices
+// (docs/gpu/2026-12-06-qmv-sweep/, `R2x256 a4 roll csum1 mb3`).
+const ROWS_PER_WARP: i32 = 2;
 const THREADS: i32 = 256;
+const MIN_BLOCKS: i32 = 3;
 
 const HEADER: &str = r#"
 // Two float16 weights, centred, from one shift and one lop3: the bits of (1024 + q),
@@ -52,6 +59,17 @@ __device__ __forceinline__ __half2 quest_pair(uint32_t word, int s) {
   return __hsub2(h, __float2half2_rn(1032.f));
 }
 "#;
+
+// The kernel's `__launch_bounds__`, which go on its declaration: MLX writes that after
+// this header (and so does quest's own compile), so the header makes the one `__global__`
+// that follows it carry them (`__location__(global)` is what CUDA's own headers define
+// `__global__` as).
+fn launch_bounds() -> String {
+    format!(
+        "#undef __global__\n#define __global__ __location__(global) \
+         __launch_bounds__({THREADS}, {MIN_BLOCKS})\n"
+    )
+}
 
 // The body MLX wraps in `(const uint32_t* w, const __half* scales, const __half* biases,
 // const __half* x[, const __half* nw][, const __half* res], __half* y)` with `N`, `K`,
@@ -74,31 +92,29 @@ const SOURCE: &str = r#"
   const int lane = tid & 31;
   const int row0 = (blockIdx.x * (blockDim.x / 32) + (tid >> 5)) * R;
 
-  // A lane takes chunks lane, lane + 32, … of its rows: ITERS of them, AHEAD at a time,
-  // each batch's words, scales and biases all asked for before any is used, so that a
-  // lane has AHEAD · R loads of 16 bytes in flight instead of one per row, and no
-  // multiply waits on a scale asked for just before it.
+  // A lane takes chunks lane, lane + 32, … of its rows: ITERS of them. It keeps AHEAD
+  // chunks of each row asked for — words, scale and bias — and asks for the next one into
+  // a chunk's slot as soon as it has multiplied it (a rolling prefetch), so that AHEAD · R
+  // loads of 16 bytes are in flight at every multiply, not only at the start of a batch.
   constexpr int ITERS = (CHUNKS + 31) / 32;
   constexpr int AHEAD = ITERS < 4 ? ITERS : 4;
   uint4 q[AHEAD][R];
   __half2 sb[AHEAD][R];  // (scale, bias) of each chunk's group
-  auto load = [&](int b) {
+  auto load = [&](int i, int slot) {
+    const int c = lane + 32 * i;
 #pragma unroll
-    for (int p = 0; p < AHEAD; ++p) {
-      const int c = lane + 32 * (b + p);
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const bool in = b + p < ITERS && c < CHUNKS && row0 + r < N;
-        const size_t row = in ? row0 + r : 0;
-        const int g = in ? (c * 32) / GROUP : 0;
-        q[p][r] = in ? __ldg(&wq[row * CHUNKS + c]) : make_uint4(0, 0, 0, 0);
-        sb[p][r] = in ? __halves2half2(__ldg(&scales[row * GROUPS + g]), __ldg(&biases[row * GROUPS + g]))
-                      : __float2half2_rn(0.f);
-      }
+    for (int r = 0; r < R; ++r) {
+      const bool in = c < CHUNKS && row0 + r < N;
+      const size_t row = in ? row0 + r : 0;
+      const int g = in ? (c * 32) / GROUP : 0;
+      q[slot][r] = in ? __ldg(&wq[row * CHUNKS + c]) : make_uint4(0, 0, 0, 0);
+      sb[slot][r] = in ? __halves2half2(__ldg(&scales[row * GROUPS + g]), __ldg(&biases[row * GROUPS + g]))
+                       : __float2half2_rn(0.f);
     }
   };
-  // The first batch is asked for before x is staged: the loads overlap the staging.
-  load(0);
+  // The first chunks are asked for before x is staged: the loads overlap the staging.
+#pragma unroll
+  for (int i = 0; i < AHEAD; ++i) load(i, i);
 
 #if QUEST_NORM
   // The layer's RMS norm of x, folded in: every block reads all of x anyway.
@@ -119,77 +135,78 @@ const SOURCE: &str = r#"
   __syncthreads();
   const float rn = rsqrtf(quest_red[0] / K + EPS);
 #endif
+  // A thread stages eight values of x, four threads a chunk of 32, and the chunk's sum of
+  // what was staged (x / 16, exactly; multiplied back) is added across those four by two
+  // shuffles in the same pass. Every thread of a warp runs the same iterations (the bound
+  // is rounded up to a warp), so the shuffles see all four threads of a chunk.
   const __half2 sixteenth = __float2half2_rn(0.0625f);
-  for (int i = tid; i < K / 8; i += blockDim.x) {
-    uint4 v = reinterpret_cast<const uint4*>(x)[i];
-    __half* h = reinterpret_cast<__half*>(&v);
+  constexpr int STAGE_END = (K / 8 + 31) / 32 * 32;
+  for (int i = tid; i < STAGE_END; i += blockDim.x) {
+    float s = 0.f;
+    if (i < K / 8) {
+      uint4 v = reinterpret_cast<const uint4*>(x)[i];
+      __half* h = reinterpret_cast<__half*>(&v);
 #if QUEST_SWIGLU
-    // x is [gate | up]: the feed-forward's silu(gate) * up, folded in (MLX's ops, in float16).
-    uint4 uv = reinterpret_cast<const uint4*>(x + K)[i];
-    const __half* u = reinterpret_cast<const __half*>(&uv);
+      // x is [gate | up]: the feed-forward's silu(gate) * up, folded in (MLX's ops, in float16).
+      uint4 uv = reinterpret_cast<const uint4*>(x + K)[i];
+      const __half* u = reinterpret_cast<const __half*>(&uv);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const float g = __half2float(h[j]);
-      const __half sig = __float2half(1.f / (1.f + expf(-g)));
-      h[j] = __hmul(__hmul(h[j], sig), u[j]);
-    }
+      for (int j = 0; j < 8; ++j) {
+        const float g = __half2float(h[j]);
+        const __half sig = __float2half(1.f / (1.f + expf(-g)));
+        h[j] = __hmul(__hmul(h[j], sig), u[j]);
+      }
 #endif
 #if QUEST_NORM
-    uint4 wv = reinterpret_cast<const uint4*>(nw)[i];
-    const __half* wn = reinterpret_cast<const __half*>(&wv);
+      uint4 wv = reinterpret_cast<const uint4*>(nw)[i];
+      const __half* wn = reinterpret_cast<const __half*>(&wv);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) h[j] = __hmul(wn[j], __float2half(__half2float(h[j]) * rn));
+      for (int j = 0; j < 8; ++j) h[j] = __hmul(wn[j], __float2half(__half2float(h[j]) * rn));
 #endif
 #pragma unroll
-    for (int s = 0; s < 4; ++s) xs[i * 4 + s] = __hmul2(__halves2half2(h[s], h[s + 4]), sixteenth);
+      for (int t = 0; t < 4; ++t) {
+        const __half2 p = __hmul2(__halves2half2(h[t], h[t + 4]), sixteenth);
+        xs[i * 4 + t] = p;
+        s += __low2float(p) + __high2float(p);
+      }
+    }
+    s += __shfl_xor_sync(0xffffffffu, s, 1);
+    s += __shfl_xor_sync(0xffffffffu, s, 2);
+    if (i < K / 8 && (i & 3) == 0) csum[i >> 2] = s * 16.f;
   }
-#if QUEST_NORM || QUEST_SWIGLU
-  // The sums of what was staged (x / 16, exactly): x itself is not what is multiplied.
-  __syncthreads();
-  for (int c = tid; c < CHUNKS; c += blockDim.x) {
-    float s = 0.f;
-    for (int j = 0; j < 16; ++j) s += __low2float(xs[c * 16 + j]) + __high2float(xs[c * 16 + j]);
-    csum[c] = s * 16.f;
-  }
-#else
-  for (int c = tid; c < CHUNKS; c += blockDim.x) {
-    float s = 0.f;
-    for (int j = 0; j < 32; ++j) s += __half2float(x[c * 32 + j]);
-    csum[c] = s;
-  }
-#endif
   __syncthreads();
   if (row0 >= N) return;
 
   float acc[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) acc[r] = 0.f;
-
-  for (int b = 0; b < ITERS; b += AHEAD) {
-    if (b > 0) load(b);
+  auto use = [&](int i, int slot) {
+    const int c = lane + 32 * i;
+    if (c >= CHUNKS) return;
+    __half2 xv[16];
 #pragma unroll
-    for (int p = 0; p < AHEAD; ++p) {
-      const int c = lane + 32 * (b + p);
-      if (b + p >= ITERS || c >= CHUNKS) break;
-      __half2 xv[16];
+    for (int t = 0; t < 16; ++t) xv[t] = xs[c * 16 + t];
+    const float cs = csum[c];
 #pragma unroll
-      for (int i = 0; i < 16; ++i) xv[i] = xs[c * 16 + i];
-      const float cs = csum[c];
+    for (int r = 0; r < R; ++r) {
+      const float sc = __low2float(sb[slot][r]);
+      const float bi = __high2float(sb[slot][r]);
+      __half2 d = __float2half2_rn(0.f);
+      const uint32_t words[4] = {q[slot][r].x, q[slot][r].y, q[slot][r].z, q[slot][r].w};
 #pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const float sc = __low2float(sb[p][r]);
-        const float bi = __high2float(sb[p][r]);
-        __half2 d = __float2half2_rn(0.f);
-        const uint32_t words[4] = {q[p][r].x, q[p][r].y, q[p][r].z, q[p][r].w};
+      for (int wi = 0; wi < 4; ++wi) {
 #pragma unroll
-        for (int wi = 0; wi < 4; ++wi) {
-#pragma unroll
-          for (int s = 0; s < 4; ++s) d = __hfma2(quest_pair(words[wi], s), xv[wi * 4 + s], d);
-        }
-        // w = sc * q + bi = sc * (q - 8) + (bi + 8 sc)
-        acc[r] += sc * 16.f * (__low2float(d) + __high2float(d)) + (bi + 8.f * sc) * cs;
+        for (int t = 0; t < 4; ++t) d = __hfma2(quest_pair(words[wi], t), xv[wi * 4 + t], d);
       }
+      // w = sc * q + bi = sc * (q - 8) + (bi + 8 sc)
+      acc[r] += sc * 16.f * (__low2float(d) + __high2float(d)) + (bi + 8.f * sc) * cs;
     }
+  };
+  // Unrolled whole, so that each chunk's slot is known at compile time (registers).
+#pragma unroll
+  for (int i = 0; i < ITERS; ++i) {
+    use(i, i % AHEAD);
+    if (i + AHEAD < ITERS) load(i + AHEAD, i % AHEAD);
   }
 #pragma unroll
   for (int r = 0; r < R; ++r) {
@@ -248,11 +265,12 @@ impl Variant {
         }
         let header = format!(
             "{HEADER}#define QUEST_NORM {}\n#define QUEST_SWIGLU {}\n#define QUEST_RESIDUAL {}\n\
-             constexpr float EPS = {:e}f;\n",
+             constexpr float EPS = {:e}f;\n{}",
             u8::from(self.norm_eps.is_some()),
             u8::from(self.swiglu),
             u8::from(self.residual),
             self.norm_eps.map_or(0.0, f32::from_bits),
+            launch_bounds(),
         );
         KernelSpec {
             name: "quest_qmv4",
