@@ -126,11 +126,17 @@ fn summary(ctx: &Ctx, verdict: &Verdict) -> String {
 
 fn row_text(ctx: &Ctx, piece: Piece, row: &Row) -> String {
     let shape = row.shape.as_str();
+    // A sampler's difference is a share of its draws, not of a value.
+    let (right_key, wrong_key) = if piece == Piece::Sample {
+        ("piece_row_right_draws", "piece_row_wrong_draws")
+    } else {
+        ("piece_row_right", "piece_row_wrong")
+    };
     match &row.outcome {
         Outcome::Right { difference } => format!(
             "✓ {}",
             ctx.ui_with(
-                "piece_row_right",
+                right_key,
                 &[
                     ("case", shape),
                     ("difference", &format!("{difference:.1e}"))
@@ -143,7 +149,7 @@ fn row_text(ctx: &Ctx, piece: Piece, row: &Row) -> String {
         } => format!(
             "✗ {}",
             ctx.ui_with(
-                "piece_row_wrong",
+                wrong_key,
                 &[
                     ("case", shape),
                     ("difference", &format!("{difference:.2e}")),

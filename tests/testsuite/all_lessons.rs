@@ -732,7 +732,7 @@ fn rows() -> Vec<Row> {
                     },
                     command: "submit",
                     // The rows with top-p below 1 draw tokens past the nucleus.
-                    stdout: &["· top-p 0.5 · 2000 draws: differs from quest's by", "3 of 5 shapes right."],
+                    stdout: &["· top-p 0.5 · 2000 draws:", "of the draws differ from quest's with the same key", "3 of 5 shapes right."],
                     stderr: &[PIECE_WRONG],
                     snapshot: Some("sampling_piece_refused"),
                     masked: true,
@@ -952,7 +952,7 @@ fn rows() -> Vec<Row> {
                         )
                     },
                     command: "submit",
-                    stdout: &["quest's own SiLU or SwiGLU"],
+                    stdout: &["quest's own model code (its SiLU or SwiGLU among it)"],
                     stderr: &["fix those lines"],
                     snapshot: None,
                     masked: false,
@@ -1065,6 +1065,8 @@ fn rows() -> Vec<Row> {
             answers: &["term=fixed"],
             check_run: |stdout| {
                 assert!(stdout.contains("µs/layer"), "{stdout}");
+                // An eager load: its first forward is paid before the prompt, timed apart.
+                assert!(stdout.contains("one token's warm-up forward"), "{stdout}");
             },
             ..Row::of("compile")
         },
@@ -1260,6 +1262,10 @@ fn rows() -> Vec<Row> {
         Row {
             args: FEW_TOKENS,
             answers: &["paid-by=first-forward"],
+            // The starting code's eager load: its first forward paid before the prompt.
+            check_run: |stdout| {
+                assert!(stdout.contains("one token's warm-up forward"), "{stdout}");
+            },
             ..Row::of("mapped-lazy")
         },
         Row {
