@@ -1066,7 +1066,7 @@ fn rows() -> Vec<Row> {
             check_run: |stdout| {
                 assert!(stdout.contains("µs/layer"), "{stdout}");
                 // An eager load: its first forward is paid before the prompt, timed apart.
-                assert!(stdout.contains("one token's warm-up forward"), "{stdout}");
+                assert!(stdout.contains("then a warm-up, a 16-token prompt's forward and one token's"), "{stdout}");
             },
             ..Row::of("compile")
         },
@@ -1264,7 +1264,7 @@ fn rows() -> Vec<Row> {
             answers: &["paid-by=first-forward"],
             // The starting code's eager load: its first forward paid before the prompt.
             check_run: |stdout| {
-                assert!(stdout.contains("one token's warm-up forward"), "{stdout}");
+                assert!(stdout.contains("then a warm-up, a 16-token prompt's forward and one token's"), "{stdout}");
             },
             ..Row::of("mapped-lazy")
         },

@@ -80,6 +80,9 @@ pub struct Model {
 /// Hidden states read back from forward calls: call × layer × width.
 pub type Layers = Vec<Vec<Vec<f32>>>;
 
+/// The positions of the warm-up's prompt-shaped forward ([`Model::warm_up`]).
+const WARM_UP_POSITIONS: usize = 16;
+
 /// One forward call, as the model saw it: when, and the `[rows, positions]` it was fed.
 /// A report splits the calls at the first token (the prefill before, the decode steps
 /// after), so a lesson can judge what the loop did — how many positions a decode step
@@ -186,11 +189,19 @@ impl Model {
         self.layers.borrow().clone().unwrap_or_default()
     }
 
-    /// One token through the model on a cache of its own, evaluated and forgotten: what a
-    /// process's first forward pays once (MLX readying its kernels on this device, quest's
-    /// compiled functions), paid before the prompt. Not recorded as a forward call.
+    /// A prompt's forward and a decode step's on a cache of their own, evaluated and
+    /// forgotten: what a process's first forward of each shape pays once (MLX readying its
+    /// kernels on this device — a prompt's matrix products and attention are other kernels
+    /// than one token's — and quest's compiled functions), paid before the prompt. Not
+    /// recorded as forward calls.
     pub fn warm_up(&self) -> Result<()> {
+        // 16 positions: a prompt's shape (on an H100, a one-token warm-up left a fresh
+        // process's first 12-token prefill at 31.5 s on a first run, 253 ms after it,
+        // against mlx-lm's warmed 67 ms: docs/gpu/2026-12-06-ttft-split/).
         let mut cache = self.make_cache();
+        let prompt = Array::from_slice(&[0i32; WARM_UP_POSITIONS], &[1, WARM_UP_POSITIONS as i32]);
+        let logits = self.forward(&prompt, &mut cache)?;
+        mlx_rs::transforms::eval([&logits])?;
         let logits = self.forward(&Array::from_slice(&[0i32], &[1, 1]), &mut cache)?;
         mlx_rs::transforms::eval([&logits])?;
         self.fed.borrow_mut().clear();
