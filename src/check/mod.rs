@@ -3,8 +3,6 @@
 //! of the progress file: callers hand it plain numbers.
 
 pub mod card;
-pub mod figures;
-pub mod glossary;
 pub mod rules;
 
 use crate::course::Lesson;

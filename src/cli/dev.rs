@@ -12,8 +12,9 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use clap::Subcommand;
 
-use quest::check::figures::{self, Evidence};
-use quest::check::{glossary, rules};
+use quest::check::rules;
+use quest::course::figures::{self, Evidence};
+use quest::course::glossary;
 use quest::course::{first_difference, Course, Lang, Lesson, TranslationStatus};
 use quest::progress::{load_achievements, LevelCurve};
 
@@ -348,7 +349,7 @@ fn check(root: &Path, course: &Course, chosen: &[&str]) -> (Vec<String>, Vec<Str
 }
 
 /// The lesson's figures, in every language, that no result file it names holds
-/// (`check::figures`): its `sources:` and the `docs/` paths either language names.
+/// (`course::figures`): its `sources:` and the `docs/` paths either language names.
 fn untraced_figures(root: &Path, lessons: &[Lesson]) -> Vec<String> {
     let Some(spec) = lessons.first().map(|l| &l.spec) else {
         return Vec::new();
@@ -782,12 +783,13 @@ fn values_check(lesson: &Lesson, problems: &mut Vec<String>) {
             Ok(report) => report,
             Err(e) => return problems.push(format!("{id}: the {what} did not run: {e:#}")),
         };
-        let agrees = quest::physics::compute(spec.computed_by, &report.inputs).is_ok_and(|quest| {
-            let yours = quest::physics::Values(report.values.clone());
-            quest::physics::compare(&spec.check, &yours, &quest, spec.tolerance)
-                .iter()
-                .all(|checked| checked.ok)
-        });
+        let agrees = quest::physics::arithmetic::compute(spec.computed_by, &report.inputs)
+            .is_ok_and(|quest| {
+                let yours = quest::lab::Values(report.values.clone());
+                quest::physics::arithmetic::compare(&spec.check, &yours, &quest, spec.tolerance)
+                    .iter()
+                    .all(|checked| checked.ok)
+            });
         if agrees != passes {
             problems.push(format!(
                 "{id}: the {what}'s values {} quest's",

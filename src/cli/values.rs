@@ -4,8 +4,8 @@
 use anyhow::Result;
 
 use quest::course::Lesson;
-use quest::lab::Report;
-use quest::physics::{self, Values};
+use quest::lab::{self, Report, Values};
+use quest::physics::arithmetic;
 
 use super::Ctx;
 
@@ -22,11 +22,11 @@ pub fn check(ctx: &Ctx, lesson: &Lesson, report: &Report) -> Result<Option<Value
     let Some(spec) = &lesson.spec.values else {
         return Ok(None);
     };
-    let quest = physics::compute(spec.computed_by, &report.inputs).map_err(|e| {
+    let quest = arithmetic::compute(spec.computed_by, &report.inputs).map_err(|e| {
         anyhow::anyhow!(ctx.ui_with("values_no_inputs", &[("error", &format!("{e:#}"))]))
     })?;
     let yours = Values(report.values.clone());
-    let checked = physics::compare(&spec.check, &yours, &quest, spec.tolerance);
+    let checked = arithmetic::compare(&spec.check, &yours, &quest, spec.tolerance);
     println!("{}", ctx.ui("values_checking"));
     for c in &checked {
         let line = match c.yours {
@@ -58,7 +58,7 @@ pub fn check(ctx: &Ctx, lesson: &Lesson, report: &Report) -> Result<Option<Value
     let also: Vec<String> = quest
         .0
         .iter()
-        .filter(|(key, _)| !spec.check.iter().any(|n| n == physics::base_name(key)))
+        .filter(|(key, _)| !spec.check.iter().any(|n| n == lab::base_name(key)))
         .map(|(key, value)| format!("{key} = {}", shown(*value)))
         .collect();
     if !also.is_empty() {

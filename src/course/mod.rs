@@ -5,7 +5,8 @@
 //! checks it.
 
 mod exercise;
-mod glossary;
+pub mod figures;
+pub mod glossary;
 mod hints;
 mod lang;
 mod lesson;

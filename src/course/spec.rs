@@ -146,7 +146,7 @@ fn default_values_tolerance() -> f64 {
     1e-6
 }
 
-/// quest's own computations over an exercise's inputs (`physics::compute`).
+/// quest's own computations over an exercise's inputs (`physics::arithmetic::compute`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Computation {

@@ -325,7 +325,7 @@ fn the_physics_lessons_refuse_quests_own_arithmetic_under_any_name() {
     // quest's whole computation, bound to a local.
     let whole = ceiling.replace(
         fit,
-        "let f = physics::compute;\n    let _ = f(quest::course::spec::Computation::TimePerToken, &serde_json::Value::Null);\n    let (fixed_ms, ms_per_byte) = fit_line(&points);",
+        "let f = physics::arithmetic::compute;\n    let _ = f(quest::course::spec::Computation::TimePerToken, &serde_json::Value::Null);\n    let (fixed_ms, ms_per_byte) = fit_line(&points);",
     );
     // Found where it is bound and where it is called.
     assert_eq!(
@@ -337,7 +337,7 @@ fn the_physics_lessons_refuse_quests_own_arithmetic_under_any_name() {
     assert_eq!(findings("context-slope", &slope), []);
     let computed = slope.replace(
         "    run.report_values(&inputs, &values, &text)",
-        "    use quest::physics::compute as quests;\n    let _ = quests(quest::course::spec::Computation::ContextSlope, &serde_json::Value::Null);\n    run.report_values(&inputs, &values, &text)",
+        "    use quest::physics::arithmetic::compute as quests;\n    let _ = quests(quest::course::spec::Computation::ContextSlope, &serde_json::Value::Null);\n    run.report_values(&inputs, &values, &text)",
     );
     assert_eq!(findings("context-slope", &computed), own("compute"));
     let theil_sen = slope.replace(
