@@ -305,9 +305,11 @@ impl Peer {
             .output()
             .context("could not start the Python peer")?;
         let said = String::from_utf8_lossy(&output.stderr);
-        if let Some(killed) =
-            crate::lab::Killed::from_status(crate::lab::Process::PythonPeer, &output.status, &said)
-        {
+        if let Some(killed) = crate::lab::runner::Killed::from_status(
+            crate::lab::runner::Process::PythonPeer,
+            &output.status,
+            &said,
+        ) {
             bail!(killed);
         }
         if !output.status.success() {
@@ -363,9 +365,11 @@ impl PeerSession {
         if n == 0 {
             // Its stderr went to the terminal; the signal, if one ended it, is said here.
             if let Ok(status) = self.child.wait() {
-                if let Some(killed) =
-                    crate::lab::Killed::from_status(crate::lab::Process::PythonPeer, &status, "")
-                {
+                if let Some(killed) = crate::lab::runner::Killed::from_status(
+                    crate::lab::runner::Process::PythonPeer,
+                    &status,
+                    "",
+                ) {
                     bail!(killed);
                 }
             }

@@ -9,7 +9,8 @@ use quest::bench::peer::{Peer, PeerBuild, PeerModel};
 use quest::bench::{plot, rates, BenchResult, Ceiling, LoopId, LoopRuns, Measured};
 use quest::course::{Lesson, Metric};
 use quest::device::Backend;
-use quest::lab::{self, RunRequest};
+use quest::lab;
+use quest::lab::runner::{self, RunRequest};
 use quest::lm::{self, ModelSource};
 
 use quest::progress::{CodeRef, Run, Timestamp, LIBRARY_DECODE_TOK_S, SAME_KERNELS_DECODE_TOK_S};
@@ -151,7 +152,7 @@ pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
     };
     let mut yours_ran_quest_kernels = false;
     for (id, binary) in &binaries {
-        let report = lab::run(binary, &warm).map_err(|e| explain_killed(ctx, e))?;
+        let report = runner::run(binary, &warm).map_err(|e| explain_killed(ctx, e))?;
         yours_ran_quest_kernels |= *id == LoopId::Yours && !report.quest_kernels.is_empty();
     }
     // Where quest's CUDA kernels ran in the learner's exercise, it runs once more with them
@@ -168,7 +169,7 @@ pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
     });
     let mlx_kernels = mlx_kernels.flatten();
     if let Some(binary) = &mlx_kernels {
-        lab::run_with_env(binary, &warm, &kernels_off).map_err(|e| explain_killed(ctx, e))?;
+        runner::run_with_env(binary, &warm, &kernels_off).map_err(|e| explain_killed(ctx, e))?;
         let at = loops
             .iter()
             .position(|l| l.id == LoopId::Yours)
@@ -177,11 +178,11 @@ pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
     }
     for round in 0..options.rounds {
         for (id, binary) in &binaries {
-            let run = lab::run(binary, &request).map_err(|e| explain_killed(ctx, e))?;
+            let run = runner::run(binary, &request).map_err(|e| explain_killed(ctx, e))?;
             push(&mut loops, *id, Measured::from(run));
         }
         if let Some(binary) = &mlx_kernels {
-            let run = lab::run_with_env(binary, &request, &kernels_off)
+            let run = runner::run_with_env(binary, &request, &kernels_off)
                 .map_err(|e| explain_killed(ctx, e))?;
             push(&mut loops, LoopId::YoursMlxKernels, Measured::from(run));
         }

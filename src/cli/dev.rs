@@ -94,8 +94,12 @@ pub fn run(root: &Path, command: &DevCommand) -> Result<()> {
                     super::learner::solution_path(&lesson)?,
                 ];
                 for source in &sources {
-                    let binary =
-                        quest::lab::prebuild(&quest::lab::workspace_root(), source, out, *release)?;
+                    let binary = quest::lab::runner::prebuild(
+                        &quest::lab::runner::workspace_root(),
+                        source,
+                        out,
+                        *release,
+                    )?;
                     println!("{id}: {} → {}", source.display(), binary.display());
                 }
             }
@@ -110,7 +114,8 @@ pub fn run(root: &Path, command: &DevCommand) -> Result<()> {
             let request = super::run::request(&lesson, &super::RunArgs::default());
             let sampling = quest::lm::Sampling::from_env()?;
             for source in sources {
-                let binary = quest::lab::build(&quest::lab::workspace_root(), source, true)?;
+                let binary =
+                    quest::lab::runner::build(&quest::lab::runner::workspace_root(), source, true)?;
                 let verdict = super::submit::judge_draws(&binary, &request, &sampling, check)?;
                 println!("{}: {sampling}: {}", source.display(), draws_line(&verdict));
             }
@@ -490,8 +495,10 @@ fn check_code(root: &Path, lesson: &Lesson, problems: &mut Vec<String>, notes: &
     ];
     // A lesson without a solution was said above.
     for (what, path) in built.into_iter().flatten() {
-        if let Err(e) = quest::lab::build(&quest::lab::workspace_root(), &path, true) {
-            let why = match e.downcast_ref::<quest::lab::BuildFailed>() {
+        if let Err(e) =
+            quest::lab::runner::build(&quest::lab::runner::workspace_root(), &path, true)
+        {
+            let why = match e.downcast_ref::<quest::lab::runner::BuildFailed>() {
                 Some(_) => "cargo's errors are above".to_owned(),
                 None => format!("{e:#}"),
             };
@@ -558,8 +565,8 @@ fn runs_elsewhere_check(lesson: &Lesson, starting_breaks_rules: bool, problems: 
         return;
     };
     let request = super::run::request(lesson, &super::RunArgs::default());
-    let ran = quest::lab::build(&quest::lab::workspace_root(), &solution, true)
-        .and_then(|binary| quest::lab::run(&binary, &request));
+    let ran = quest::lab::runner::build(&quest::lab::runner::workspace_root(), &solution, true)
+        .and_then(|binary| quest::lab::runner::run(&binary, &request));
     match ran {
         Err(e) if quest::kernels::YourKernel::stopped_compiled(&format!("{e:#}")) => {}
         Err(e) => problems.push(format!(
@@ -584,12 +591,13 @@ fn piece_check(
     let id = &lesson.meta.id;
     let request = super::run::request(lesson, &super::RunArgs::default());
     for (what, path, passes) in starting_and_solution(lesson) {
-        let verdict = match quest::lab::build(&quest::lab::workspace_root(), &path, true)
-            .and_then(|binary| quest::lab::check_piece(&binary, &request, piece))
-        {
-            Ok(verdict) => verdict,
-            Err(e) => return problems.push(format!("{id}: the {what} did not run: {e:#}")),
-        };
+        let verdict =
+            match quest::lab::runner::build(&quest::lab::runner::workspace_root(), &path, true)
+                .and_then(|binary| quest::lab::runner::check_piece(&binary, &request, piece))
+            {
+                Ok(verdict) => verdict,
+                Err(e) => return problems.push(format!("{id}: the {what} did not run: {e:#}")),
+            };
         let passed = verdict.as_ref().is_some_and(|v| v.passed());
         if passed != passes {
             let said = match &verdict {
@@ -644,13 +652,15 @@ fn logits_check(
     let id = &lesson.meta.id;
     // The lesson's own settings, as `quest run` takes them with no options.
     let request = super::run::request(lesson, &super::RunArgs::default());
-    let reference = match quest::lab::reference(&request) {
+    let reference = match quest::lab::runner::reference(&request) {
         Ok(reference) => reference,
         Err(e) => return problems.push(format!("{id}: quest's own model did not run: {e:#}")),
     };
     for (what, path, passes) in starting_and_solution(lesson) {
-        let judged = quest::lab::build(&quest::lab::workspace_root(), &path, true)
-            .and_then(|binary| quest::lab::run_forced(&binary, &request, &reference.tokens));
+        let judged = quest::lab::runner::build(&quest::lab::runner::workspace_root(), &path, true)
+            .and_then(|binary| {
+                quest::lab::runner::run_forced(&binary, &request, &reference.tokens)
+            });
         let verdict = match judged {
             Ok((report, logits)) => {
                 // The solution's logits count only where the model called its piece.
@@ -705,7 +715,7 @@ fn draws_check(
         Err(e) => return problems.push(format!("{id}: {e:#}")),
     };
     for (what, path, passes) in starting_and_solution(lesson) {
-        let judged = quest::lab::build(&quest::lab::workspace_root(), &path, true)
+        let judged = quest::lab::runner::build(&quest::lab::runner::workspace_root(), &path, true)
             .and_then(|binary| super::submit::judge_draws(&binary, &request, &sampling, check));
         let verdict = match judged {
             Ok(verdict) => verdict,
@@ -777,8 +787,8 @@ fn values_check(lesson: &Lesson, problems: &mut Vec<String>) {
     };
     let request = super::run::request(lesson, &super::RunArgs::default());
     for (what, path, passes) in starting_and_solution(lesson) {
-        let judged = quest::lab::build(&quest::lab::workspace_root(), &path, true)
-            .and_then(|binary| quest::lab::run(&binary, &request));
+        let judged = quest::lab::runner::build(&quest::lab::runner::workspace_root(), &path, true)
+            .and_then(|binary| quest::lab::runner::run(&binary, &request));
         let report = match judged {
             Ok(report) => report,
             Err(e) => return problems.push(format!("{id}: the {what} did not run: {e:#}")),

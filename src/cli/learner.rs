@@ -120,7 +120,7 @@ pub fn starting_code_file(lesson: &Lesson) -> Result<(PathBuf, CodeRef)> {
         .as_ref()
         .and_then(|path| path.file_name())
         .map_or_else(|| "exercise.rs".into(), |name| name.to_os_string());
-    let dir = quest::lab::target_dir(&quest::lab::workspace_root())
+    let dir = quest::lab::runner::target_dir(&quest::lab::runner::workspace_root())
         .join("quest-starting-code")
         .join(&lesson.meta.id);
     let path = dir.join(name);

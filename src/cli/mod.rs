@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use quest::course::{Course, Lang, Lesson, TranslationStatus};
-use quest::lab;
+use quest::lab::runner;
 use quest::render::{self, RenderOptions};
 
 mod bench;
@@ -261,7 +261,7 @@ pub fn main() -> ExitCode {
         .after_help(quest::settings::help())
         .get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
-    lab::end_children_on_signal();
+    runner::end_children_on_signal();
     if let Some(layout) = cli.weights {
         // Read by `lm::load` here and in the exercise binaries quest starts.
         std::env::set_var(quest::settings::WEIGHTS.name, layout.as_str());
@@ -270,7 +270,7 @@ pub fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             // Build failures were already explained by cargo above.
-            if error.downcast_ref::<lab::BuildFailed>().is_none() {
+            if error.downcast_ref::<runner::BuildFailed>().is_none() {
                 eprintln!("quest: {error:#}");
             }
             ExitCode::FAILURE

@@ -7,7 +7,8 @@ use std::path::Path;
 use anyhow::Result;
 use quest::course::Lesson;
 use quest::grade::CallsProblem;
-use quest::lab::{Report, RunRequest};
+use quest::lab::runner::RunRequest;
+use quest::lab::Report;
 use quest::lm::piece_check::{Outcome, Row, Verdict};
 use quest::lm::Piece;
 
@@ -37,7 +38,7 @@ pub(crate) fn check(
         return Ok(None);
     };
     let id = lesson.meta.id.as_str();
-    let verdict = quest::lab::check_piece(binary, request, piece)
+    let verdict = quest::lab::runner::check_piece(binary, request, piece)
         .map_err(|e| super::run::explain_run_error(ctx, e))?;
     let Some(verdict) = verdict else {
         println!(

@@ -8,7 +8,8 @@ use std::time::{Duration, SystemTime};
 use anyhow::{bail, Context, Result};
 
 use quest::course::Lesson;
-use quest::lab::{self, Report, RunRequest};
+use quest::lab::runner::{self, RunRequest};
+use quest::lab::Report;
 
 use super::learner::{current_exercise, exercise_path, run_record, Learner};
 use super::{Ctx, RunArgs};
@@ -29,8 +30,8 @@ pub(crate) fn request(lesson: &Lesson, args: &RunArgs) -> RunRequest {
 /// Builds `source` as an exercise binary, saying so in the learner's language when
 /// the compiler refuses it.
 pub(crate) fn build(ctx: &Ctx, source: &Path, quiet: bool) -> Result<std::path::PathBuf> {
-    lab::build(&lab::workspace_root(), source, quiet).inspect_err(|e| {
-        if e.downcast_ref::<lab::BuildFailed>().is_some() {
+    runner::build(&runner::workspace_root(), source, quiet).inspect_err(|e| {
+        if e.downcast_ref::<runner::BuildFailed>().is_some() {
             eprintln!("{}", ctx.ui("build_failed"));
         }
     })
@@ -38,14 +39,14 @@ pub(crate) fn build(ctx: &Ctx, source: &Path, quiet: bool) -> Result<std::path::
 
 /// Runs a built exercise, explaining failures in the learner's language.
 pub(crate) fn run_binary(ctx: &Ctx, binary: &Path, request: &RunRequest) -> Result<Report> {
-    lab::run(binary, request).map_err(|e| explain_run_error(ctx, e))
+    runner::run(binary, request).map_err(|e| explain_run_error(ctx, e))
 }
 
 /// A failed exercise run, explained in the learner's language.
 pub(crate) fn explain_run_error(ctx: &Ctx, e: anyhow::Error) -> anyhow::Error {
-    if let Some(limit) = e.downcast_ref::<lab::TimedOut>() {
+    if let Some(limit) = e.downcast_ref::<runner::TimedOut>() {
         anyhow::anyhow!(ctx.ui_with("run_timed_out", &[("s", &limit.0.as_secs().to_string())]))
-    } else if e.downcast_ref::<lab::Killed>().is_some() {
+    } else if e.downcast_ref::<runner::Killed>().is_some() {
         explain_killed(ctx, e)
     } else {
         anyhow::anyhow!(ctx.ui_with("run_failed", &[("error", &format!("{e:#}"))]))
@@ -55,12 +56,12 @@ pub(crate) fn explain_run_error(ctx: &Ctx, e: anyhow::Error) -> anyhow::Error {
 /// A process a signal ended, said in the learner's language: the signal first (not its
 /// last log line), and for SIGILL the BLAS in use and the way out. Other errors pass.
 pub(crate) fn explain_killed(ctx: &Ctx, error: anyhow::Error) -> anyhow::Error {
-    let Some(killed) = error.downcast_ref::<lab::Killed>() else {
+    let Some(killed) = error.downcast_ref::<runner::Killed>() else {
         return error;
     };
     let who = match killed.process {
-        lab::Process::Exercise => ctx.ui("who_exercise"),
-        lab::Process::PythonPeer => ctx.ui("who_python_peer"),
+        runner::Process::Exercise => ctx.ui("who_exercise"),
+        runner::Process::PythonPeer => ctx.ui("who_python_peer"),
     };
     let meaning = ctx.ui(match killed.signal {
         libc::SIGILL => "signal_ill",
@@ -463,7 +464,7 @@ pub(crate) fn watch(ctx: &Ctx, id: &str, args: &RunArgs) -> Result<()> {
         if now != last {
             last = now;
             if let Err(e) = run_and_record(ctx, &lesson, args) {
-                if e.downcast_ref::<lab::BuildFailed>().is_none() {
+                if e.downcast_ref::<runner::BuildFailed>().is_none() {
                     eprintln!("quest: {e:#}");
                 }
             }

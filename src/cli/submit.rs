@@ -58,12 +58,12 @@ pub(crate) fn check_logits(
     ctx: &Ctx,
     lesson: &Lesson,
     binary: &Path,
-    request: &quest::lab::RunRequest,
+    request: &quest::lab::runner::RunRequest,
     tolerance: f32,
 ) -> Result<std::result::Result<LogitsPassed, String>> {
     println!("{}", ctx.ui("submit_checking_logits"));
-    let reference = quest::lab::reference(request)?;
-    let (report, yours) = quest::lab::run_forced(binary, request, &reference.tokens)
+    let reference = quest::lab::runner::reference(request)?;
+    let (report, yours) = quest::lab::runner::run_forced(binary, request, &reference.tokens)
         .map_err(|e| super::run::explain_run_error(ctx, e))?;
     // These logits are the learner's only if the model called the learner's piece.
     if let Some(text) = super::piece::calls_text(ctx, lesson, &report) {
@@ -183,11 +183,11 @@ fn lesson_says<'a>(ctx: &'a Ctx, lesson: &'a Lesson, key: &str, fallback: &'a st
 /// ([`grade::draws_compared`]): what `quest submit` and `quest dev check` both run.
 pub(crate) fn judge_draws(
     binary: &Path,
-    request: &quest::lab::RunRequest,
+    request: &quest::lab::runner::RunRequest,
     sampling: &quest::lm::Sampling,
     check: quest::course::spec::DrawsCheck,
 ) -> Result<grade::DrawsVerdict> {
-    let drawn = quest::lab::run_drawn(binary, request, sampling, check.per_step)?;
+    let drawn = quest::lab::runner::run_drawn(binary, request, sampling, check.per_step)?;
     let expected: Vec<Vec<f64>> = drawn
         .logits
         .iter()
@@ -209,7 +209,7 @@ fn check_draws(
     ctx: &Ctx,
     lesson: &Lesson,
     binary: &Path,
-    request: &quest::lab::RunRequest,
+    request: &quest::lab::runner::RunRequest,
     check: quest::course::spec::DrawsCheck,
 ) -> Result<std::result::Result<(), String>> {
     let sampling = quest::lm::Sampling::from_env()?;
@@ -305,13 +305,13 @@ fn check_draws(
 fn first_layer_apart(
     ctx: &Ctx,
     binary: &Path,
-    request: &quest::lab::RunRequest,
+    request: &quest::lab::runner::RunRequest,
     tokens: &[u32],
     gap: &grade::LogitsGap,
     tolerance: f32,
 ) -> Result<String> {
-    let (run, reference) = quest::lab::reference_run(request, true)?;
-    let (_, _, yours) = quest::lab::run_forced_with(binary, request, tokens, true)
+    let (run, reference) = quest::lab::runner::reference_run(request, true)?;
+    let (_, _, yours) = quest::lab::runner::run_forced_with(binary, request, tokens, true)
         .map_err(|e| super::run::explain_run_error(ctx, e))?;
     let (Some(reference), Some(logits), Some(yours)) =
         (reference.get(gap.step), run.logits.get(gap.step), yours)
@@ -720,7 +720,7 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
         );
         let (mut before, mut after) = (Vec::new(), Vec::new());
         for round in 0..rounds {
-            let b = quest::lab::run_with_env(&before_binary, &request, before_env)
+            let b = quest::lab::runner::run_with_env(&before_binary, &request, before_env)
                 .map_err(|e| super::run::explain_run_error(ctx, e))?;
             let a = run_binary(ctx, &yours, &request)?;
             let value = |r: &Report| measured_value(ctx, r, metric);

@@ -34,7 +34,7 @@ fn course_with_prebuilt_exercise(
     let root = course_copy(name);
     let prebuilt = home(&format!("{name}-bins"));
     let exercise = root.join("exercises/mlx-path/decode_loop.rs");
-    let key = quest::lab::prebuilt_key(&std::fs::read(&exercise).unwrap());
+    let key = quest::lab::runner::prebuilt_key(&std::fs::read(&exercise).unwrap());
     let binary = prebuilt.join(&key);
     std::fs::write(&binary, script).unwrap();
     std::fs::set_permissions(&binary, std::fs::Permissions::from_mode(0o755)).unwrap();
