@@ -12,14 +12,16 @@ cd "$QUEST_ROOT"
 M=${MODEL:-random:qwen3-8b}
 ROUNDS=${ROUNDS:-5}
 early=$(ls exercises/mlx-path/*.rs)
-cp "$early" "$OUT/early.rs"
 solution=solutions/mlx-path/$(basename "$early")
+kept=$(mktemp)
+cp "$early" "$kept"
+diff -u "$solution" "$early" > "$OUT/early.patch"
 nvidia-smi --query-gpu=name,memory.total --format=csv > "$OUT/gpu.txt" 2>&1
 run() { quest run mlx-path --no-lesson --model "$M" --max-tokens 64 2>&1 | grep -E "Load|Time to first|Decode|disagree|timer" ; }
 echo "## first run on this machine (the solution)" > "$OUT/runs.txt"
 cp "$solution" "$early"; run >> "$OUT/runs.txt"
 for r in $(seq 1 "$ROUNDS"); do
-  cp "$OUT/early.rs" "$early"; echo "## round $r: timer.done() above the token reads" >> "$OUT/runs.txt"; run >> "$OUT/runs.txt"
+  cp "$kept" "$early"; echo "## round $r: timer.done() above the token reads" >> "$OUT/runs.txt"; run >> "$OUT/runs.txt"
   cp "$solution" "$early"; echo "## round $r: the solution" >> "$OUT/runs.txt"; run >> "$OUT/runs.txt"
 done
 if [ "${PIECES:-1}" = 1 ]; then

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Each inside-track lesson's honest edit, written unlike the solution (these files), through
+# Each inside-track lesson's honest edit, written unlike the solution (each <lesson>.patch
+# turns the lesson's solution into it), through
 # `quest run` then `quest submit` (one round, 8 tokens; 4 on the Qwen3.5-shaped model), each a
 # fresh process, in a copy of the course with a progress file of its own:
 #   bash docs/lessons/pieces/2026-12-06-piece-check/honest/run.sh > docs/lessons/pieces/2026-12-06-piece-check/honest/summary.txt
@@ -13,7 +14,7 @@ export QUEST_ROOT=$WORK QUEST_HOME=$WORK/home
 Q=${QUEST:-$REPO/target/debug/quest}
 for f in rope/rope.rs rms-norm/norm.rs attention/attention.rs mlp/mlp.rs dequant-matvec/matvec.rs linear-attention/delta.rs sampling/sampling.rs; do
   id=${f%%/*}
-  cp "$HERE/$f" "$WORK/exercises/$f"
+  patch -s -o "$WORK/exercises/$f" "$REPO/solutions/$f" "$HERE/$id.patch"
   args="--max-tokens 8"
   [ "$id" = linear-attention ] && args="--max-tokens 4"
   (cd "$WORK" && $Q run "$id" --no-lesson $args) > "$WORK/$id.run" 2>&1; rr=$?
