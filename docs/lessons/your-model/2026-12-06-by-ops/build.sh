@@ -4,9 +4,15 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$BINS"
-# The solution is the lesson's own file; the others are the variants measured beside it.
+# The solution is the lesson's own file; quest_model.rs is quest's model through the same
+# loop; each other variant is its patch applied to the solution.
+solution="$here/../../../../solutions/your-model/decoder.rs"
 build() { QUEST_LAB_SOURCE="$2" cargo build -q -p quest-lab && cp target/debug/quest-lab "$BINS/decoder-$1"; }
-build solution "$here/../../../../solutions/your-model/decoder.rs"
-for v in quest_model honest_softmax honest_heads no_cache no_mask no_residual; do
-  build "$v" "$here/$v.rs"
+build solution "$solution"
+build quest_model "$here/quest_model.rs"
+variants=$(mktemp -d)
+trap 'rm -rf "$variants"' EXIT
+for v in honest_softmax honest_heads no_cache no_mask no_residual; do
+  patch -s -o "$variants/$v.rs" "$solution" "$here/$v.patch"
+  build "$v" "$variants/$v.rs"
 done
