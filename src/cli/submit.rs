@@ -6,17 +6,18 @@
 //! and the quiz's right answers; with both, the lesson is complete.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
 
 use quest::check::rules::{self, Finding};
-use quest::course::spec::{CardNumber, FeedRule};
+use quest::course::spec::{CardNumber, FeedRule, Measure};
 use quest::course::{Lesson, Metric};
 use quest::grade::{self, CardProblem, Effect, FeedProblem, PredictionProblem};
+use quest::lab::runner::RunRequest;
 use quest::lab::{Report, Values};
 use quest::progress::{
-    Attempt, Card, CodeKind, CodeRef, LessonRecord, Measurement, State, Submission, Timestamp,
+    Attempt, Card, CodeKind, CodeRef, LessonRecord, Measurement, Run, State, Submission, Timestamp,
 };
 use quest::stats::median;
 
@@ -42,6 +43,55 @@ pub struct SubmitOptions {
     pub predictions: Vec<(String, String)>,
 }
 
+/// A step of the submission: passed, with what it found for the steps after it, or
+/// refused. No step refuses by itself: [`submit`] turns the refusal into the one
+/// [`refuse`], which records it.
+enum Step<T = ()> {
+    Passed(T),
+    Refused(Refusal),
+}
+
+/// Why a step refused the submission, and what the refusal records with it.
+struct Refusal {
+    /// What the learner reads last.
+    why: String,
+    /// Runs recorded before the failed submission: the measured rounds, or the run whose
+    /// values were wrong.
+    runs: Vec<Run>,
+    /// What was measured, recorded with the failed submission.
+    measured: Option<Measurement>,
+}
+
+impl<T> Step<T> {
+    /// Refused for `why`, with nothing run or measured to record.
+    fn refused(why: impl Into<String>) -> Self {
+        Step::Refused(Refusal {
+            why: why.into(),
+            runs: Vec::new(),
+            measured: None,
+        })
+    }
+
+    /// What passed, turned by `f`; a refusal as it was.
+    fn map<U>(self, f: impl FnOnce(T) -> U) -> Step<U> {
+        match self {
+            Step::Passed(value) => Step::Passed(f(value)),
+            Step::Refused(refusal) => Step::Refused(refusal),
+        }
+    }
+}
+
+/// A step's `Result<Step<T>>`: its `T` when it passed; else the pipeline stops there,
+/// handing the refusal on.
+macro_rules! passed {
+    ($step:expr) => {
+        match $step? {
+            Step::Passed(value) => value,
+            Step::Refused(refusal) => return Ok(Step::Refused(refusal)),
+        }
+    };
+}
+
 /// What a passed logits check hands the token check: quest's own greedy tokens (those the
 /// learner's model was fed) and the steps where the two picked apart within the
 /// tolerance ([`grade::logits_compared`]'s near ties).
@@ -50,17 +100,38 @@ pub(crate) struct LogitsPassed {
     near_ties: Vec<usize>,
 }
 
+/// The piece's logits in the model, where the lesson asks (`logits:`), within the
+/// tolerance of the float type this backend computes in ([`compare_logits`]).
+fn check_logits(ctx: &Ctx, lesson: &Lesson, built: &Built) -> Result<Step<Option<LogitsPassed>>> {
+    let Some(check) = lesson.spec.logits else {
+        return Ok(Step::Passed(None));
+    };
+    let dtype = built.backend.float_dtype();
+    let tolerance = check.tolerance_in(dtype);
+    if !check.measured_in(dtype) {
+        // Said before the check, so that a refusal by float16's rounding is read as such.
+        println!(
+            "  {}",
+            ctx.ui_with(
+                "submit_logits_unmeasured",
+                &[("tolerance", &format!("{tolerance:.0e}"))]
+            )
+        );
+    }
+    Ok(compare_logits(ctx, lesson, &built.yours, &built.request, tolerance)?.map(Some))
+}
+
 /// The learner's model against quest's own (`logits:`): quest's greedy tokens and logits
 /// in this process, the learner's binary teacher-forced on those tokens, every step
-/// compared ([`grade::logits_compared`]). `Err` holds why it was refused, after the
-/// step, the position and the size of the difference were printed.
-pub(crate) fn check_logits(
+/// compared ([`grade::logits_compared`]). Refused after the step, the position and the
+/// size of the difference were printed.
+fn compare_logits(
     ctx: &Ctx,
     lesson: &Lesson,
     binary: &Path,
     request: &quest::lab::runner::RunRequest,
     tolerance: f32,
-) -> Result<std::result::Result<LogitsPassed, String>> {
+) -> Result<Step<LogitsPassed>> {
     println!("{}", ctx.ui("submit_checking_logits"));
     let reference = quest::lab::runner::reference(request)?;
     let (report, yours) = quest::lab::runner::run_forced(binary, request, &reference.tokens)
@@ -68,7 +139,7 @@ pub(crate) fn check_logits(
     // These logits are the learner's only if the model called the learner's piece.
     if let Some(text) = super::piece::calls_text(ctx, lesson, &report) {
         println!("  ✗ {text}");
-        return Ok(Err(text));
+        return Ok(Step::refused(text));
     }
     let tolerance_text = format!("{tolerance:.0e}");
     match grade::logits_compared(
@@ -108,7 +179,7 @@ pub(crate) fn check_logits(
                     )
                 );
             }
-            Ok(Ok(LogitsPassed {
+            Ok(Step::Passed(LogitsPassed {
                 quest_tokens: reference.tokens,
                 near_ties,
             }))
@@ -150,7 +221,7 @@ pub(crate) fn check_logits(
                 quest::course::LOGITS_MESSAGE,
                 "submit_logits_failed",
             );
-            Ok(Err(why.to_owned()))
+            Ok(Step::refused(why))
         }
         grade::LogitsVerdict::Missing { steps, expected } => {
             println!(
@@ -163,7 +234,7 @@ pub(crate) fn check_logits(
                     ]
                 )
             );
-            Ok(Err(ctx.ui("submit_logits_failed").to_owned()))
+            Ok(Step::refused(ctx.ui("submit_logits_failed")))
         }
     }
 }
@@ -203,15 +274,14 @@ pub(crate) fn judge_draws(
     ))
 }
 
-/// [`judge_draws`], said: `Err` holds why the sampler was refused, after the step, the
-/// distance and the token most over-drawn were printed.
-fn check_draws(
-    ctx: &Ctx,
-    lesson: &Lesson,
-    binary: &Path,
-    request: &quest::lab::runner::RunRequest,
-    check: quest::course::spec::DrawsCheck,
-) -> Result<std::result::Result<(), String>> {
+/// A sampler's draws against the distribution it was asked for (`draws:`):
+/// [`judge_draws`], said. Refused after the step, the distance and the token most
+/// over-drawn were printed.
+fn check_draws(ctx: &Ctx, lesson: &Lesson, built: &Built) -> Result<Step> {
+    let Some(check) = lesson.spec.draws else {
+        return Ok(Step::Passed(()));
+    };
+    let (binary, request) = (&built.yours, &built.request);
     let sampling = quest::lm::Sampling::from_env()?;
     println!(
         "{}",
@@ -248,7 +318,7 @@ fn check_draws(
                 "  ✓ {}",
                 filled("submit_draws_ok", &numbers(distance, honest, spread))
             );
-            Ok(Ok(()))
+            Ok(Step::Passed(()))
         }
         grade::DrawsVerdict::Beyond {
             distance,
@@ -282,7 +352,7 @@ fn check_draws(
                 quest::course::DRAWS_MESSAGE,
                 "submit_draws_failed",
             );
-            Ok(Err(why.to_owned()))
+            Ok(Step::refused(why))
         }
         grade::DrawsVerdict::Missing { steps, expected } => {
             println!(
@@ -295,7 +365,7 @@ fn check_draws(
                     ]
                 )
             );
-            Ok(Err(ctx.ui("submit_draws_failed").to_owned()))
+            Ok(Step::refused(ctx.ui("submit_draws_failed")))
         }
     }
 }
@@ -417,8 +487,7 @@ fn feed_text(ctx: &Ctx, lesson: &Lesson, problem: &FeedProblem) -> String {
 
 pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()> {
     let id = lesson.meta.id.as_str();
-    let spec = &lesson.spec;
-    if spec.exercise.is_none() {
+    if lesson.spec.exercise.is_none() {
         bail!(ctx.ui_with(
             "submit_no_exercise",
             &[("id", id), ("card", &card_command(lesson, None))]
@@ -431,125 +500,188 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
     if !options.predictions.is_empty() {
         record_predictions(ctx, &mut learner, lesson, &options.predictions)?;
     }
+    // 1 to 12, each a step that may refuse; a refusal is recorded and said here.
+    let judged = match judge(ctx, lesson, options, &path, &source, &code)? {
+        Step::Passed(judged) => judged,
+        Step::Refused(refusal) => return refuse(ctx, &mut learner, id, code, refusal),
+    };
+    // 13. Record everything measured, then look at the card.
+    record_and_card(ctx, &mut learner, lesson, options, code, judged)
+}
 
+/// What the checks and the measurement hand the record.
+struct Judged {
+    measured: Measured,
+    /// quest's own values, recorded with the run they came from.
+    quest_values: Option<Values>,
+}
+
+/// The submission's steps, in order, up to the first that refuses.
+fn judge(
+    ctx: &Ctx,
+    lesson: &Lesson,
+    options: &SubmitOptions,
+    path: &Path,
+    source: &[u8],
+    code: &CodeRef,
+) -> Result<Step<Judged>> {
     // 1. The code, against the lesson's rules.
+    passed!(check_rules(ctx, lesson, source));
+    // 2. The solution copied over the exercise.
+    passed!(check_copied(ctx, lesson, source));
+    // 3. The build, and where the exercise runs.
+    let built = build_submitted(ctx, lesson, options, path)?;
+    // 4. A piece of the model, alone against quest's own.
+    passed!(check_piece(ctx, lesson, &built));
+    // 5. The piece's logits in the model, step by step.
+    let logits = passed!(check_logits(ctx, lesson, &built));
+    // 6. A sampler's draws.
+    passed!(check_draws(ctx, lesson, &built));
+    // 7. The behaviour: the first run, beside the solution's.
+    let behaviour = passed!(check_behaviour(ctx, lesson, &built));
+    // 8. What the run fed the model.
+    passed!(check_feeds(ctx, lesson, &behaviour.first_run));
+    // 9. A sampler's tokens, run again.
+    passed!(check_repeat(ctx, lesson, &built, &behaviour.first_run));
+    // 10. The solution's tokens.
+    passed!(check_tokens(ctx, lesson, &behaviour, logits.as_ref()));
+    // 11. The values it computed.
+    let quest_values = passed!(check_values(ctx, lesson, code, &behaviour.first_run));
+    // 12. The measurement.
+    let measured = passed!(measure(
+        ctx,
+        lesson,
+        options,
+        &built,
+        code,
+        behaviour.first_run
+    ));
+    Ok(Step::Passed(Judged {
+        measured,
+        quest_values,
+    }))
+}
+
+/// The code, against the lesson's rules (read from its syntax tree), every finding said.
+fn check_rules(ctx: &Ctx, lesson: &Lesson, source: &[u8]) -> Result<Step> {
     println!("{}", ctx.ui("submit_checking_code"));
-    let findings = rules::check(&String::from_utf8_lossy(&source), &spec.rules);
+    let findings = rules::check(&String::from_utf8_lossy(source), &lesson.spec.rules);
     for finding in &findings {
         println!("  {}", finding_text(ctx, lesson, finding));
     }
     if !findings.is_empty() {
-        return refuse(
-            ctx,
-            &mut learner,
-            id,
-            code,
-            None,
-            ctx.ui("submit_code_failed"),
-        );
+        return Ok(Step::refused(ctx.ui("submit_code_failed")));
     }
     println!("  ✓ {}", ctx.ui("submit_code_ok"));
-    // The solution copied over the exercise teaches nothing and measures nothing of the
-    // learner's: said kindly, and refused.
+    Ok(Step::Passed(()))
+}
+
+/// The solution copied over the exercise teaches nothing and measures nothing of the
+/// learner's: said kindly, and refused.
+fn check_copied(ctx: &Ctx, lesson: &Lesson, source: &[u8]) -> Result<Step> {
     if let Ok(solution) = solution_path(lesson).and_then(|p| Ok(std::fs::read_to_string(p)?)) {
-        if quest::check::same_as_solution(&String::from_utf8_lossy(&source), &solution) {
-            return refuse(
-                ctx,
-                &mut learner,
-                id,
-                code,
-                None,
-                &ctx.ui_with("submit_copied_solution", &[("id", id)]),
-            );
+        if quest::check::same_as_solution(&String::from_utf8_lossy(source), &solution) {
+            return Ok(Step::refused(ctx.ui_with(
+                "submit_copied_solution",
+                &[("id", lesson.meta.id.as_str())],
+            )));
         }
     }
+    Ok(Step::Passed(()))
+}
 
-    // 2. Build the learner's code, and what it is compared with: the solution for the
-    // tokens, the starting code for the measurement.
+/// The learner's code built, with what it is compared with and how it runs.
+struct Built {
+    /// The learner's binary.
+    yours: PathBuf,
+    request: RunRequest,
+    /// The starting code's file (the measurement's baseline), and its code.
+    starting: PathBuf,
+    original_code: CodeRef,
+    backend: quest::device::Backend,
+}
+
+/// Builds the learner's code, and what it is compared with: the solution for the tokens
+/// (in [`check_behaviour`]), the starting code for the measurement. Where the exercise does
+/// not run (`runs_on`), it stops after what it checks here (a CUDA kernel compiles): its
+/// own run says so, and nothing more is judged.
+fn build_submitted(
+    ctx: &Ctx,
+    lesson: &Lesson,
+    options: &SubmitOptions,
+    path: &Path,
+) -> Result<Built> {
     let (starting, original_code) = starting_code_file(lesson)?;
-    let yours = build(ctx, &path, true)?;
+    let yours = build(ctx, path, true)?;
     let request = request(lesson, &options.run);
-
-    // 2. Where the exercise does not run (`runs_on`), it stops after what it checks here
-    // (a CUDA kernel compiles): its own run says so, and nothing more is judged.
     let backend = quest::device::Backend::detect();
-    if !spec.runs_on_backend(backend) {
+    if !lesson.spec.runs_on_backend(backend) {
         run_binary(ctx, &yours, &request)?;
         bail!(ctx.ui_with("submit_runs_elsewhere", &[("backend", backend.name())]));
     }
+    Ok(Built {
+        yours,
+        request,
+        starting,
+        original_code,
+        backend,
+    })
+}
 
-    // 2a. A piece of the model: first the piece alone against quest's own, on random
-    // tensors of the shapes that matter; then its logits in the model, step by step.
-    if spec.piece.is_some() {
-        println!("{}", ctx.ui("submit_checking_piece"));
-        let why = match super::piece::check(ctx, lesson, &yours, &request, true)? {
-            Some(super::piece::Checked::Passed) | None => None,
-            Some(super::piece::Checked::Wrong) => Some("submit_piece_failed"),
-            Some(super::piece::Checked::Unwritten) => Some("submit_piece_missing"),
-        };
-        if let Some(why) = why {
-            return refuse(ctx, &mut learner, id, code, None, ctx.ui(why));
-        }
+/// A piece of the model: first the piece alone against quest's own, on random tensors of
+/// the shapes that matter (its logits in the model are [`check_logits`]).
+fn check_piece(ctx: &Ctx, lesson: &Lesson, built: &Built) -> Result<Step> {
+    if lesson.spec.piece.is_none() {
+        return Ok(Step::Passed(()));
     }
-    let mut logits_passed = None;
-    if let Some(check) = spec.logits {
-        let dtype = backend.float_dtype();
-        let tolerance = check.tolerance_in(dtype);
-        if !check.measured_in(dtype) {
-            // Said before the check, so that a refusal by float16's rounding is read as such.
-            println!(
-                "  {}",
-                ctx.ui_with(
-                    "submit_logits_unmeasured",
-                    &[("tolerance", &format!("{tolerance:.0e}"))]
-                )
-            );
-        }
-        match check_logits(ctx, lesson, &yours, &request, tolerance)? {
-            Ok(passed) => logits_passed = Some(passed),
-            Err(why) => return refuse(ctx, &mut learner, id, code, None, &why),
-        }
-    }
+    println!("{}", ctx.ui("submit_checking_piece"));
+    let why = match super::piece::check(ctx, lesson, &built.yours, &built.request, true)? {
+        Some(super::piece::Checked::Passed) | None => None,
+        Some(super::piece::Checked::Wrong) => Some("submit_piece_failed"),
+        Some(super::piece::Checked::Unwritten) => Some("submit_piece_missing"),
+    };
+    Ok(match why {
+        Some(why) => Step::refused(ctx.ui(why)),
+        None => Step::Passed(()),
+    })
+}
 
-    // 2b. A sampler: its draws against the distribution it was asked for.
-    if let Some(check) = spec.draws {
-        if let Err(why) = check_draws(ctx, lesson, &yours, &request, check)? {
-            return refuse(ctx, &mut learner, id, code, None, &why);
-        }
-    }
+/// What the first run did, and the solution's run where its tokens are checked.
+struct Behaviour {
+    reference: Option<Report>,
+    first_run: Report,
+}
 
-    // 3. The behaviour: the solution's greedy tokens.
+/// The behaviour: the solution's greedy tokens (run here, compared in [`check_tokens`]) and
+/// the learner's first run, refused where the model did not call the learner's piece, where
+/// quest's clock and the run's own figures disagree, or where it ran another batch.
+fn check_behaviour(ctx: &Ctx, lesson: &Lesson, built: &Built) -> Result<Step<Behaviour>> {
+    let spec = &lesson.spec;
+    let (yours, request) = (&built.yours, &built.request);
     let reference = match spec.tokens {
         quest::course::spec::TokenCheck::None | quest::course::spec::TokenCheck::Repeatable => None,
         _ => Some(run_binary(
             ctx,
             &build(ctx, &solution_path(lesson)?, true)?,
-            &request,
+            request,
         )?),
     };
-    let first_run = run_binary(ctx, &yours, &request)?;
+    let first_run = run_binary(ctx, yours, request)?;
     // quest's clock times what it awards; a report that says the run was faster than the
     // clock saw is refused, with what each said.
     // The run's numbers are the learner's only if the model called the learner's piece.
     if let Some(text) = super::piece::calls_text(ctx, lesson, &first_run) {
         println!("  ✗ {text}");
-        return refuse(ctx, &mut learner, id, code, None, &text);
+        return Ok(Step::refused(text));
     }
     // A figure timed inside the process is trusted only within quest's clock.
     if let Some(text) = super::run::inside_over_clock_text(ctx, &first_run) {
         println!("  ✗ {text}");
-        return refuse(ctx, &mut learner, id, code, None, &text);
+        return Ok(Step::refused(text));
     }
     if let Some(text) = super::run::disagreement_text(ctx, &first_run) {
         println!("  ✗ {text}");
-        return refuse(
-            ctx,
-            &mut learner,
-            id,
-            code,
-            None,
-            ctx.ui("submit_clock_failed"),
-        );
+        return Ok(Step::refused(ctx.ui("submit_clock_failed")));
     }
     if let Some(batch) = spec.batch {
         if first_run.batch != batch {
@@ -563,303 +695,402 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
                     ]
                 )
             );
-            return refuse(
-                ctx,
-                &mut learner,
-                id,
-                code,
-                None,
-                ctx.ui("submit_batch_failed"),
-            );
+            return Ok(Step::refused(ctx.ui("submit_batch_failed")));
         }
     }
-    // 3a. What the run fed the model, call by call, as the model recorded it.
-    if !spec.feeds.is_empty() {
-        println!("{}", ctx.ui("submit_checking_feeds"));
-        let problems =
-            grade::feed_problems(&spec.feeds, &first_run.prefill_fed, &first_run.steps_fed);
-        for problem in &problems {
-            println!("  {}", feed_text(ctx, lesson, problem));
-        }
-        if !problems.is_empty() {
-            return refuse(
-                ctx,
-                &mut learner,
-                id,
-                code,
-                None,
-                ctx.ui("submit_feeds_failed"),
-            );
-        }
-        println!("  ✓ {}", ctx.ui("submit_feeds_ok"));
+    Ok(Step::Passed(Behaviour {
+        reference,
+        first_run,
+    }))
+}
+
+/// What the run fed the model, call by call, as the model recorded it.
+fn check_feeds(ctx: &Ctx, lesson: &Lesson, first_run: &Report) -> Result<Step> {
+    let spec = &lesson.spec;
+    if spec.feeds.is_empty() {
+        return Ok(Step::Passed(()));
     }
-    // 3b. A sampler's tokens: the same seed, run again, the same tokens.
-    if spec.tokens == quest::course::spec::TokenCheck::Repeatable {
-        println!("{}", ctx.ui("submit_checking_repeat"));
-        let again = run_binary(ctx, &yours, &request)?;
-        let n = first_run.tokens.len().max(again.tokens.len());
-        if let Some(at) = grade::first_difference(&first_run.tokens, &again.tokens, n) {
-            println!(
-                "  ✗ {}",
-                ctx.ui_with("submit_repeat_differs", &[("at", &at.to_string())])
-            );
-            println!("    1: {}", first_run.text.trim());
-            println!("    2: {}", again.text.trim());
-            return refuse(
-                ctx,
-                &mut learner,
-                id,
-                code,
-                None,
-                ctx.ui("submit_repeat_failed"),
-            );
-        }
+    println!("{}", ctx.ui("submit_checking_feeds"));
+    let problems = grade::feed_problems(&spec.feeds, &first_run.prefill_fed, &first_run.steps_fed);
+    for problem in &problems {
+        println!("  {}", feed_text(ctx, lesson, problem));
+    }
+    if !problems.is_empty() {
+        return Ok(Step::refused(ctx.ui("submit_feeds_failed")));
+    }
+    println!("  ✓ {}", ctx.ui("submit_feeds_ok"));
+    Ok(Step::Passed(()))
+}
+
+/// A sampler's tokens: the same seed, run again, the same tokens.
+fn check_repeat(ctx: &Ctx, lesson: &Lesson, built: &Built, first_run: &Report) -> Result<Step> {
+    if lesson.spec.tokens != quest::course::spec::TokenCheck::Repeatable {
+        return Ok(Step::Passed(()));
+    }
+    println!("{}", ctx.ui("submit_checking_repeat"));
+    let again = run_binary(ctx, &built.yours, &built.request)?;
+    let n = first_run.tokens.len().max(again.tokens.len());
+    if let Some(at) = grade::first_difference(&first_run.tokens, &again.tokens, n) {
         println!(
-            "  ✓ {}",
-            ctx.ui_with("submit_repeat_ok", &[("n", &n.to_string())])
+            "  ✗ {}",
+            ctx.ui_with("submit_repeat_differs", &[("at", &at.to_string())])
         );
+        println!("    1: {}", first_run.text.trim());
+        println!("    2: {}", again.text.trim());
+        return Ok(Step::refused(ctx.ui("submit_repeat_failed")));
     }
-    let compared = reference.as_ref().and_then(|reference| {
-        grade::tokens_compared(spec.tokens, reference.tokens.len(), first_run.tokens.len())
-            .map(|n| (n, reference))
+    println!(
+        "  ✓ {}",
+        ctx.ui_with("submit_repeat_ok", &[("n", &n.to_string())])
+    );
+    Ok(Step::Passed(()))
+}
+
+/// The first run's tokens against the solution's (as `tokens:` asks); where the logits
+/// check passed, a run that leaves them only at its near ties is still quest's computation.
+fn check_tokens(
+    ctx: &Ctx,
+    lesson: &Lesson,
+    behaviour: &Behaviour,
+    logits_passed: Option<&LogitsPassed>,
+) -> Result<Step> {
+    let first_run = &behaviour.first_run;
+    let compared = behaviour.reference.as_ref().and_then(|reference| {
+        grade::tokens_compared(
+            lesson.spec.tokens,
+            reference.tokens.len(),
+            first_run.tokens.len(),
+        )
+        .map(|n| (n, reference))
     });
-    if let Some((n, reference)) = compared {
-        println!("{}", ctx.ui("submit_checking_tokens"));
-        let differs = grade::first_difference(&reference.tokens, &first_run.tokens, n);
-        // Where the logits check saw near ties, a run may leave the solution's tokens
-        // at one and still be quest's computation (grade::tokens_against_quest).
-        let explained = differs.and(logits_passed.as_ref()).map(|passed| {
-            grade::tokens_against_quest(&passed.quest_tokens, &first_run.tokens, &passed.near_ties)
-        });
-        match (differs, explained) {
-            (None, _) => {
-                let agreed = n.min(first_run.tokens.len());
-                println!(
-                    "  ✓ {}",
-                    ctx.ui_with("submit_tokens_ok", &[("n", &agreed.to_string())])
-                );
-            }
-            (Some(_), Some(grade::AgainstQuest::NearTie(at))) => println!(
+    let Some((n, reference)) = compared else {
+        return Ok(Step::Passed(()));
+    };
+    println!("{}", ctx.ui("submit_checking_tokens"));
+    let differs = grade::first_difference(&reference.tokens, &first_run.tokens, n);
+    // Where the logits check saw near ties, a run may leave the solution's tokens
+    // at one and still be quest's computation (grade::tokens_against_quest).
+    let explained = differs.and(logits_passed).map(|passed| {
+        grade::tokens_against_quest(&passed.quest_tokens, &first_run.tokens, &passed.near_ties)
+    });
+    match (differs, explained) {
+        (None, _) => {
+            let agreed = n.min(first_run.tokens.len());
+            println!(
                 "  ✓ {}",
-                ctx.ui_with("submit_tokens_near_tie", &[("at", &at.to_string())])
-            ),
-            (Some(_), Some(grade::AgainstQuest::Same)) => {
-                println!("  ✓ {}", ctx.ui("submit_tokens_quests"))
-            }
-            (Some(at), _) => {
-                println!(
-                    "  {}",
-                    ctx.ui_with("submit_tokens_differ", &[("at", &at.to_string())])
-                );
-                println!(
-                    "    {}: {}",
-                    ctx.ui("submit_expected"),
-                    reference.text.trim()
-                );
-                println!("    {}: {}", ctx.ui("submit_got"), first_run.text.trim());
-                // A lesson may say why its tokens must agree (`messages: tokens:`).
-                let why = lesson_says(
-                    ctx,
-                    lesson,
-                    quest::course::TOKENS_MESSAGE,
-                    "submit_behaviour_failed",
-                );
-                return refuse(ctx, &mut learner, id, code, None, why);
-            }
+                ctx.ui_with("submit_tokens_ok", &[("n", &agreed.to_string())])
+            );
+        }
+        (Some(_), Some(grade::AgainstQuest::NearTie(at))) => println!(
+            "  ✓ {}",
+            ctx.ui_with("submit_tokens_near_tie", &[("at", &at.to_string())])
+        ),
+        (Some(_), Some(grade::AgainstQuest::Same)) => {
+            println!("  ✓ {}", ctx.ui("submit_tokens_quests"))
+        }
+        (Some(at), _) => {
+            println!(
+                "  {}",
+                ctx.ui_with("submit_tokens_differ", &[("at", &at.to_string())])
+            );
+            println!(
+                "    {}: {}",
+                ctx.ui("submit_expected"),
+                reference.text.trim()
+            );
+            println!("    {}: {}", ctx.ui("submit_got"), first_run.text.trim());
+            // A lesson may say why its tokens must agree (`messages: tokens:`).
+            let why = lesson_says(
+                ctx,
+                lesson,
+                quest::course::TOKENS_MESSAGE,
+                "submit_behaviour_failed",
+            );
+            return Ok(Step::refused(why));
         }
     }
+    Ok(Step::Passed(()))
+}
 
-    // 3b. The values it computed, against quest's own computation from its inputs.
-    let mut quest_values = None;
-    if let Some(checked) = super::values::check(ctx, lesson, &first_run)? {
-        let ok = checked.ok;
-        quest_values = Some(checked.quest);
-        if !ok {
-            let mut run = run_record(&first_run, code.clone(), ctx.lang);
-            run.metrics.extend(quest_values.unwrap_or_default().0);
-            learner.update(ctx, |state| {
-                state.lesson_mut(id).runs.push(run);
-                Ok(())
-            })?;
-            return refuse(ctx, &mut learner, id, code, None, ctx.ui("values_failed"));
-        }
-        println!("  ✓ {}", ctx.ui("values_ok"));
+/// The values it computed, against quest's own computation from its inputs: quest's values
+/// when they agree; refused with the run (and quest's values) recorded when not.
+fn check_values(
+    ctx: &Ctx,
+    lesson: &Lesson,
+    code: &CodeRef,
+    first_run: &Report,
+) -> Result<Step<Option<Values>>> {
+    let Some(checked) = super::values::check(ctx, lesson, first_run)? else {
+        return Ok(Step::Passed(None));
+    };
+    if !checked.ok {
+        let mut run = run_record(first_run, code.clone(), ctx.lang);
+        run.metrics.extend(checked.quest.0);
+        return Ok(Step::Refused(Refusal {
+            why: ctx.ui("values_failed").to_owned(),
+            runs: vec![run],
+            measured: None,
+        }));
     }
+    println!("  ✓ {}", ctx.ui("values_ok"));
+    Ok(Step::Passed(Some(checked.quest)))
+}
 
-    // 4. The measurement: starting code and yours, interleaved, medians.
-    let mut measurement = None;
+/// What the measurement hands the record: every run with the code it ran (the first run
+/// alone where the lesson measures nothing), and what was measured.
+struct Measured {
+    reports: Vec<(Report, CodeRef)>,
+    measurement: Option<Measurement>,
+}
+
+/// The measurement: starting code and yours, interleaved, medians
+/// ([`measure_rounds`]); refused where what the change is about did not move
+/// ([`said_unmoved`]) or the effect does not show ([`said_effect_missing`]), with the
+/// rounds recorded.
+fn measure(
+    ctx: &Ctx,
+    lesson: &Lesson,
+    options: &SubmitOptions,
+    built: &Built,
+    code: &CodeRef,
+    first_run: Report,
+) -> Result<Step<Measured>> {
+    let Some(measure) = &lesson.spec.measure else {
+        return Ok(Step::Passed(Measured {
+            reports: vec![(first_run, code.clone())],
+            measurement: None,
+        }));
+    };
+    let Rounds {
+        reports,
+        taken,
+        improvement,
+    } = measure_rounds(ctx, lesson, measure, options, built, code)?;
+    let why = if said_unmoved(lesson, measure, &reports, &built.original_code, code) {
+        Some("submit_moves_failed")
+    } else if said_effect_missing(ctx, lesson, &first_run.backend, improvement) {
+        Some("submit_measure_failed")
+    } else {
+        None
+    };
+    if let Some(why) = why {
+        return Ok(Step::Refused(Refusal {
+            why: ctx.ui(why).to_owned(),
+            runs: run_records(ctx, &reports, None),
+            measured: Some(taken),
+        }));
+    }
+    Ok(Step::Passed(Measured {
+        reports,
+        measurement: Some(taken),
+    }))
+}
+
+/// What the interleaved rounds measured.
+struct Rounds {
+    /// Every report, with the code it ran.
+    reports: Vec<(Report, CodeRef)>,
+    taken: Measurement,
+    /// The medians' improvement.
+    improvement: Option<f64>,
+}
+
+/// The interleaved rounds, each round's values and the medians said.
+fn measure_rounds(
+    ctx: &Ctx,
+    lesson: &Lesson,
+    measure: &Measure,
+    options: &SubmitOptions,
+    built: &Built,
+    code: &CodeRef,
+) -> Result<Rounds> {
+    let (yours, request, original_code) = (&built.yours, &built.request, &built.original_code);
     let mut reports: Vec<(Report, CodeRef)> = Vec::new();
-    if let Some(measure) = &spec.measure {
-        // Against quest's own pieces: the learner's binary again, told to keep quest's.
-        let against_quest = measure.against == quest::course::spec::Baseline::QuestPieces;
-        let before_binary = if against_quest {
-            yours.clone()
-        } else {
-            build(ctx, &starting, true)?
-        };
-        let before_env: &[(&str, &str)] = if against_quest {
-            &[(quest::settings::PIECES.name, "quest")]
-        } else {
-            &[]
-        };
-        let metric = measure.metric;
-        let rounds = options.rounds.unwrap_or(measure.rounds).max(1);
+    // Against quest's own pieces: the learner's binary again, told to keep quest's.
+    let against_quest = measure.against == quest::course::spec::Baseline::QuestPieces;
+    let before_binary = if against_quest {
+        yours.clone()
+    } else {
+        build(ctx, &built.starting, true)?
+    };
+    let before_env: &[(&str, &str)] = if against_quest {
+        &[(quest::settings::PIECES.name, "quest")]
+    } else {
+        &[]
+    };
+    let metric = measure.metric;
+    let rounds = options.rounds.unwrap_or(measure.rounds).max(1);
+    println!(
+        "{}",
+        ctx.ui_with(
+            match (against_quest, lesson.spec.draws.is_some()) {
+                (true, true) => "submit_measuring_sampler",
+                (true, false) => "submit_measuring_pieces",
+                (false, _) => "submit_measuring",
+            },
+            &[
+                ("rounds", &rounds.to_string()),
+                ("metric", &metric_name(ctx, metric))
+            ]
+        )
+    );
+    let (mut before, mut after) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let b = quest::lab::runner::run_with_env(&before_binary, request, before_env)
+            .map_err(|e| super::run::explain_run_error(ctx, e))?;
+        let a = run_binary(ctx, yours, request)?;
+        let value = |r: &Report| measured_value(ctx, r, metric);
+        let (vb, va) = (value(&b)?, value(&a)?);
         println!(
-            "{}",
-            ctx.ui_with(
-                match (against_quest, spec.draws.is_some()) {
-                    (true, true) => "submit_measuring_sampler",
-                    (true, false) => "submit_measuring_pieces",
-                    (false, _) => "submit_measuring",
-                },
-                &[
-                    ("rounds", &rounds.to_string()),
-                    ("metric", &metric_name(ctx, metric))
-                ]
-            )
+            "  {} {}: {} / {} {}",
+            ctx.ui("round"),
+            round + 1,
+            number(vb),
+            number(va),
+            metric.unit()
         );
-        let (mut before, mut after) = (Vec::new(), Vec::new());
-        for round in 0..rounds {
-            let b = quest::lab::runner::run_with_env(&before_binary, &request, before_env)
-                .map_err(|e| super::run::explain_run_error(ctx, e))?;
-            let a = run_binary(ctx, &yours, &request)?;
-            let value = |r: &Report| measured_value(ctx, r, metric);
-            let (vb, va) = (value(&b)?, value(&a)?);
-            println!(
-                "  {} {}: {} / {} {}",
-                ctx.ui("round"),
-                round + 1,
-                number(vb),
-                number(va),
-                metric.unit()
-            );
-            before.push(vb);
-            after.push(va);
-            reports.push((b, original_code.clone()));
-            reports.push((a, code.clone()));
-        }
-        let (median_before, median_after) = (median(&before), median(&after));
-        let improvement = metric.improvement(median_before, median_after);
-        println!(
-            "  {}: {} → {} {} (×{:.2})",
-            ctx.ui("submit_medians"),
-            number(median_before),
-            number(median_after),
-            metric.unit(),
-            improvement.unwrap_or(f64::NAN)
-        );
-        for &also in &measure.also {
-            let of = |code: &CodeRef| {
-                let values: Vec<f64> = reports
-                    .iter()
-                    .filter(|(_, c)| c == code)
-                    .filter_map(|(r, _)| r.metric(also))
-                    .collect();
-                median(&values)
-            };
-            println!(
-                "  {}: {:.2} → {:.2} {}",
-                metric_name(ctx, also),
-                of(&original_code),
-                of(&code),
-                also.unit()
-            );
-        }
-        let taken = Measurement {
-            metric: metric.key().into(),
-            before,
-            after,
-        };
-        // What the change is about moved, whatever the speed did.
-        let unmoved = grade::unmoved(&measure.moves, |metric, yours| {
-            let of = if yours { &code } else { &original_code };
+        before.push(vb);
+        after.push(va);
+        reports.push((b, original_code.clone()));
+        reports.push((a, code.clone()));
+    }
+    let (median_before, median_after) = (median(&before), median(&after));
+    let improvement = metric.improvement(median_before, median_after);
+    println!(
+        "  {}: {} → {} {} (×{:.2})",
+        ctx.ui("submit_medians"),
+        number(median_before),
+        number(median_after),
+        metric.unit(),
+        improvement.unwrap_or(f64::NAN)
+    );
+    for &also in &measure.also {
+        let of = |code: &CodeRef| {
             let values: Vec<f64> = reports
                 .iter()
-                .filter(|(_, c)| c == of)
-                .filter_map(|(r, _)| r.metric(metric))
+                .filter(|(_, c)| c == code)
+                .filter_map(|(r, _)| r.metric(also))
                 .collect();
-            (!values.is_empty()).then(|| median(&values))
-        });
-        for (moved, before, after) in &unmoved {
-            let shown = |v: &Option<f64>| v.map_or_else(|| "?".to_owned(), number);
-            let template = lesson
-                .meta
-                .messages
-                .get(&moved.id)
-                .map_or(moved.id.as_str(), String::as_str);
-            let text = quest::course::fill_placeholders(
-                template,
-                &[("before", &shown(before)), ("after", &shown(after))],
-            );
-            println!("  ✗ {text}");
-        }
-        if !unmoved.is_empty() {
-            return refuse_measured(
-                ctx,
-                &mut learner,
-                id,
-                &reports,
-                code,
-                taken,
-                "submit_moves_failed",
-            );
-        }
-        let backend = first_run.backend.as_str();
-        match grade::effect(spec, backend, improvement) {
-            Effect::Shown => {}
-            Effect::Missing { ratio, at_least } => {
-                let ratio = format!("{:.2}", ratio.unwrap_or(0.0));
-                println!(
-                    "  {}",
-                    ctx.ui_with(
-                        "submit_effect_missing",
-                        &[("ratio", &ratio), ("at_least", &format!("{at_least:.2}"))]
-                    )
-                );
-                return refuse_measured(
-                    ctx,
-                    &mut learner,
-                    id,
-                    &reports,
-                    code,
-                    taken,
-                    "submit_measure_failed",
-                );
-            }
-            Effect::Elsewhere(kinds) => {
-                let expected: Vec<&str> = kinds.iter().map(|kind| kind.key()).collect();
-                println!(
-                    "  {}",
-                    ctx.ui_with(
-                        "submit_effect_elsewhere",
-                        &[("backend", backend), ("expected", &expected.join(", "))]
-                    )
-                );
-            }
-        }
-        measurement = Some(taken);
-    } else {
-        reports.push((first_run, code.clone()));
+            median(&values)
+        };
+        println!(
+            "  {}: {:.2} → {:.2} {}",
+            metric_name(ctx, also),
+            of(original_code),
+            of(code),
+            also.unit()
+        );
     }
+    let taken = Measurement {
+        metric: metric.key().into(),
+        before,
+        after,
+    };
+    Ok(Rounds {
+        reports,
+        taken,
+        improvement,
+    })
+}
 
-    // 5. Record everything measured (quest's values with the run they came from), then
-    // look at the card.
-    record_runs(ctx, &mut learner, id, &reports, quest_values.as_ref())?;
+/// What the change is about moved, whatever the speed did (`measure.moves`): each metric
+/// that did not is said; true when one did not.
+fn said_unmoved(
+    lesson: &Lesson,
+    measure: &Measure,
+    reports: &[(Report, CodeRef)],
+    original_code: &CodeRef,
+    code: &CodeRef,
+) -> bool {
+    let unmoved = grade::unmoved(&measure.moves, |metric, yours| {
+        let of = if yours { code } else { original_code };
+        let values: Vec<f64> = reports
+            .iter()
+            .filter(|(_, c)| c == of)
+            .filter_map(|(r, _)| r.metric(metric))
+            .collect();
+        (!values.is_empty()).then(|| median(&values))
+    });
+    for (moved, before, after) in &unmoved {
+        let shown = |v: &Option<f64>| v.map_or_else(|| "?".to_owned(), number);
+        let template = lesson
+            .meta
+            .messages
+            .get(&moved.id)
+            .map_or(moved.id.as_str(), String::as_str);
+        let text = quest::course::fill_placeholders(
+            template,
+            &[("before", &shown(before)), ("after", &shown(after))],
+        );
+        println!("  ✗ {text}");
+    }
+    !unmoved.is_empty()
+}
+
+/// The effect where the lesson says it shows ([`grade::effect`]): said when missing (true)
+/// or measured on another backend than the lesson's.
+fn said_effect_missing(
+    ctx: &Ctx,
+    lesson: &Lesson,
+    backend: &str,
+    improvement: Option<f64>,
+) -> bool {
+    match grade::effect(&lesson.spec, backend, improvement) {
+        Effect::Shown => false,
+        Effect::Missing { ratio, at_least } => {
+            let ratio = format!("{:.2}", ratio.unwrap_or(0.0));
+            println!(
+                "  {}",
+                ctx.ui_with(
+                    "submit_effect_missing",
+                    &[("ratio", &ratio), ("at_least", &format!("{at_least:.2}"))]
+                )
+            );
+            true
+        }
+        Effect::Elsewhere(kinds) => {
+            let expected: Vec<&str> = kinds.iter().map(|kind| kind.key()).collect();
+            println!(
+                "  {}",
+                ctx.ui_with(
+                    "submit_effect_elsewhere",
+                    &[("backend", backend), ("expected", &expected.join(", "))]
+                )
+            );
+            false
+        }
+    }
+}
+
+/// Records everything measured (quest's values with the run they came from) and the
+/// submission's checks passed, judges the predictions waiting, then looks at the card:
+/// the lesson is finished when it stands, else the learner is shown how to fill it.
+fn record_and_card(
+    ctx: &Ctx,
+    learner: &mut Learner,
+    lesson: &Lesson,
+    options: &SubmitOptions,
+    code: CodeRef,
+    judged: Judged,
+) -> Result<()> {
+    let id = lesson.meta.id.as_str();
+    let Judged {
+        measured: Measured {
+            reports,
+            measurement,
+        },
+        quest_values,
+    } = judged;
+    record_runs(ctx, learner, id, &reports, quest_values.as_ref())?;
     record_submission(
         ctx,
-        &mut learner,
+        learner,
         id,
         Some(code.clone()),
         Outcome::ChecksPassed,
         measurement.clone(),
     )?;
-    judge_predictions(
-        ctx,
-        &mut learner,
-        lesson,
-        &code,
-        !options.predictions.is_empty(),
-    )?;
+    judge_predictions(ctx, learner, lesson, &code, !options.predictions.is_empty())?;
     let card_ok = {
         let state = learner.store.state();
         let record = state.lesson(id).cloned().unwrap_or_default();
@@ -869,8 +1100,8 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
             .is_some_and(|card| grade::card_problems(lesson, &record, &code, card).is_empty())
     };
     if card_ok {
-        record_submission(ctx, &mut learner, id, Some(code), Outcome::Passed, None)?;
-        return finish(ctx, &mut learner, lesson);
+        record_submission(ctx, learner, id, Some(code), Outcome::Passed, None)?;
+        return finish(ctx, learner, lesson);
     }
     println!("\n{}", ctx.ui("submit_fill_card"));
     print_quiz(ctx, lesson);
@@ -956,15 +1187,23 @@ fn record_runs(
 ) -> Result<()> {
     learner.update(ctx, |state| {
         let record = state.lesson_mut(id);
-        record.runs.extend(reports.iter().map(|(report, code)| {
+        record.runs.extend(run_records(ctx, reports, values));
+        Ok(())
+    })
+}
+
+/// Each report as a run, with quest's own `values` where it reported values.
+fn run_records(ctx: &Ctx, reports: &[(Report, CodeRef)], values: Option<&Values>) -> Vec<Run> {
+    reports
+        .iter()
+        .map(|(report, code)| {
             let mut run = run_record(report, code.clone(), ctx.lang);
             if let (Some(values), false) = (values, report.values.is_empty()) {
                 run.metrics.extend(values.0.clone());
             }
             run
-        }));
-        Ok(())
-    })
+        })
+        .collect()
 }
 
 /// How a submission ended, as the progress file records it.
@@ -978,33 +1217,28 @@ enum Outcome {
     Passed,
 }
 
-/// A submission refused: it is recorded as failed (with what was measured, if anything),
-/// and the refusal says `why`.
+/// A submission refused: the runs the refusal carries are recorded, then the submission
+/// as failed (with what was measured, if anything), and the refusal says why.
 fn refuse(
     ctx: &Ctx,
     learner: &mut Learner,
     id: &str,
     code: CodeRef,
-    measured: Option<Measurement>,
-    why: &str,
+    refusal: Refusal,
 ) -> Result<()> {
+    let Refusal {
+        why,
+        runs,
+        measured,
+    } = refusal;
+    if !runs.is_empty() {
+        learner.update(ctx, |state| {
+            state.lesson_mut(id).runs.extend(runs);
+            Ok(())
+        })?;
+    }
     record_submission(ctx, learner, id, Some(code), Outcome::Failed, measured)?;
-    bail!(why.to_owned())
-}
-
-/// A submission measured and refused: its runs are recorded, then [`refuse`] with what was
-/// measured, for `why` (a `ui:` key).
-fn refuse_measured(
-    ctx: &Ctx,
-    learner: &mut Learner,
-    id: &str,
-    reports: &[(Report, CodeRef)],
-    code: CodeRef,
-    taken: Measurement,
-    why: &str,
-) -> Result<()> {
-    record_runs(ctx, learner, id, reports, None)?;
-    refuse(ctx, learner, id, code, Some(taken), ctx.ui(why))
+    bail!(why)
 }
 
 fn record_submission(
