@@ -44,17 +44,24 @@ pub struct Hello {
 
 /// Whether quest asked for a warm-up forward as the model is loaded.
 pub fn warm_up_asked() -> bool {
-    line().is_some_and(|line| line.lock().unwrap_or_else(|e| e.into_inner()).hello.warm_up)
+    hello().is_some_and(|hello| hello.warm_up)
 }
 
-struct Line {
+/// The socket's two directions, used one exchange at a time.
+struct Channel {
     stream: UnixStream,
     replies: BufReader<UnixStream>,
-    hello: Hello,
 }
 
-fn line() -> Option<&'static Mutex<Line>> {
-    static LINE: OnceLock<Option<Mutex<Line>>> = OnceLock::new();
+/// quest's line: what it said as the exercise started (read once, never changed), and
+/// the channel.
+struct Line {
+    hello: Hello,
+    channel: Mutex<Channel>,
+}
+
+fn line() -> Option<&'static Line> {
+    static LINE: OnceLock<Option<Line>> = OnceLock::new();
     LINE.get_or_init(|| {
         use std::os::fd::FromRawFd;
         let fd: i32 = crate::settings::CLOCK.os()?.to_str()?.parse().ok()?;
@@ -65,13 +72,17 @@ fn line() -> Option<&'static Mutex<Line>> {
         let mut first = String::new();
         replies.read_line(&mut first).ok()?;
         let hello = serde_json::from_str(first.trim_end()).ok()?;
-        Some(Mutex::new(Line {
-            stream,
-            replies,
+        Some(Line {
             hello,
-        }))
+            channel: Mutex::new(Channel { stream, replies }),
+        })
     })
     .as_ref()
+}
+
+/// What quest said as the exercise started, where quest started it.
+fn hello() -> Option<&'static Hello> {
+    line().map(|line| &line.hello)
 }
 
 /// Whether quest's line is there (the exercise was started by quest).
@@ -83,31 +94,24 @@ pub fn connected() -> bool {
 /// `QUEST_PIECES=quest` does. The environment is not asked when quest runs the exercise:
 /// the code it judges can write its own environment.
 pub fn quest_pieces() -> bool {
-    match line() {
-        Some(line) => {
-            line.lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .hello
-                .quest_pieces
-        }
+    match hello() {
+        Some(hello) => hello.quest_pieces,
         None => crate::settings::PIECES.raw().as_deref() == Some("quest"),
     }
 }
 
 /// The piece quest asked this run to check first, and whether to end after it.
 pub fn piece_check() -> Option<(crate::course::spec::Piece, bool)> {
-    let line = line()?.lock().unwrap_or_else(|e| e.into_inner());
-    line.hello
-        .check
-        .map(|piece| (piece, line.hello.check_alone))
+    let hello = hello()?;
+    hello.check.map(|piece| (piece, hello.check_alone))
 }
 
 /// Sends one message to quest, if it listens. Best effort: a quest that stopped
 /// listening has ended, and the exercise's next question to it fails.
 pub fn send(message: &str) {
     if let Some(line) = line() {
-        let mut line = line.lock().unwrap_or_else(|e| e.into_inner());
-        let _ = writeln!(line.stream, "{message}");
+        let mut channel = line.channel.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = writeln!(channel.stream, "{message}");
     }
 }
 
@@ -124,10 +128,11 @@ pub fn ready() -> Result<Option<String>> {
     let Some(line) = line() else {
         return Ok(None);
     };
-    let mut line = line.lock().unwrap_or_else(|e| e.into_inner());
-    writeln!(line.stream, "ready").context("quest stopped listening")?;
+    let mut channel = line.channel.lock().unwrap_or_else(|e| e.into_inner());
+    writeln!(channel.stream, "ready").context("quest stopped listening")?;
     let mut reply = String::new();
-    line.replies
+    channel
+        .replies
         .read_line(&mut reply)
         .context("quest sent no prompt")?;
     let prompt: String = serde_json::from_str(reply.trim_end())

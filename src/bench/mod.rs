@@ -259,8 +259,9 @@ impl BenchResult {
         let warm: Vec<String> = self
             .loops
             .iter()
-            .filter(|l| l.summary().median_warm_up_ms > 0.0)
-            .map(|l| format!("{} {:.0} ms", l.label, l.summary().median_warm_up_ms))
+            .map(|l| (&l.label, l.summary().median_warm_up_ms))
+            .filter(|&(_, warm_up_ms)| warm_up_ms > 0.0)
+            .map(|(label, warm_up_ms)| format!("{label} {warm_up_ms:.0} ms"))
             .collect();
         if !warm.is_empty() {
             out += &format!(

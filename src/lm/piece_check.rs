@@ -158,8 +158,24 @@ fn run_case(piece: Piece, case: &Case, pieces: &dyn Pieces) -> Outcome {
             }
         }
     };
+    judge(
+        piece,
+        &want,
+        || (case.call)(pieces),
+        |got, want| compare(got, want, tolerance(case.dtype)),
+    )
+}
+
+/// The learner's `piece` (`learner`) against quest's `want`: what it is as long as quest's
+/// own did not run inside it and it has `want`'s shape, and then as `compare` says.
+fn judge(
+    piece: Piece,
+    want: &Array,
+    learner: impl FnOnce() -> Result<Array>,
+    compare: impl FnOnce(&Array, &Array) -> Outcome,
+) -> Outcome {
     let before = quest_runs(piece);
-    let got = quietly(|| (case.call)(pieces));
+    let got = quietly(learner);
     if quest_runs(piece) != before {
         return Outcome::QuestRan;
     }
@@ -167,7 +183,13 @@ fn run_case(piece: Piece, case: &Case, pieces: &dyn Pieces) -> Outcome {
         Ok(got) => got,
         Err(outcome) => return outcome,
     };
-    compare(&got, &want, tolerance(case.dtype))
+    if got.shape() != want.shape() {
+        return Outcome::WrongShape {
+            got: got.shape().to_vec(),
+            want: want.shape().to_vec(),
+        };
+    }
+    compare(&got, want)
 }
 
 /// Calls `f`, a panic caught and said as an outcome (`todo!()` as not written), without
@@ -202,12 +224,6 @@ fn quietly(f: impl FnOnce() -> Result<Array>) -> Result<Array, Outcome> {
 
 /// The largest difference of `got` from `want`, relative to `want`'s largest magnitude.
 fn compare(got: &Array, want: &Array, allowed: f32) -> Outcome {
-    if got.shape() != want.shape() {
-        return Outcome::WrongShape {
-            got: got.shape().to_vec(),
-            want: want.shape().to_vec(),
-        };
-    }
     let measure = || -> Result<f32> {
         let got = got.as_dtype(Dtype::Float32)?;
         let difference = max(abs(subtract(&got, want)?)?, None)?.item_cast::<f32>();
@@ -479,55 +495,52 @@ fn check_sampler(sampler: &dyn Sampler) -> Verdict {
                 let want = QuestSampler
                     .sample(&logits, sampling, draws, &key)
                     .map_err(failed)?;
-                let before = quest_runs(Piece::Sample);
-                let got = quietly(|| sampler.sample(&logits, sampling, draws, &key))?;
-                if quest_runs(Piece::Sample) != before {
-                    return Err(Outcome::QuestRan);
-                }
-                if got.shape() != want.shape() {
-                    return Err(Outcome::WrongShape {
-                        got: got.shape().to_vec(),
-                        want: want.shape().to_vec(),
-                    });
-                }
-                let as_ids = |a: &Array| -> Result<Vec<u32>> {
-                    // A broadcast (greedy's) is a view: made row-major, it is written out
-                    // whole (an elementwise op may keep the view's strides).
-                    let ids = a.as_dtype(Dtype::Uint32)?.contiguous()?;
-                    Ok(ids.try_as_slice::<u32>()?.to_vec())
-                };
-                let (got, want) = (
-                    as_ids(&got).map_err(failed)?,
-                    as_ids(&want).map_err(failed)?,
-                );
-                let one_choice = sampling.temperature == 0.0 || sampling.top_k == 1;
-                // Tokens drawn by one and never by the other, as a share of the draws.
-                let per_row = draws as usize;
-                let mut outside = 0usize;
-                for row in 0..2 {
-                    let slice = |v: &Vec<u32>| v[row * per_row..(row + 1) * per_row].to_vec();
-                    let (g, w) = (slice(&got), slice(&want));
-                    let kept: std::collections::BTreeSet<u32> = w.iter().copied().collect();
-                    let drawn: std::collections::BTreeSet<u32> = g.iter().copied().collect();
-                    outside += if one_choice {
-                        g.iter().zip(&w).filter(|(a, b)| a != b).count()
-                    } else {
-                        g.iter().filter(|t| !kept.contains(t)).count()
-                            + kept.difference(&drawn).count()
+                let compare = |got: &Array, want: &Array| -> Outcome {
+                    let as_ids = |a: &Array| -> Result<Vec<u32>> {
+                        // A broadcast (greedy's) is a view: made row-major, it is written
+                        // out whole (an elementwise op may keep the view's strides).
+                        let ids = a.as_dtype(Dtype::Uint32)?.contiguous()?;
+                        Ok(ids.try_as_slice::<u32>()?.to_vec())
                     };
-                }
-                let difference = outside as f32 / (2 * per_row) as f32;
-                // Some kept token of tiny weight may go undrawn in 2000 by chance: allow
-                // one in a thousand.
-                let allowed = 1e-3;
-                Ok(if difference <= allowed {
-                    Outcome::Right { difference }
-                } else {
-                    Outcome::Wrong {
-                        difference,
-                        allowed,
+                    let (got, want) = match (as_ids(got), as_ids(want)) {
+                        (Ok(got), Ok(want)) => (got, want),
+                        (Err(e), _) | (_, Err(e)) => return failed(e),
+                    };
+                    let one_choice = sampling.temperature == 0.0 || sampling.top_k == 1;
+                    // Tokens drawn by one and never by the other, as a share of the draws.
+                    let per_row = draws as usize;
+                    let mut outside = 0usize;
+                    for row in 0..2 {
+                        let slice = |v: &Vec<u32>| v[row * per_row..(row + 1) * per_row].to_vec();
+                        let (g, w) = (slice(&got), slice(&want));
+                        let kept: std::collections::BTreeSet<u32> = w.iter().copied().collect();
+                        let drawn: std::collections::BTreeSet<u32> = g.iter().copied().collect();
+                        outside += if one_choice {
+                            g.iter().zip(&w).filter(|(a, b)| a != b).count()
+                        } else {
+                            g.iter().filter(|t| !kept.contains(t)).count()
+                                + kept.difference(&drawn).count()
+                        };
                     }
-                })
+                    let difference = outside as f32 / (2 * per_row) as f32;
+                    // Some kept token of tiny weight may go undrawn in 2000 by chance: allow
+                    // one in a thousand.
+                    let allowed = 1e-3;
+                    if difference <= allowed {
+                        Outcome::Right { difference }
+                    } else {
+                        Outcome::Wrong {
+                            difference,
+                            allowed,
+                        }
+                    }
+                };
+                Ok(judge(
+                    Piece::Sample,
+                    &want,
+                    || sampler.sample(&logits, sampling, draws, &key),
+                    compare,
+                ))
             })()
             .unwrap_or_else(|outcome| outcome);
             Row { shape, outcome }
