@@ -391,6 +391,13 @@ fn timed_by_quest(mut report: Report, arrivals: &clock::Arrivals) -> Result<Repo
     };
     let rows: Vec<Vec<u32>> = rows.into_iter().filter(|row| !row.is_empty()).collect();
     let Some(clocked) = clock::clocked(arrivals, &rows)? else {
+        // Nothing decoded, nothing timed: whatever times the file holds were written by
+        // the process judged, so none of them stands.
+        report.load_ms = 0.0;
+        report.warm_up_ms = 0.0;
+        report.ttft_ms = 0.0;
+        report.decode_tok_s = 0.0;
+        report.token_ms.clear();
         return Ok(report);
     };
     let own_tok_s = report.own.as_ref().map_or(0.0, |own| own.decode_tok_s);
