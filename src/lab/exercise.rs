@@ -907,22 +907,25 @@ pub struct Report {
     pub blas: String,
     pub prompt_tokens: usize,
     pub generated_tokens: usize,
-    #[serde(default)]
+    /// `load_ms`, `ttft_ms`, `decode_tok_s` and `token_ms` are quest's clock's when quest
+    /// ran the exercise: the file an exercise writes then leaves them out (zero, empty),
+    /// and quest fills them from what reached it ([`super::runner::run`]).
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
     pub load_ms: f64,
     /// The warm-up forward quest asked for as the model was loaded: what a fresh
     /// process's first forward pays once, kept out of the time to first token (quest's
     /// clock; 0 where none ran: a lazy load, a decoder of the learner's, a run by hand).
     #[serde(default, skip_serializing_if = "is_zero_f64")]
     pub warm_up_ms: f64,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
     pub ttft_ms: f64,
     /// Tokens after the first over the time after the first, every row of a batch
     /// counted: the machine's total decode rate.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
     pub decode_tok_s: f64,
     /// The time of each token after the first, when the exercise marked them
     /// ([`Timer::token`]).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub token_ms: Vec<f64>,
     /// What the exercise's own [`Timer`] measured: its instrument, shown beside quest's
     /// clock. `load_ms`, `ttft_ms`, `decode_tok_s` and `token_ms` above are quest's clock's
