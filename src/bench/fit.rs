@@ -7,7 +7,8 @@ use crate::kernels::{Kernels, Process};
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use super::{loops, random, Measured};
+use super::{loops, Measured};
+use crate::lm::random;
 use crate::lm::Layout;
 use crate::stats::{least_squares, median};
 

@@ -11,8 +11,6 @@ pub mod loops;
 pub mod peer;
 pub mod plot;
 pub mod rates;
-// Random-weights models live in `lm` (`--model random:<shape>` loads them too).
-pub use crate::lm::random;
 pub mod slope;
 
 use serde::Serialize;

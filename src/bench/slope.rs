@@ -16,7 +16,8 @@ use mlx_rs::transforms::eval;
 use mlx_rs::Array;
 use serde::Serialize;
 
-use super::{loops, random, CacheBytes, Measured};
+use super::{loops, CacheBytes, Measured};
+use crate::lm::random;
 use crate::lm::{self, LayerCache, Model};
 use crate::stats::{least_squares, median};
 

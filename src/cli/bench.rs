@@ -7,9 +7,9 @@ use anyhow::{Context, Result};
 
 use quest::bench::peer::{Peer, PeerBuild, PeerModel};
 use quest::bench::{plot, rates, BenchResult, Ceiling, LoopId, LoopRuns, Measured};
+use quest::course::spec::DEFAULT_PROMPT;
 use quest::course::{Lesson, Metric};
 use quest::device::Backend;
-use quest::lab;
 use quest::lab::runner::{self, RunRequest};
 use quest::lm::{self, ModelSource};
 
@@ -410,17 +410,17 @@ fn parse_counts(list: &str, what: &str) -> Result<Vec<usize>> {
 
 /// Comma-separated shape names, or `all`: the six of `quest fit` (for the commands that run
 /// every fit shape; `slope` and `batch` take names only).
-fn parse_fit_shapes(names: &str) -> Result<Vec<&'static quest::bench::random::PublicShape>> {
+fn parse_fit_shapes(names: &str) -> Result<Vec<&'static quest::lm::random::PublicShape>> {
     if names == "all" {
-        Ok(quest::bench::random::SHAPES.iter().collect())
+        Ok(quest::lm::random::SHAPES.iter().collect())
     } else {
         parse_shapes(names)
     }
 }
 
 /// Comma-separated shape names.
-fn parse_shapes(names: &str) -> Result<Vec<&'static quest::bench::random::PublicShape>> {
-    use quest::bench::random;
+fn parse_shapes(names: &str) -> Result<Vec<&'static quest::lm::random::PublicShape>> {
+    use quest::lm::random;
     names
         .split(',')
         .map(|n| {
@@ -446,7 +446,8 @@ pub struct KernelArgs {
 
 /// `quest kernel`: one of quest's CUDA kernels against the MLX ops it replaces.
 pub fn kernel(root: &std::path::Path, args: &KernelArgs) -> Result<()> {
-    use quest::bench::{kernel, random};
+    use quest::bench::kernel;
+    use quest::lm::random;
     use quest::lm::Hold;
     // The arguments first, then the machine: a mistake in them is said on any machine.
     // With real models named and no shapes, only the real models.
@@ -486,7 +487,7 @@ pub fn kernel(root: &std::path::Path, args: &KernelArgs) -> Result<()> {
         eprintln!("quest: {name}: loading…");
         let (model, tokenizer) = quest::lm::load_with(name, Hold::Quantized)?;
         let text = tokenizer.apply_chat_template(
-            &[quest::lm::Message::user(quest::lab::DEFAULT_PROMPT)],
+            &[quest::lm::Message::user(DEFAULT_PROMPT)],
             true,
             false,
         )?;
@@ -563,7 +564,7 @@ pub struct BatchArgs {
 /// `quest batch`: total and per-sequence decode rates at several batch sizes.
 pub fn batch(args: &BatchArgs) -> Result<()> {
     use quest::bench::batch::{self, BatchOptions, BatchResult, Subject};
-    use quest::bench::random;
+    use quest::lm::random;
     let backend = Backend::detect();
     let batches = parse_counts(
         &args.batches,
@@ -597,11 +598,8 @@ pub fn batch(args: &BatchArgs) -> Result<()> {
                 .unwrap_or_else(|| lm::DEFAULT_MODEL.to_owned());
             let (model, tokenizer) = lm::load(&name)?;
             let model = quest::bench::warmed(model)?;
-            let prompt = tokenizer.apply_chat_template(
-                &[lm::Message::user(lab::DEFAULT_PROMPT)],
-                true,
-                false,
-            )?;
+            let prompt =
+                tokenizer.apply_chat_template(&[lm::Message::user(DEFAULT_PROMPT)], true, false)?;
             subjects.push(Subject {
                 name,
                 model,

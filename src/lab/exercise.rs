@@ -398,9 +398,7 @@ fn decode_loop(
     })
 }
 
-/// Every step's hidden state after each layer, as [`crate::lm::Model::recorded_layers`]
-/// gives them: step × layer × width.
-pub use crate::lm::models::Layers;
+use crate::lm::models::Layers;
 
 /// Floats as the files quest and an exercise exchange hold them: float32, little-endian.
 fn le_bytes<'a>(values: impl IntoIterator<Item = &'a f32>) -> Vec<u8> {

@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use super::clock;
-use super::exercise::{greedy, Greedy, Layers, Report};
+use super::exercise::{greedy, Greedy, Report};
+use crate::lm::models::Layers;
 
 /// What `quest run` passes to an exercise.
 #[derive(Clone, Debug)]

@@ -7,9 +7,9 @@ use anyhow::{ensure, Context, Result};
 use serde_json::Value;
 
 use super::measure::{ByteSizes, DecodeInputs, SlopeInputs};
-use crate::bench::random;
 use crate::course::spec::Computation;
 use crate::lab::{base_name, Values};
+use crate::lm::random;
 use crate::stats::least_squares;
 
 /// The bytes of weights one decode step of `config`'s shape reads: every tensor of its

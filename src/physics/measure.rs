@@ -6,9 +6,10 @@ use anyhow::{bail, ensure, Context, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::bench::{loops, random, rates, slope};
+use crate::bench::{loops, rates, slope};
 use crate::device::Backend;
 use crate::lab::Exercise;
+use crate::lm::random;
 use crate::lm::Hold;
 use crate::stats::median;
 
