@@ -62,7 +62,7 @@ pub struct ModelBatches {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct BatchResult {
-    pub backend: String,
+    pub backend: crate::device::Backend,
     pub blas: String,
     pub max_tokens: usize,
     pub rounds: usize,

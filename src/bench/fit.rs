@@ -56,7 +56,7 @@ impl ShapePoint {
 
 #[derive(Debug, Serialize)]
 pub struct Fit {
-    pub backend: String,
+    pub backend: crate::device::Backend,
     /// False while shapes are still being measured: the file is written after every shape,
     /// so a run stopped early keeps what it measured (its fits are then absent).
     pub complete: bool,
@@ -156,7 +156,7 @@ pub const PEER_WITH_LAYOUTS: &str = "`quest fit --peer` compares the shapes as m
 /// What a stopped run leaves: the shapes measured so far, no fit through them yet.
 #[derive(Debug, Serialize)]
 pub struct Partial<'a> {
-    pub backend: &'a str,
+    pub backend: crate::device::Backend,
     pub complete: bool,
     pub rates: super::rates::Rates,
     pub bandwidth_method: &'a str,
@@ -294,7 +294,7 @@ pub fn run(
             ));
         }
         checkpoint(&Partial {
-            backend: backend.name(),
+            backend,
             complete: false,
             rates,
             bandwidth_method: super::rates::bandwidth_method(),
@@ -330,7 +330,7 @@ pub fn run(
         .map(|p| p.ms_per_token() - (fixed_ms + p.bytes_per_token as f64 / (effective_gb_s * 1e6)))
         .collect();
     Ok(Fit {
-        backend: backend.name().into(),
+        backend,
         complete: true,
         rates,
         bandwidth_method: super::rates::bandwidth_method().into(),

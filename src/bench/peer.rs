@@ -16,7 +16,7 @@ const SCRIPT: &str = include_str!("peer.py");
 fn packages() -> &'static [&'static str] {
     if cfg!(target_os = "macos") {
         &["mlx==0.32.2", "mlx-lm==0.32.2"]
-    } else if crate::device::BUILT_FOR == "cuda" {
+    } else if crate::device::BUILT_FOR == crate::device::Backend::Cuda {
         &["mlx==0.32.2", "mlx-cuda-13==0.32.2", "mlx-lm==0.32.2"]
     } else {
         &["mlx==0.32.2", "mlx-cpu==0.32.2", "mlx-lm==0.32.2"]

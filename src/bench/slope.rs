@@ -92,7 +92,7 @@ impl ShapeSlope {
 
 #[derive(Debug, Serialize)]
 pub struct Slope {
-    pub backend: String,
+    pub backend: crate::device::Backend,
     pub fill: Fill,
     pub max_tokens: usize,
     pub rounds: usize,
@@ -155,7 +155,7 @@ pub fn run(
         });
     }
     Ok(Slope {
-        backend: crate::device::Backend::detect().name().into(),
+        backend: crate::device::Backend::detect(),
         fill: options.fill,
         max_tokens: options.max_tokens,
         rounds: options.rounds,
@@ -379,7 +379,7 @@ mod tests {
     #[test]
     fn the_table_names_every_shape_and_context() {
         let slope = Slope {
-            backend: "cpu".into(),
+            backend: crate::device::Backend::Cpu,
             fill: Fill::Random,
             max_tokens: 2,
             rounds: 1,

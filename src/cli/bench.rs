@@ -215,7 +215,7 @@ pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
     let result = BenchResult {
         lesson: id.into(),
         model: model_spec,
-        backend: backend.name().into(),
+        backend,
         blas: blas_column(backend),
         prompt_tokens: prompt_ids.len(),
         max_tokens,
@@ -274,7 +274,7 @@ fn record_against_library(
         state.lesson_mut(&lesson.meta.id).runs.push(Run {
             at: Timestamp::now(),
             code,
-            backend: quest::device::Backend::recorded_name(&result.backend),
+            backend: result.backend.recorded_name(),
             tokens_generated: result.max_tokens as u32,
             prompt_tokens: result.prompt_tokens as u32,
             lang: ctx.lang,
@@ -332,7 +332,7 @@ fn report(result: &BenchResult) {
     if fastest > c.tok_s() {
         println!("The loops read their bytes faster than quest measured this machine's bandwidth ({}): the ceiling is not a bound in this run (another process may have shared the memory while it was measured); read the ceiling column as a comparison between rows.", rates::bandwidth_method());
     }
-    if result.backend == "cpu" {
+    if result.backend == Backend::Cpu {
         println!("On MLX's CPU backend quest runs dense f32 weights on the BLAS (`--weights quantized` keeps 4-bit, whose x86 kernels are compute-bound); the sync the lesson removes is a few percent of a step here: expect the loops close together, and the gap on a GPU.");
     }
 }
@@ -614,7 +614,7 @@ pub fn batch(args: &BatchArgs) -> Result<()> {
     };
     let models = batch::run(&subjects, &options, |line| eprintln!("quest: {line}"))?;
     let result = BatchResult {
-        backend: backend.name().into(),
+        backend,
         blas: blas_column(backend),
         max_tokens: args.max_tokens,
         rounds: args.rounds,

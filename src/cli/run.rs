@@ -280,7 +280,7 @@ fn print_report(ctx: &Ctx, r: &Report) {
     if !r.blas.is_empty() {
         println!("{}: {}", ctx.ui("blas"), r.blas);
     }
-    if r.backend == quest::device::Backend::Cuda.name() {
+    if r.backend == quest::device::Backend::Cuda {
         let kernels = if r.quest_kernels.is_empty() && r.quest_kernels_for_pieces {
             ctx.ui("quest_kernels_pieces").to_owned()
         } else if r.quest_kernels.is_empty() && r.quest_kernels_kept {
@@ -400,10 +400,10 @@ fn print_report(ctx: &Ctx, r: &Report) {
             )
         );
     }
-    if cfg!(not(target_os = "macos")) || r.backend != "metal" {
+    if cfg!(not(target_os = "macos")) || r.backend != quest::device::Backend::Metal {
         println!("{}", ctx.ui("numbers_differ"));
     }
-    if r.backend == "cuda" {
+    if r.backend == quest::device::Backend::Cuda {
         println!("{}", ctx.ui("cuda_first_run"));
     }
 }

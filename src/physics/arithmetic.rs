@@ -328,7 +328,7 @@ mod tests {
         b.shape.name = "B".into();
         b.config["num_hidden_layers"] = 8.into();
         let inputs = DecodeInputs {
-            backend: "cpu".into(),
+            backend: crate::device::Backend::Cpu,
             bandwidth_gb_s: 2.0,
             compute_gmac_s: 0.5,
             layout,

@@ -112,7 +112,7 @@ pub struct DecodePoint {
 /// What `measure_decode` gives an exercise: this device's two rates and one point per shape.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct DecodeInputs {
-    pub backend: String,
+    pub backend: Backend,
     /// The best read rate quest measured here, GB/s ([`crate::bench::rates::bandwidth`]).
     pub bandwidth_gb_s: f64,
     /// The best matrix product quest measured here, in G multiply-adds a second
@@ -187,7 +187,7 @@ pub fn measure_decode(run: &Exercise, default: &str) -> Result<DecodeInputs> {
     // Once more after the decodes: a ceiling from the better of the two.
     let measured = measured.best(rates::Rates::measure()?);
     Ok(DecodeInputs {
-        backend: Backend::detect().name().into(),
+        backend: Backend::detect(),
         bandwidth_gb_s: measured.bandwidth_gb_s,
         compute_gmac_s: measured.compute_gmac_s,
         layout: ByteSizes::here()?,
@@ -207,7 +207,7 @@ pub struct SlopeShape {
 /// What `measure_slope` gives an exercise.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SlopeInputs {
-    pub backend: String,
+    pub backend: Backend,
     pub bandwidth_gb_s: f64,
     pub layout: ByteSizes,
     /// Tokens timed per round, and rounds per point.
