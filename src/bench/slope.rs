@@ -67,8 +67,9 @@ impl ContextPoint {
     }
 }
 
+/// One shape's decode measured at each context length, and the line fitted through it.
 #[derive(Debug, Serialize)]
-pub struct ShapeSlope {
+pub struct FittedSlope {
     pub shape: String,
     pub model_type: String,
     pub layers: usize,
@@ -83,7 +84,7 @@ pub struct ShapeSlope {
     pub ms_per_1k_context: f64,
 }
 
-impl ShapeSlope {
+impl FittedSlope {
     /// The slope the KV bytes alone would give, if they streamed at `gb_s`.
     pub fn bytes_ms_per_1k(&self, gb_s: f64) -> f64 {
         (self.cache.kv_per_position * 1000) as f64 / (gb_s * 1e6)
@@ -98,7 +99,7 @@ pub struct Slope {
     pub rounds: usize,
     /// The measured bandwidth (`rates::bandwidth`), for what the KV bytes alone would cost.
     pub bandwidth_gb_s: f64,
-    pub shapes: Vec<ShapeSlope>,
+    pub shapes: Vec<FittedSlope>,
     pub date: String,
 }
 
@@ -142,7 +143,7 @@ pub fn run(
             points.push(point);
         }
         let (intercept_ms, ms_per_1k_context) = line(&points);
-        shapes.push(ShapeSlope {
+        shapes.push(FittedSlope {
             shape: shape.name.into(),
             model_type: config["model_type"].as_str().unwrap_or_default().into(),
             layers: model.num_layers(),
@@ -343,8 +344,8 @@ mod tests {
             .collect()
     }
 
-    fn shape(kv_per_position: usize, ms: &[(usize, f64)]) -> ShapeSlope {
-        ShapeSlope {
+    fn shape(kv_per_position: usize, ms: &[(usize, f64)]) -> FittedSlope {
+        FittedSlope {
             shape: "test".into(),
             model_type: "llama".into(),
             layers: 2,

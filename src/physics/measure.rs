@@ -13,7 +13,8 @@ use crate::lm::random;
 use crate::lm::Hold;
 use crate::stats::median;
 
-/// A model's shape: the numbers its `config.json` gives, as a learner counts bytes with them.
+/// A model's shape: the numbers its `config.json` gives, as a learner counts bytes with them
+/// (built from the same config as the model quest runs, [`random::PublicShape`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Shape {
     pub name: String,
@@ -195,9 +196,10 @@ pub fn measure_decode(run: &Exercise, default: &str) -> Result<DecodeInputs> {
     })
 }
 
-/// One shape's decode at growing context.
+/// One shape and its decode time at each context length, as an exercise is handed them
+/// (quest's fitted line stays in [`slope::FittedSlope`]).
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct SlopeShape {
+pub struct SlopePoints {
     pub shape: Shape,
     pub config: Value,
     /// (tokens in the cache, ms per token: the median of the rounds).
@@ -213,7 +215,7 @@ pub struct SlopeInputs {
     /// Tokens timed per round, and rounds per point.
     pub tokens: usize,
     pub rounds: usize,
-    pub shapes: Vec<SlopeShape>,
+    pub shapes: Vec<SlopePoints>,
 }
 
 /// The context lengths `measure_slope` fills: `QUEST_CONTEXTS` (comma-separated) or `default`.
@@ -266,7 +268,7 @@ pub fn measure_slope(
             let config = (random::shape(&s.shape)
                 .expect("a shape just measured")
                 .config)();
-            Ok(SlopeShape {
+            Ok(SlopePoints {
                 shape: Shape::from_config(&s.shape, &config)?,
                 config,
                 points: s
