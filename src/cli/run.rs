@@ -59,9 +59,9 @@ pub(crate) fn explain_killed(ctx: &Ctx, error: anyhow::Error) -> anyhow::Error {
     let Some(killed) = error.downcast_ref::<runner::Killed>() else {
         return error;
     };
-    let who = match killed.process {
-        runner::Process::Exercise => ctx.ui("who_exercise"),
-        runner::Process::PythonPeer => ctx.ui("who_python_peer"),
+    let who = match killed.program {
+        runner::Program::Exercise => ctx.ui("who_exercise"),
+        runner::Program::PythonPeer => ctx.ui("who_python_peer"),
     };
     let meaning = ctx.ui(match killed.signal {
         libc::SIGILL => "signal_ill",
