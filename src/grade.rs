@@ -20,7 +20,7 @@ use crate::course::spec::{
     Answer, CardNumber, Direction, FeedRule, LessonSpec, Move, Question, TokenCheck,
 };
 use crate::course::{Lesson, Metric};
-use crate::device::BackendKind;
+use crate::device::{Backend, BackendKind};
 use crate::progress::{Attempt, Card, CodeKind, CodeRef, LessonRecord, Timestamp};
 use crate::stats::median;
 
@@ -379,7 +379,7 @@ pub enum Effect {
 /// The effect gate: on a backend where the lesson says its effect shows, the learner's
 /// improvement (after over before, the metric's direction) must be at least the
 /// lesson's `at_least`; elsewhere nothing is asked.
-pub fn effect(spec: &LessonSpec, backend: &str, improvement: Option<f64>) -> Effect {
+pub fn effect(spec: &LessonSpec, backend: Backend, improvement: Option<f64>) -> Effect {
     if spec.shows_on_backend(backend) {
         match spec.measure.as_ref().and_then(|m| m.at_least) {
             Some(at_least) if improvement.is_none_or(|ratio| ratio < at_least) => Effect::Missing {
@@ -928,16 +928,16 @@ mod tests {
     #[test]
     fn the_effect_must_show_where_the_lesson_says_it_shows() {
         let gpu_only = spec("[gpu]", Some(1.1));
-        assert_eq!(effect(&gpu_only, "cuda", Some(1.1)), Effect::Shown);
+        assert_eq!(effect(&gpu_only, Backend::Cuda, Some(1.1)), Effect::Shown);
         assert_eq!(
-            effect(&gpu_only, "cuda", Some(1.09)),
+            effect(&gpu_only, Backend::Cuda, Some(1.09)),
             Effect::Missing {
                 ratio: Some(1.09),
                 at_least: 1.1
             }
         );
         assert_eq!(
-            effect(&gpu_only, "cuda", None),
+            effect(&gpu_only, Backend::Cuda, None),
             Effect::Missing {
                 ratio: None,
                 at_least: 1.1
@@ -945,15 +945,15 @@ mod tests {
         );
         // Elsewhere a slower edit passes, and the learner is told where it shows.
         assert_eq!(
-            effect(&gpu_only, "cpu", Some(0.5)),
+            effect(&gpu_only, Backend::Cpu, Some(0.5)),
             Effect::Elsewhere(vec![BackendKind::Gpu])
         );
         assert_eq!(
-            effect(&spec("[]", Some(1.1)), "cpu", Some(0.5)),
+            effect(&spec("[]", Some(1.1)), Backend::Cpu, Some(0.5)),
             Effect::Shown
         );
         assert_eq!(
-            effect(&spec("[cpu]", None), "cpu", Some(0.5)),
+            effect(&spec("[cpu]", None), Backend::Cpu, Some(0.5)),
             Effect::Shown
         );
     }

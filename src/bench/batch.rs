@@ -62,7 +62,7 @@ pub struct ModelBatches {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct BatchResult {
-    pub backend: String,
+    pub backend: crate::device::Backend,
     pub blas: String,
     pub max_tokens: usize,
     pub rounds: usize,
@@ -255,7 +255,7 @@ impl BatchResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::random;
+    use crate::lm::random;
 
     #[test]
     fn every_row_of_a_broadcast_batch_writes_the_single_sequence_tokens() {

@@ -7,7 +7,8 @@ use crate::kernels::{Kernels, Process};
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use super::{loops, random, Measured};
+use super::{loops, Measured};
+use crate::lm::random;
 use crate::lm::Layout;
 use crate::stats::{least_squares, median};
 
@@ -55,7 +56,7 @@ impl ShapePoint {
 
 #[derive(Debug, Serialize)]
 pub struct Fit {
-    pub backend: String,
+    pub backend: crate::device::Backend,
     /// False while shapes are still being measured: the file is written after every shape,
     /// so a run stopped early keeps what it measured (its fits are then absent).
     pub complete: bool,
@@ -155,7 +156,7 @@ pub const PEER_WITH_LAYOUTS: &str = "`quest fit --peer` compares the shapes as m
 /// What a stopped run leaves: the shapes measured so far, no fit through them yet.
 #[derive(Debug, Serialize)]
 pub struct Partial<'a> {
-    pub backend: &'a str,
+    pub backend: crate::device::Backend,
     pub complete: bool,
     pub rates: super::rates::Rates,
     pub bandwidth_method: &'a str,
@@ -293,7 +294,7 @@ pub fn run(
             ));
         }
         checkpoint(&Partial {
-            backend: backend.name(),
+            backend,
             complete: false,
             rates,
             bandwidth_method: super::rates::bandwidth_method(),
@@ -329,7 +330,7 @@ pub fn run(
         .map(|p| p.ms_per_token() - (fixed_ms + p.bytes_per_token as f64 / (effective_gb_s * 1e6)))
         .collect();
     Ok(Fit {
-        backend: backend.name().into(),
+        backend,
         complete: true,
         rates,
         bandwidth_method: super::rates::bandwidth_method().into(),

@@ -140,7 +140,7 @@ pub fn measured(start: Instant, first: Instant, tokens: Vec<u32>, token_ms: Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::random;
+    use crate::lm::random;
 
     #[test]
     fn the_median_host_split_is_one_runs_whole_split() {

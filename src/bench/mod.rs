@@ -11,8 +11,6 @@ pub mod loops;
 pub mod peer;
 pub mod plot;
 pub mod rates;
-// Random-weights models live in `lm` (`--model random:<shape>` loads them too).
-pub use crate::lm::random;
 pub mod slope;
 
 use serde::Serialize;
@@ -182,7 +180,7 @@ impl Ceiling {
 pub struct BenchResult {
     pub lesson: String,
     pub model: String,
-    pub backend: String,
+    pub backend: crate::device::Backend,
     /// On the CPU, the BLAS the Rust loops ran on and the kernels it chose for this CPU
     /// (`OpenBLAS 0.3.34.481.3 (Haswell kernels, 1 thread)`); `-` on a GPU.
     pub blas: String,
@@ -363,7 +361,7 @@ mod tests {
         BenchResult {
             lesson: "mlx-path".into(),
             model: "m".into(),
-            backend: "cuda".into(),
+            backend: crate::device::Backend::Cuda,
             blas: "-".into(),
             prompt_tokens: 12,
             max_tokens: 32,

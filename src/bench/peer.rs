@@ -16,7 +16,7 @@ const SCRIPT: &str = include_str!("peer.py");
 fn packages() -> &'static [&'static str] {
     if cfg!(target_os = "macos") {
         &["mlx==0.32.2", "mlx-lm==0.32.2"]
-    } else if crate::device::BUILT_FOR == "cuda" {
+    } else if crate::device::BUILT_FOR == crate::device::Backend::Cuda {
         &["mlx==0.32.2", "mlx-cuda-13==0.32.2", "mlx-lm==0.32.2"]
     } else {
         &["mlx==0.32.2", "mlx-cpu==0.32.2", "mlx-lm==0.32.2"]
@@ -306,7 +306,7 @@ impl Peer {
             .context("could not start the Python peer")?;
         let said = String::from_utf8_lossy(&output.stderr);
         if let Some(killed) = crate::lab::runner::Killed::from_status(
-            crate::lab::runner::Process::PythonPeer,
+            crate::lab::runner::Program::PythonPeer,
             &output.status,
             &said,
         ) {
@@ -366,7 +366,7 @@ impl PeerSession {
             // Its stderr went to the terminal; the signal, if one ended it, is said here.
             if let Ok(status) = self.child.wait() {
                 if let Some(killed) = crate::lab::runner::Killed::from_status(
-                    crate::lab::runner::Process::PythonPeer,
+                    crate::lab::runner::Program::PythonPeer,
                     &status,
                     "",
                 ) {

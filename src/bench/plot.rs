@@ -53,7 +53,7 @@ pub fn svg(result: &BenchResult) -> String {
         r#"<text x="20" y="28" font-size="17" font-weight="bold">{} — {} on {} ({} prompt tokens, {} decoded, {} rounds)</text>"#,
         esc(&result.lesson),
         esc(&result.model),
-        esc(&result.backend),
+        esc(result.backend.name()),
         result.prompt_tokens,
         result.max_tokens,
         result.rounds

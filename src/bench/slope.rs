@@ -16,7 +16,8 @@ use mlx_rs::transforms::eval;
 use mlx_rs::Array;
 use serde::Serialize;
 
-use super::{loops, random, CacheBytes, Measured};
+use super::{loops, CacheBytes, Measured};
+use crate::lm::random;
 use crate::lm::{self, LayerCache, Model};
 use crate::stats::{least_squares, median};
 
@@ -66,8 +67,9 @@ impl ContextPoint {
     }
 }
 
+/// One shape's decode measured at each context length, and the line fitted through it.
 #[derive(Debug, Serialize)]
-pub struct ShapeSlope {
+pub struct FittedSlope {
     pub shape: String,
     pub model_type: String,
     pub layers: usize,
@@ -82,7 +84,7 @@ pub struct ShapeSlope {
     pub ms_per_1k_context: f64,
 }
 
-impl ShapeSlope {
+impl FittedSlope {
     /// The slope the KV bytes alone would give, if they streamed at `gb_s`.
     pub fn bytes_ms_per_1k(&self, gb_s: f64) -> f64 {
         (self.cache.kv_per_position * 1000) as f64 / (gb_s * 1e6)
@@ -91,13 +93,13 @@ impl ShapeSlope {
 
 #[derive(Debug, Serialize)]
 pub struct Slope {
-    pub backend: String,
+    pub backend: crate::device::Backend,
     pub fill: Fill,
     pub max_tokens: usize,
     pub rounds: usize,
     /// The measured bandwidth (`rates::bandwidth`), for what the KV bytes alone would cost.
     pub bandwidth_gb_s: f64,
-    pub shapes: Vec<ShapeSlope>,
+    pub shapes: Vec<FittedSlope>,
     pub date: String,
 }
 
@@ -141,7 +143,7 @@ pub fn run(
             points.push(point);
         }
         let (intercept_ms, ms_per_1k_context) = line(&points);
-        shapes.push(ShapeSlope {
+        shapes.push(FittedSlope {
             shape: shape.name.into(),
             model_type: config["model_type"].as_str().unwrap_or_default().into(),
             layers: model.num_layers(),
@@ -154,7 +156,7 @@ pub fn run(
         });
     }
     Ok(Slope {
-        backend: crate::device::Backend::detect().name().into(),
+        backend: crate::device::Backend::detect(),
         fill: options.fill,
         max_tokens: options.max_tokens,
         rounds: options.rounds,
@@ -342,8 +344,8 @@ mod tests {
             .collect()
     }
 
-    fn shape(kv_per_position: usize, ms: &[(usize, f64)]) -> ShapeSlope {
-        ShapeSlope {
+    fn shape(kv_per_position: usize, ms: &[(usize, f64)]) -> FittedSlope {
+        FittedSlope {
             shape: "test".into(),
             model_type: "llama".into(),
             layers: 2,
@@ -378,7 +380,7 @@ mod tests {
     #[test]
     fn the_table_names_every_shape_and_context() {
         let slope = Slope {
-            backend: "cpu".into(),
+            backend: crate::device::Backend::Cpu,
             fill: Fill::Random,
             max_tokens: 2,
             rounds: 1,

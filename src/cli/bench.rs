@@ -7,9 +7,9 @@ use anyhow::{Context, Result};
 
 use quest::bench::peer::{Peer, PeerBuild, PeerModel};
 use quest::bench::{plot, rates, BenchResult, Ceiling, LoopId, LoopRuns, Measured};
+use quest::course::spec::DEFAULT_PROMPT;
 use quest::course::{Lesson, Metric};
 use quest::device::Backend;
-use quest::lab;
 use quest::lab::runner::{self, RunRequest};
 use quest::lm::{self, ModelSource};
 
@@ -215,7 +215,7 @@ pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
     let result = BenchResult {
         lesson: id.into(),
         model: model_spec,
-        backend: backend.name().into(),
+        backend,
         blas: blas_column(backend),
         prompt_tokens: prompt_ids.len(),
         max_tokens,
@@ -274,7 +274,7 @@ fn record_against_library(
         state.lesson_mut(&lesson.meta.id).runs.push(Run {
             at: Timestamp::now(),
             code,
-            backend: quest::device::Backend::recorded_name(&result.backend),
+            backend: result.backend.recorded_name(),
             tokens_generated: result.max_tokens as u32,
             prompt_tokens: result.prompt_tokens as u32,
             lang: ctx.lang,
@@ -332,7 +332,7 @@ fn report(result: &BenchResult) {
     if fastest > c.tok_s() {
         println!("The loops read their bytes faster than quest measured this machine's bandwidth ({}): the ceiling is not a bound in this run (another process may have shared the memory while it was measured); read the ceiling column as a comparison between rows.", rates::bandwidth_method());
     }
-    if result.backend == "cpu" {
+    if result.backend == Backend::Cpu {
         println!("On MLX's CPU backend quest runs dense f32 weights on the BLAS (`--weights quantized` keeps 4-bit, whose x86 kernels are compute-bound); the sync the lesson removes is a few percent of a step here: expect the loops close together, and the gap on a GPU.");
     }
 }
@@ -410,17 +410,17 @@ fn parse_counts(list: &str, what: &str) -> Result<Vec<usize>> {
 
 /// Comma-separated shape names, or `all`: the six of `quest fit` (for the commands that run
 /// every fit shape; `slope` and `batch` take names only).
-fn parse_fit_shapes(names: &str) -> Result<Vec<&'static quest::bench::random::PublicShape>> {
+fn parse_fit_shapes(names: &str) -> Result<Vec<&'static quest::lm::random::PublicShape>> {
     if names == "all" {
-        Ok(quest::bench::random::SHAPES.iter().collect())
+        Ok(quest::lm::random::SHAPES.iter().collect())
     } else {
         parse_shapes(names)
     }
 }
 
 /// Comma-separated shape names.
-fn parse_shapes(names: &str) -> Result<Vec<&'static quest::bench::random::PublicShape>> {
-    use quest::bench::random;
+fn parse_shapes(names: &str) -> Result<Vec<&'static quest::lm::random::PublicShape>> {
+    use quest::lm::random;
     names
         .split(',')
         .map(|n| {
@@ -446,7 +446,8 @@ pub struct KernelArgs {
 
 /// `quest kernel`: one of quest's CUDA kernels against the MLX ops it replaces.
 pub fn kernel(root: &std::path::Path, args: &KernelArgs) -> Result<()> {
-    use quest::bench::{kernel, random};
+    use quest::bench::kernel;
+    use quest::lm::random;
     use quest::lm::Hold;
     // The arguments first, then the machine: a mistake in them is said on any machine.
     // With real models named and no shapes, only the real models.
@@ -486,7 +487,7 @@ pub fn kernel(root: &std::path::Path, args: &KernelArgs) -> Result<()> {
         eprintln!("quest: {name}: loading…");
         let (model, tokenizer) = quest::lm::load_with(name, Hold::Quantized)?;
         let text = tokenizer.apply_chat_template(
-            &[quest::lm::Message::user(quest::lab::DEFAULT_PROMPT)],
+            &[quest::lm::Message::user(DEFAULT_PROMPT)],
             true,
             false,
         )?;
@@ -563,7 +564,7 @@ pub struct BatchArgs {
 /// `quest batch`: total and per-sequence decode rates at several batch sizes.
 pub fn batch(args: &BatchArgs) -> Result<()> {
     use quest::bench::batch::{self, BatchOptions, BatchResult, Subject};
-    use quest::bench::random;
+    use quest::lm::random;
     let backend = Backend::detect();
     let batches = parse_counts(
         &args.batches,
@@ -597,11 +598,8 @@ pub fn batch(args: &BatchArgs) -> Result<()> {
                 .unwrap_or_else(|| lm::DEFAULT_MODEL.to_owned());
             let (model, tokenizer) = lm::load(&name)?;
             let model = quest::bench::warmed(model)?;
-            let prompt = tokenizer.apply_chat_template(
-                &[lm::Message::user(lab::DEFAULT_PROMPT)],
-                true,
-                false,
-            )?;
+            let prompt =
+                tokenizer.apply_chat_template(&[lm::Message::user(DEFAULT_PROMPT)], true, false)?;
             subjects.push(Subject {
                 name,
                 model,
@@ -616,7 +614,7 @@ pub fn batch(args: &BatchArgs) -> Result<()> {
     };
     let models = batch::run(&subjects, &options, |line| eprintln!("quest: {line}"))?;
     let result = BatchResult {
-        backend: backend.name().into(),
+        backend,
         blas: blas_column(backend),
         max_tokens: args.max_tokens,
         rounds: args.rounds,

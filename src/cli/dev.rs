@@ -15,7 +15,7 @@ use clap::Subcommand;
 use quest::check::rules;
 use quest::course::figures::{self, Evidence};
 use quest::course::glossary;
-use quest::course::{first_difference, Course, Lang, Lesson, TranslationStatus};
+use quest::course::{first_line_difference, Course, Lang, Lesson, TranslationStatus};
 use quest::progress::{load_achievements, LevelCurve};
 
 #[derive(Subcommand)]
@@ -454,7 +454,7 @@ fn same_code(source: &Lesson, translation: &Lesson) -> Option<String> {
     else {
         return None;
     };
-    let difference = first_difference(&translated, &english)?;
+    let difference = first_line_difference(&translated, &english)?;
     Some(format!(
         "{}: the exercise code differs from the English lesson's at its line {}:\n  here:    {}\n  english: {}",
         translation.path.display(),

@@ -144,7 +144,7 @@ pub fn run_record(report: &Report, code: CodeRef, lang: Lang) -> Run {
     Run {
         at: Timestamp::now(),
         code,
-        backend: quest::device::Backend::recorded_name(&report.backend),
+        backend: report.backend.recorded_name(),
         tokens_generated: report.generated_tokens as u32,
         prompt_tokens: report.prompt_tokens as u32,
         lang,

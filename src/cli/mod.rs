@@ -334,7 +334,7 @@ fn dispatch(cli: Cli) -> Result<()> {
     if let Command::Fit { configs: true, .. } = cli.command {
         println!(
             "{}",
-            serde_json::to_string_pretty(&quest::bench::random::configs())?
+            serde_json::to_string_pretty(&quest::lm::random::configs())?
         );
         return Ok(());
     }

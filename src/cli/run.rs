@@ -59,9 +59,9 @@ pub(crate) fn explain_killed(ctx: &Ctx, error: anyhow::Error) -> anyhow::Error {
     let Some(killed) = error.downcast_ref::<runner::Killed>() else {
         return error;
     };
-    let who = match killed.process {
-        runner::Process::Exercise => ctx.ui("who_exercise"),
-        runner::Process::PythonPeer => ctx.ui("who_python_peer"),
+    let who = match killed.program {
+        runner::Program::Exercise => ctx.ui("who_exercise"),
+        runner::Program::PythonPeer => ctx.ui("who_python_peer"),
     };
     let meaning = ctx.ui(match killed.signal {
         libc::SIGILL => "signal_ill",
@@ -280,7 +280,7 @@ fn print_report(ctx: &Ctx, r: &Report) {
     if !r.blas.is_empty() {
         println!("{}: {}", ctx.ui("blas"), r.blas);
     }
-    if r.backend == quest::device::Backend::Cuda.name() {
+    if r.backend == quest::device::Backend::Cuda {
         let kernels = if r.quest_kernels.is_empty() && r.quest_kernels_for_pieces {
             ctx.ui("quest_kernels_pieces").to_owned()
         } else if r.quest_kernels.is_empty() && r.quest_kernels_kept {
@@ -400,10 +400,10 @@ fn print_report(ctx: &Ctx, r: &Report) {
             )
         );
     }
-    if cfg!(not(target_os = "macos")) || r.backend != "metal" {
+    if cfg!(not(target_os = "macos")) || r.backend != quest::device::Backend::Metal {
         println!("{}", ctx.ui("numbers_differ"));
     }
-    if r.backend == "cuda" {
+    if r.backend == quest::device::Backend::Cuda {
         println!("{}", ctx.ui("cuda_first_run"));
     }
 }

@@ -868,7 +868,7 @@ fn measure(
     } = measure_rounds(ctx, lesson, measure, options, built, code)?;
     let why = if said_unmoved(lesson, measure, &reports, &built.original_code, code) {
         Some("submit_moves_failed")
-    } else if said_effect_missing(ctx, lesson, &first_run.backend, improvement) {
+    } else if said_effect_missing(ctx, lesson, first_run.backend, improvement) {
         Some("submit_measure_failed")
     } else {
         None
@@ -1032,7 +1032,7 @@ fn said_unmoved(
 fn said_effect_missing(
     ctx: &Ctx,
     lesson: &Lesson,
-    backend: &str,
+    backend: quest::device::Backend,
     improvement: Option<f64>,
 ) -> bool {
     match grade::effect(&lesson.spec, backend, improvement) {
@@ -1054,7 +1054,10 @@ fn said_effect_missing(
                 "  {}",
                 ctx.ui_with(
                     "submit_effect_elsewhere",
-                    &[("backend", backend), ("expected", &expected.join(", "))]
+                    &[
+                        ("backend", backend.name()),
+                        ("expected", &expected.join(", "))
+                    ]
                 )
             );
             false

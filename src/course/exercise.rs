@@ -61,7 +61,7 @@ impl Lesson {
                     exercise.display()
                 );
             }
-            if let Some(difference) = first_difference(&block.code, &blocks[0].code) {
+            if let Some(difference) = first_line_difference(&block.code, &blocks[0].code) {
                 bail!(
                     "{}:{}: this exercise block differs from the first one (line {}):\n  here:  {}\n  first: {}",
                     self.path.display(),
@@ -78,14 +78,14 @@ impl Lesson {
 
 /// The first line where two texts differ, each shown without its newline.
 #[derive(Debug)]
-pub struct Difference {
+pub struct LineDifference {
     /// 0-based line index.
     pub index: usize,
     pub left: String,
     pub right: String,
 }
 
-pub fn first_difference(left: &str, right: &str) -> Option<Difference> {
+pub fn first_line_difference(left: &str, right: &str) -> Option<LineDifference> {
     let mut left_lines = left.split_inclusive('\n');
     let mut right_lines = right.split_inclusive('\n');
     for index in 0.. {
@@ -93,7 +93,7 @@ pub fn first_difference(left: &str, right: &str) -> Option<Difference> {
             (None, None) => return None,
             (a, b) if a == b => continue,
             (a, b) => {
-                return Some(Difference {
+                return Some(LineDifference {
                     index,
                     left: show_line(a, b),
                     right: show_line(b, a),
@@ -154,13 +154,13 @@ mod tests {
 
     #[test]
     fn differences_at_the_end_are_spelled_out() {
-        let missing = first_difference("a\n", "a\nb\n").unwrap();
+        let missing = first_line_difference("a\n", "a\nb\n").unwrap();
         assert_eq!(
             (missing.index, missing.left.as_str()),
             (1, "(no more lines)")
         );
-        let newline = first_difference("a\n", "a").unwrap();
+        let newline = first_line_difference("a\n", "a").unwrap();
         assert_eq!(newline.left, "a (with a final newline)");
-        assert!(first_difference("a\nb\n", "a\nb\n").is_none());
+        assert!(first_line_difference("a\nb\n", "a\nb\n").is_none());
     }
 }

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 
-pub use exercise::{first_difference, Difference};
+pub use exercise::{first_line_difference, LineDifference};
 pub use glossary::{Glossary, Hit, Term, GLOSSARY_FILE};
 pub use hints::{hint_levels, HintLevel, HintLevels};
 pub use lang::{Lang, Localized};

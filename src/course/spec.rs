@@ -216,7 +216,7 @@ fn default_max_tokens() -> usize {
     DEFAULT_MAX_TOKENS
 }
 
-pub use crate::device::{Backend, BackendKind, RunsOn};
+use crate::device::{Backend, BackendKind, RunsOn};
 
 /// A code rule: calls of some kinds are forbidden, or required, in one region.
 #[derive(Debug, Clone, Deserialize)]
@@ -845,9 +845,9 @@ impl LessonSpec {
         self.runs_on.is_empty() || self.runs_on.iter().any(|place| place.holds(backend))
     }
 
-    /// Whether the measured effect is expected on `backend` (`cpu`, `metal`, `cuda`).
-    pub fn shows_on_backend(&self, backend: &str) -> bool {
-        self.shows_on.contains(&BackendKind::of(backend))
+    /// Whether the measured effect is expected on `backend` (its kind is in `shows_on`).
+    pub fn shows_on_backend(&self, backend: Backend) -> bool {
+        self.shows_on.contains(&backend.kind())
     }
 
     pub fn question(&self, id: &str) -> Option<&Question> {
@@ -992,8 +992,8 @@ quiz:
                 from: BTreeMap::new(),
             }
         );
-        assert!(spec.shows_on_backend("cuda"));
-        assert!(!spec.shows_on_backend("cpu"));
+        assert!(spec.shows_on_backend(Backend::Cuda));
+        assert!(!spec.shows_on_backend(Backend::Cpu));
         // Without `runs_on` the exercise runs everywhere; with it, only there.
         let all = [Backend::Cpu, Backend::Metal, Backend::Cuda];
         let runs = |runs_on: Vec<RunsOn>| {

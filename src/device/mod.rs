@@ -7,21 +7,27 @@ pub mod blas;
 use mlx_rs::Dtype;
 use serde::{Deserialize, Serialize};
 
-/// Which MLX backend runs the arrays of this process.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// An MLX backend: the one this process's arrays run on ([`Backend::detect`]), the one
+/// this build was made for ([`BUILT_FOR`]), the one a report or a benchmark ran on. In
+/// files it is its name: `cpu`, `metal`, `cuda`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Backend {
     Cpu,
     Metal,
     Cuda,
 }
 
-/// The MLX build quest was linked against: `cuda` (`QUEST_MLX=cuda`) or `cpu`.
-pub const BUILT_FOR: &str = env!("QUEST_MLX_BACKEND");
+/// The backend this build linked MLX for: `Cuda` (`QUEST_MLX=cuda`) or `Cpu`.
+pub const BUILT_FOR: Backend = match env!("QUEST_MLX_BACKEND").as_bytes() {
+    b"cuda" => Backend::Cuda,
+    _ => Backend::Cpu,
+};
 
 /// A CUDA build runs models on the GPU or not at all: where MLX finds no usable NVIDIA
 /// GPU it would fall back to its CPU backend unseen, and every number would be a CPU's.
 pub fn require_built_backend() -> anyhow::Result<()> {
-    if BUILT_FOR == "cuda" && Backend::detect() != Backend::Cuda {
+    if BUILT_FOR == Backend::Cuda && Backend::detect() != Backend::Cuda {
         anyhow::bail!(
             "this quest was built for NVIDIA GPUs (QUEST_MLX=cuda), but MLX finds no usable \
              CUDA GPU on this machine (check `nvidia-smi` and the NVIDIA driver). Build quest \
@@ -29,6 +35,12 @@ pub fn require_built_backend() -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 impl Backend {
@@ -61,8 +73,16 @@ impl Backend {
 
     /// How a run's backend is recorded in the progress file and the benchmarks' rows:
     /// `mlx-cpu`, `mlx-cuda`, `mlx-metal`.
-    pub fn recorded_name(name: &str) -> String {
-        format!("mlx-{name}")
+    pub fn recorded_name(self) -> String {
+        format!("mlx-{}", self.name())
+    }
+
+    /// Its kind: the CPU, or a GPU.
+    pub fn kind(self) -> BackendKind {
+        match self {
+            Backend::Cpu => BackendKind::Cpu,
+            Backend::Metal | Backend::Cuda => BackendKind::Gpu,
+        }
     }
 
     /// Activations and float weights: float32 on CPU (MLX's CPU bf16 is ~10x slower and
@@ -118,9 +138,10 @@ fn meminfo_available(meminfo: &str) -> Option<u64> {
     Some(kib * 1024)
 }
 
-/// Where an exercise runs at all (a lesson's `runs_on`): a kind of backend, or one GPU
-/// backend by name where the code is that backend's own (a CUDA kernel runs on `cuda`, not
-/// on Metal).
+/// Where a lesson's exercise runs at all (its `runs_on`): a kind of backend, or one GPU
+/// backend by name. Not a [`Backend`] nor a [`BackendKind`]: a lesson's requirement, which
+/// names a set of backends, and may name one vendor's GPU because code can be that
+/// vendor's own (a CUDA kernel runs on `cuda`, not on Metal).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RunsOn {
@@ -135,7 +156,7 @@ impl RunsOn {
     pub fn holds(self, backend: Backend) -> bool {
         match self {
             RunsOn::Cpu => backend == Backend::Cpu,
-            RunsOn::Gpu => backend != Backend::Cpu,
+            RunsOn::Gpu => backend.kind() == BackendKind::Gpu,
             RunsOn::Cuda => backend == Backend::Cuda,
             RunsOn::Metal => backend == Backend::Metal,
         }
@@ -152,7 +173,8 @@ impl RunsOn {
     }
 }
 
-/// Where an effect can show: any CPU, or any GPU (Metal or CUDA).
+/// A backend's kind: the CPU, or any GPU (Metal or CUDA). A lesson's `shows_on` names
+/// kinds: a speed effect follows the kind of memory and launch cost, not the vendor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {
@@ -161,16 +183,6 @@ pub enum BackendKind {
 }
 
 impl BackendKind {
-    /// `cpu` for MLX's CPU backend, `gpu` for every other, from a backend's name as a
-    /// report gives it (`cpu`, `metal`, `cuda`).
-    pub fn of(backend: &str) -> Self {
-        if backend == "cpu" {
-            BackendKind::Cpu
-        } else {
-            BackendKind::Gpu
-        }
-    }
-
     /// Its name in lesson.yaml: `cpu` or `gpu`.
     pub fn key(self) -> &'static str {
         match self {

@@ -194,7 +194,7 @@ impl Exercise {
         let report = Report {
             schema: REPORT_SCHEMA,
             model: self.model.clone(),
-            backend: crate::device::Backend::detect().name().into(),
+            backend: crate::device::Backend::detect(),
             blas: cpu_blas(),
             prompt_tokens,
             generated_tokens: tokens.len(),
@@ -398,9 +398,7 @@ fn decode_loop(
     })
 }
 
-/// Every step's hidden state after each layer, as [`crate::lm::Model::recorded_layers`]
-/// gives them: step × layer × width.
-pub use crate::lm::models::Layers;
+use crate::lm::models::Layers;
 
 /// Floats as the files quest and an exercise exchange hold them: float32, little-endian.
 fn le_bytes<'a>(values: impl IntoIterator<Item = &'a f32>) -> Vec<u8> {
@@ -683,7 +681,7 @@ impl Exercise {
         let report = Report {
             schema: REPORT_SCHEMA,
             model: self.model.clone(),
-            backend: crate::device::Backend::detect().name().into(),
+            backend: crate::device::Backend::detect(),
             blas: cpu_blas(),
             prompt_tokens: 0,
             generated_tokens: 0,
@@ -900,7 +898,7 @@ impl Timer {
 pub struct Report {
     pub schema: u32,
     pub model: String,
-    pub backend: String,
+    pub backend: crate::device::Backend,
     /// On the CPU, the BLAS MLX ran on and the kernels it chose for this CPU
     /// ([`crate::device::blas::describe`]); empty on a GPU and in older reports.
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -1097,7 +1095,7 @@ mod tests {
         Report {
             schema: REPORT_SCHEMA,
             model: "m".into(),
-            backend: "cpu".into(),
+            backend: crate::device::Backend::Cpu,
             blas: String::new(),
             prompt_tokens: 4,
             generated_tokens: token_ms.len() + 1,

@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use super::clock;
-use super::exercise::{greedy, Greedy, Layers, Report};
+use super::exercise::{greedy, Greedy, Report};
+use crate::lm::models::Layers;
 
 /// What `quest run` passes to an exercise.
 #[derive(Clone, Debug)]
@@ -366,7 +367,7 @@ fn start(
     let waited = wait_child(child, request.time_limit);
     let arrivals = clock.arrivals();
     let (status, stderr) = waited?;
-    if let Some(killed) = Killed::from_status(Process::Exercise, &status, &stderr) {
+    if let Some(killed) = Killed::from_status(Program::Exercise, &status, &stderr) {
         anyhow::bail!(killed);
     }
     if !status.success() {
@@ -566,9 +567,9 @@ impl std::fmt::Display for RunFailed {
 
 impl std::error::Error for RunFailed {}
 
-/// Which of quest's child processes a signal ended.
+/// Which program quest started as a child process (a signal may end it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Process {
+pub enum Program {
     /// An exercise binary (the learner's code, a lesson's starting code, a solution).
     Exercise,
     /// The Python peer of `quest bench` and `quest fit --peer` (mlx-lm).
@@ -579,7 +580,7 @@ pub enum Process {
 /// first, since its last lines (a download's log, say) are not why it stopped.
 #[derive(Debug)]
 pub struct Killed {
-    pub process: Process,
+    pub program: Program,
     pub signal: i32,
     /// What it wrote to stderr before it died, trimmed.
     pub said: String,
@@ -588,7 +589,7 @@ pub struct Killed {
 impl Killed {
     /// `Some` when `status` says a signal ended the process.
     pub fn from_status(
-        process: Process,
+        program: Program,
         status: &std::process::ExitStatus,
         said: &str,
     ) -> Option<Self> {
@@ -596,14 +597,14 @@ impl Killed {
         {
             use std::os::unix::process::ExitStatusExt;
             status.signal().map(|signal| Killed {
-                process,
+                program,
                 signal,
                 said: said.trim().to_owned(),
             })
         }
         #[cfg(not(unix))]
         {
-            let _ = (process, status, said);
+            let _ = (program, status, said);
             None
         }
     }
@@ -636,9 +637,9 @@ impl Killed {
 
 impl std::fmt::Display for Killed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let who = match self.process {
-            Process::Exercise => "the exercise",
-            Process::PythonPeer => "the Python peer",
+        let who = match self.program {
+            Program::Exercise => "the exercise",
+            Program::PythonPeer => "the Python peer",
         };
         write!(f, "{who} was killed by {}", self.signal_name())
     }
@@ -727,16 +728,16 @@ mod tests {
                 .status()
                 .unwrap()
         };
-        let killed = Killed::from_status(Process::Exercise, &status("kill -ILL $$"), "fetching…\n")
+        let killed = Killed::from_status(Program::Exercise, &status("kill -ILL $$"), "fetching…\n")
             .expect("SIGILL is a signal");
         assert_eq!(killed.signal_name(), "SIGILL");
         assert!(killed.is_illegal_instruction());
         assert_eq!(killed.last_lines(5), "fetching…");
         assert_eq!(killed.to_string(), "the exercise was killed by SIGILL");
-        let segv = Killed::from_status(Process::PythonPeer, &status("kill -SEGV $$"), "").unwrap();
+        let segv = Killed::from_status(Program::PythonPeer, &status("kill -SEGV $$"), "").unwrap();
         assert_eq!(segv.to_string(), "the Python peer was killed by SIGSEGV");
         assert!(!segv.is_illegal_instruction());
-        assert!(Killed::from_status(Process::Exercise, &status("exit 3"), "error").is_none());
+        assert!(Killed::from_status(Program::Exercise, &status("exit 3"), "error").is_none());
     }
 
     #[test]

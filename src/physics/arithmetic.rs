@@ -7,9 +7,9 @@ use anyhow::{ensure, Context, Result};
 use serde_json::Value;
 
 use super::measure::{ByteSizes, DecodeInputs, SlopeInputs};
-use crate::bench::random;
 use crate::course::spec::Computation;
 use crate::lab::{base_name, Values};
+use crate::lm::random;
 use crate::stats::least_squares;
 
 /// The bytes of weights one decode step of `config`'s shape reads: every tensor of its
@@ -328,7 +328,7 @@ mod tests {
         b.shape.name = "B".into();
         b.config["num_hidden_layers"] = 8.into();
         let inputs = DecodeInputs {
-            backend: "cpu".into(),
+            backend: crate::device::Backend::Cpu,
             bandwidth_gb_s: 2.0,
             compute_gmac_s: 0.5,
             layout,

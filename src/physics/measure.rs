@@ -6,13 +6,15 @@ use anyhow::{bail, ensure, Context, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::bench::{loops, random, rates, slope};
+use crate::bench::{loops, rates, slope};
 use crate::device::Backend;
 use crate::lab::Exercise;
+use crate::lm::random;
 use crate::lm::Hold;
 use crate::stats::median;
 
-/// A model's shape: the numbers its `config.json` gives, as a learner counts bytes with them.
+/// A model's shape: the numbers its `config.json` gives, as a learner counts bytes with them
+/// (built from the same config as the model quest runs, [`random::PublicShape`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Shape {
     pub name: String,
@@ -111,7 +113,7 @@ pub struct DecodePoint {
 /// What `measure_decode` gives an exercise: this device's two rates and one point per shape.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct DecodeInputs {
-    pub backend: String,
+    pub backend: Backend,
     /// The best read rate quest measured here, GB/s ([`crate::bench::rates::bandwidth`]).
     pub bandwidth_gb_s: f64,
     /// The best matrix product quest measured here, in G multiply-adds a second
@@ -186,7 +188,7 @@ pub fn measure_decode(run: &Exercise, default: &str) -> Result<DecodeInputs> {
     // Once more after the decodes: a ceiling from the better of the two.
     let measured = measured.best(rates::Rates::measure()?);
     Ok(DecodeInputs {
-        backend: Backend::detect().name().into(),
+        backend: Backend::detect(),
         bandwidth_gb_s: measured.bandwidth_gb_s,
         compute_gmac_s: measured.compute_gmac_s,
         layout: ByteSizes::here()?,
@@ -194,9 +196,10 @@ pub fn measure_decode(run: &Exercise, default: &str) -> Result<DecodeInputs> {
     })
 }
 
-/// One shape's decode at growing context.
+/// One shape and its decode time at each context length, as an exercise is handed them
+/// (quest's fitted line stays in [`slope::FittedSlope`]).
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct SlopeShape {
+pub struct SlopePoints {
     pub shape: Shape,
     pub config: Value,
     /// (tokens in the cache, ms per token: the median of the rounds).
@@ -206,13 +209,13 @@ pub struct SlopeShape {
 /// What `measure_slope` gives an exercise.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SlopeInputs {
-    pub backend: String,
+    pub backend: Backend,
     pub bandwidth_gb_s: f64,
     pub layout: ByteSizes,
     /// Tokens timed per round, and rounds per point.
     pub tokens: usize,
     pub rounds: usize,
-    pub shapes: Vec<SlopeShape>,
+    pub shapes: Vec<SlopePoints>,
 }
 
 /// The context lengths `measure_slope` fills: `QUEST_CONTEXTS` (comma-separated) or `default`.
@@ -265,7 +268,7 @@ pub fn measure_slope(
             let config = (random::shape(&s.shape)
                 .expect("a shape just measured")
                 .config)();
-            Ok(SlopeShape {
+            Ok(SlopePoints {
                 shape: Shape::from_config(&s.shape, &config)?,
                 config,
                 points: s

@@ -22,5 +22,5 @@ pub use arithmetic::{
 };
 pub use measure::{
     measure_decode, measure_slope, ByteSizes, DecodeInputs, DecodePoint, Shape, SlopeInputs,
-    SlopeShape,
+    SlopePoints,
 };

@@ -5,8 +5,8 @@
 use serde::Serialize;
 
 use super::{Achievement, LessonRecord, LevelCurve, State};
-use crate::course::spec::Backend;
 use crate::course::{Course, Lang};
+use crate::device::Backend;
 
 /// The header of the source page, as numbers.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -90,7 +90,8 @@ pub struct Attempt {
 pub struct Run {
     pub at: Timestamp,
     pub code: CodeRef,
-    /// Where it ran, e.g. `mlx-metal` or `mlx-cpu`.
+    /// Where it ran, as recorded ([`crate::device::Backend::recorded_name`]): e.g.
+    /// `mlx-metal` or `mlx-cpu`. Text: a record keeps whatever name a run was given.
     pub backend: String,
     pub tokens_generated: u32,
     pub prompt_tokens: u32,

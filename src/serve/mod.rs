@@ -27,8 +27,8 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
-use crate::course::spec::Backend;
 use crate::course::{Course, Lang};
+use crate::device::Backend;
 use crate::progress::{load_achievements, Achievement, LevelCurve};
 use pages::Progress;
 

@@ -5,7 +5,7 @@
 
 use mlx_rs::ops::indexing::argmax_axis;
 use mlx_rs::Array;
-use quest::bench::random;
+use quest::lm::random;
 use quest::lm::{self, Hold, Model};
 use serde_json::Value;
 
@@ -153,7 +153,7 @@ fn rows_decode_as_alone(model: &Model, prompts: &[Vec<u32>], n: usize) {
     }
 }
 
-/// A small Qwen3.5 of random weights (`quest::bench::random`): gated delta layers (the
+/// A small Qwen3.5 of random weights (`quest::lm::random`): gated delta layers (the
 /// recurrent state and the conv window, per row) and full attention (the KV cache, per
 /// row).
 #[test]

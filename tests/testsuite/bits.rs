@@ -11,7 +11,7 @@ use crate::lm_helpers::{greedy, mlx_lock};
 
 /// The lesson's prompt, greedy, with the cache: `n` tokens.
 fn lesson_greedy(model: &Model, tokenizer: &lm::Tokenizer, n: usize) -> Vec<u32> {
-    let messages = [Message::user(quest::lab::DEFAULT_PROMPT)];
+    let messages = [Message::user(quest::course::spec::DEFAULT_PROMPT)];
     let prompt = tokenizer
         .apply_chat_template(&messages, true, false)
         .unwrap();

@@ -3,8 +3,8 @@
 //! grow with the context, a recurrent state that does not — whether the context was
 //! prefilled or filled at random.
 
-use quest::bench::random::PublicShape;
 use quest::bench::slope::{self, Fill, SlopeOptions};
+use quest::lm::random::PublicShape;
 use serde_json::{json, Value};
 
 #[test]
