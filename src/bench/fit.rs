@@ -197,100 +197,17 @@ pub fn run(
     ));
     let mut weights_done = 0.0;
     for (n, (shape, layout)) in work.iter().enumerate() {
-        let (shape, layout) = (*shape, *layout);
-        progress(&format!("{}: making random 4-bit weights…", shape.name));
-        let mut model = super::warmed(random::model(&(shape.config)(), 0)?)?;
-        if let Some(layout) = layout {
-            progress(&format!("{}: requantizing to {layout}…", shape.name));
-            model
-                .requantize(*layout)
-                .with_context(|| format!("the shape {}", shape.name))?;
-        }
-        // The peer makes the same shape (its own random values) in the same layout.
-        let mut peer = match &options.peer {
-            Some(peer) => {
-                anyhow::ensure!(layout.is_none(), PEER_WITH_LAYOUTS);
-                progress(&format!("{}: starting mlx-lm beside it…", shape.name));
-                let weights = if model.weights.is_dense() {
-                    "dense"
-                } else {
-                    "quantized"
-                };
-                Some(peer.serve_generate(
-                    &super::peer::PeerModel::Config((shape.config)()),
-                    &prompt,
-                    options.max_tokens,
-                    weights,
-                )?)
-            }
-            None => None,
-        };
-        let kv = super::cache_bytes(&model)?.at(options.prompt_tokens + options.max_tokens / 2);
-        let bytes_per_token = (model.weight_bytes() + kv) as u64;
-        loops::hand(&model, &prompt[..2], 2)?; // warm-up
-        loops::pipelined(&model, &prompt[..2], 2)?;
-        let (mut hand, mut pipelined, mut mlx_lm) = (Vec::new(), Vec::new(), Vec::new());
-        let mut host_runs = Vec::new();
-        for _ in 0..options.rounds {
-            hand.push(loops::hand(&model, &prompt, options.max_tokens)?);
-            pipelined.push(loops::pipelined(&model, &prompt, options.max_tokens)?);
-            // The host's split in a round of its own: one run of it moved by a third
-            // between runs on the GPU (docs/gpu/2026-12-01-attend).
-            host_runs.push(loops::pipelined_split(&model, &prompt, options.max_tokens)?);
-            if let Some(peer) = &mut peer {
-                mlx_lm.push(peer.round()?);
-            }
-        }
-        drop(peer);
-        let host = loops::HostSplit::median_run(&host_runs);
-        let rate =
-            |runs: &[Measured]| median(&runs.iter().map(|r| r.decode_tok_s).collect::<Vec<_>>());
-        let mut point = ShapePoint {
-            shape: shape.name.into(),
-            layout: model.weights.name(),
-            bytes_per_token,
-            hand_tok_s: rate(&hand),
-            pipelined_tok_s: rate(&pipelined),
-            hand,
-            pipelined,
-            layers: model.num_layers(),
-            host,
-            host_runs,
-            mlx_lm_tok_s: (!mlx_lm.is_empty()).then(|| rate(&mlx_lm)),
-            mlx_lm,
-            // Set below, from the point's own bytes and rate.
-            fraction_of_bandwidth: 0.0,
-        };
-        point.fraction_of_bandwidth = fraction(&point, rates.bandwidth_gb_s);
-        let peer = point
-            .mlx_lm_tok_s
-            .map(|peer| format!(", mlx-lm {peer:.2} (×{:.2})", point.pipelined_tok_s / peer))
-            .unwrap_or_default();
-        progress(&format!(
-            "{} {}: {:.0} MB/token, hand {:.2} tok/s, pipelined {:.2} tok/s ({:.1} % of {:.0} GB/s){peer}, host {:.1} µs/layer",
-            point.shape,
-            point.layout,
-            bytes_per_token as f64 / 1e6,
-            point.hand_tok_s,
-            point.pipelined_tok_s,
-            point.fraction_of_bandwidth * 1e2,
-            rates.bandwidth_gb_s,
-            point.host_us_per_layer()
-        ));
+        let point = measure_shape(options, &prompt, shape, **layout, rates, &mut progress)?;
+        progress(&point_summary(&point, rates.bandwidth_gb_s));
         points.push(point);
-        // The rest, half by count and half by weights read: each shape pays a fixed cost
-        // (making its weights, the fixed term) and a time that grows with what it reads.
         weights_done += decode_elements(shape);
         let left = &work[n + 1..];
-        let weights_left: f64 = left.iter().map(|(shape, _)| decode_elements(shape)).sum();
-        let elapsed = started.elapsed().as_secs_f64();
         if !left.is_empty() {
-            progress(&format!(
-                "{} of {} shape runs in {elapsed:.0} s; about {:.0} s left",
+            progress(&time_left(
                 n + 1,
-                work.len(),
-                elapsed / (n + 1) as f64 * left.len() as f64 * 0.5
-                    + elapsed * weights_left / weights_done * 0.5
+                left,
+                started.elapsed().as_secs_f64(),
+                weights_done,
             ));
         }
         checkpoint(&Partial {
@@ -302,29 +219,153 @@ pub fn run(
             shapes_left: left.iter().map(|(s, _)| s.name.to_owned()).collect(),
         })?;
     }
+    fit_points(points, rates, backend, layouts.len() > 1)
+}
+
+/// One shape in one layout: its random model made, warmed up, and decoded round by round
+/// by each loop (and the peer's, with `--peer`).
+fn measure_shape(
+    options: &FitOptions,
+    prompt: &[u32],
+    shape: &random::PublicShape,
+    layout: Option<Layout>,
+    rates: super::rates::Rates,
+    progress: &mut impl FnMut(&str),
+) -> Result<ShapePoint> {
+    progress(&format!("{}: making random 4-bit weights…", shape.name));
+    let mut model = super::warmed(random::model(&(shape.config)(), 0)?)?;
+    if let Some(layout) = layout {
+        progress(&format!("{}: requantizing to {layout}…", shape.name));
+        model
+            .requantize(layout)
+            .with_context(|| format!("the shape {}", shape.name))?;
+    }
+    let mut peer = start_peer(options, prompt, shape, layout, &model, progress)?;
+    let kv = super::cache_bytes(&model)?.at(options.prompt_tokens + options.max_tokens / 2);
+    let bytes_per_token = (model.weight_bytes() + kv) as u64;
+    loops::hand(&model, &prompt[..2], 2)?; // warm-up
+    loops::pipelined(&model, &prompt[..2], 2)?;
+    let (mut hand, mut pipelined, mut mlx_lm) = (Vec::new(), Vec::new(), Vec::new());
+    let mut host_runs = Vec::new();
+    for _ in 0..options.rounds {
+        hand.push(loops::hand(&model, prompt, options.max_tokens)?);
+        pipelined.push(loops::pipelined(&model, prompt, options.max_tokens)?);
+        // The host's split in a round of its own: one run of it moved by a third
+        // between runs on the GPU (docs/gpu/2026-12-01-attend).
+        host_runs.push(loops::pipelined_split(&model, prompt, options.max_tokens)?);
+        if let Some(peer) = &mut peer {
+            mlx_lm.push(peer.round()?);
+        }
+    }
+    drop(peer);
+    let host = loops::HostSplit::median_run(&host_runs);
+    let rate = |runs: &[Measured]| median(&runs.iter().map(|r| r.decode_tok_s).collect::<Vec<_>>());
+    let mut point = ShapePoint {
+        shape: shape.name.into(),
+        layout: model.weights.name(),
+        bytes_per_token,
+        hand_tok_s: rate(&hand),
+        pipelined_tok_s: rate(&pipelined),
+        hand,
+        pipelined,
+        layers: model.num_layers(),
+        host,
+        host_runs,
+        mlx_lm_tok_s: (!mlx_lm.is_empty()).then(|| rate(&mlx_lm)),
+        mlx_lm,
+        // Set below, from the point's own bytes and rate.
+        fraction_of_bandwidth: 0.0,
+    };
+    point.fraction_of_bandwidth = fraction(&point, rates.bandwidth_gb_s);
+    Ok(point)
+}
+
+/// With `--peer`: mlx-lm serving the same shape (its own random values) in the same
+/// layout, ready for a round after each of quest's.
+fn start_peer(
+    options: &FitOptions,
+    prompt: &[u32],
+    shape: &random::PublicShape,
+    layout: Option<Layout>,
+    model: &crate::lm::Model,
+    progress: &mut impl FnMut(&str),
+) -> Result<Option<super::peer::PeerSession>> {
+    let Some(peer) = &options.peer else {
+        return Ok(None);
+    };
+    anyhow::ensure!(layout.is_none(), PEER_WITH_LAYOUTS);
+    progress(&format!("{}: starting mlx-lm beside it…", shape.name));
+    let weights = if model.weights.is_dense() {
+        "dense"
+    } else {
+        "quantized"
+    };
+    Ok(Some(peer.serve_generate(
+        &super::peer::PeerModel::Config((shape.config)()),
+        prompt,
+        options.max_tokens,
+        weights,
+    )?))
+}
+
+/// The progress line for a measured shape: its bytes, each loop's rate, its share of the
+/// bandwidth, the host's time.
+fn point_summary(point: &ShapePoint, bandwidth_gb_s: f64) -> String {
+    let peer = point
+        .mlx_lm_tok_s
+        .map(|peer| format!(", mlx-lm {peer:.2} (×{:.2})", point.pipelined_tok_s / peer))
+        .unwrap_or_default();
+    format!(
+        "{} {}: {:.0} MB/token, hand {:.2} tok/s, pipelined {:.2} tok/s ({:.1} % of {:.0} GB/s){peer}, host {:.1} µs/layer",
+        point.shape,
+        point.layout,
+        point.bytes_per_token as f64 / 1e6,
+        point.hand_tok_s,
+        point.pipelined_tok_s,
+        point.fraction_of_bandwidth * 1e2,
+        bandwidth_gb_s,
+        point.host_us_per_layer()
+    )
+}
+
+/// The progress line after `done` shape runs with `left` to go: the time they took and
+/// the time the rest should take, half by count and half by weights read (each shape pays
+/// a fixed cost, making its weights and the fixed term, and a time that grows with what
+/// it reads).
+fn time_left(
+    done: usize,
+    left: &[(&&random::PublicShape, &Option<Layout>)],
+    elapsed: f64,
+    weights_done: f64,
+) -> String {
+    let weights_left: f64 = left.iter().map(|(shape, _)| decode_elements(shape)).sum();
+    format!(
+        "{done} of {} shape runs in {elapsed:.0} s; about {:.0} s left",
+        done + left.len(),
+        elapsed / done as f64 * left.len() as f64 * 0.5
+            + elapsed * weights_left / weights_done * 0.5
+    )
+}
+
+/// The fit through every measured point: the line over all of them, one per layout
+/// where there are several, else the plane with layers as a second term.
+fn fit_points(
+    mut points: Vec<ShapePoint>,
+    rates: super::rates::Rates,
+    backend: crate::device::Backend,
+    several_layouts: bool,
+) -> Result<Fit> {
     // Measured again now that the run is over; a moment of load must not set it low.
     let rates = rates.best(super::rates::Rates::measure()?);
     for point in &mut points {
         point.fraction_of_bandwidth = fraction(point, rates.bandwidth_gb_s);
     }
     let (fixed_ms, effective_gb_s) = fit_line(points.iter());
-    let mut per_layout = Vec::new();
-    if layouts.len() > 1 {
-        let mut names: Vec<&str> = Vec::new();
-        for point in &points {
-            if !names.contains(&point.layout.as_str()) {
-                names.push(&point.layout);
-            }
-        }
-        for name in names {
-            let (fixed_ms, effective_gb_s) = fit_line(points.iter().filter(|p| p.layout == name));
-            per_layout.push(LayoutFit {
-                layout: name.to_owned(),
-                fixed_ms,
-                effective_gb_s,
-            });
-        }
-    }
+    let per_layout = if several_layouts {
+        fit_per_layout(&points)
+    } else {
+        Vec::new()
+    };
     let residuals: Vec<f64> = points
         .iter()
         .map(|p| p.ms_per_token() - (fixed_ms + p.bytes_per_token as f64 / (effective_gb_s * 1e6)))
@@ -357,6 +398,27 @@ pub fn run(
             .collect(),
         date: crate::progress::Timestamp::now().to_string(),
     })
+}
+
+/// A line through each layout's points, the layouts in the order first measured.
+fn fit_per_layout(points: &[ShapePoint]) -> Vec<LayoutFit> {
+    let mut names: Vec<&str> = Vec::new();
+    for point in points {
+        if !names.contains(&point.layout.as_str()) {
+            names.push(&point.layout);
+        }
+    }
+    names
+        .into_iter()
+        .map(|name| {
+            let (fixed_ms, effective_gb_s) = fit_line(points.iter().filter(|p| p.layout == name));
+            LayoutFit {
+                layout: name.to_owned(),
+                fixed_ms,
+                effective_gb_s,
+            }
+        })
+        .collect()
 }
 
 /// How many weights a decode step of `shape` reads.
