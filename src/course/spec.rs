@@ -645,6 +645,7 @@ impl LessonSpec {
         Ok(spec)
     }
 
+    /// Checks the spec on its own, part by part, in the order its errors are reported.
     fn check(&self, path: &Path) -> Result<()> {
         let at = path.display();
         if self.exercise.is_some() != self.solution.is_some() {
@@ -662,6 +663,21 @@ impl LessonSpec {
         if self.card.is_some() && self.measure.is_none() {
             bail!("{at}: `card` numbers are measured ones: it needs `measure`");
         }
+        self.check_rules(path)?;
+        self.check_logits(path)?;
+        self.check_draws(path)?;
+        if self.batch == Some(0) {
+            bail!("{at}: `batch` is a number of sequences, 1 or more");
+        }
+        self.check_measure(path)?;
+        self.check_values(path)?;
+        self.check_quiz(path)
+    }
+
+    /// Rule ids (rules, feeds, measured moves) are unique, feeds have an exercise to judge,
+    /// and each rule's `unless` names a rule.
+    fn check_rules(&self, path: &Path) -> Result<()> {
+        let at = path.display();
         let mut ids = BTreeSet::new();
         for rule in &self.rules {
             if !ids.insert(rule.id.as_str()) {
@@ -704,6 +720,12 @@ impl LessonSpec {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// `logits` needs an exercise and tolerances above 0.
+    fn check_logits(&self, path: &Path) -> Result<()> {
+        let at = path.display();
         if let Some(logits) = &self.logits {
             if self.exercise.is_none() {
                 bail!(
@@ -719,6 +741,12 @@ impl LessonSpec {
                 bail!("{at}: `logits: tolerance:` is a max abs difference, above 0");
             }
         }
+        Ok(())
+    }
+
+    /// `draws` needs an exercise, draws per step and a tolerance above 0.
+    fn check_draws(&self, path: &Path) -> Result<()> {
+        let at = path.display();
         if let Some(draws) = &self.draws {
             if self.exercise.is_none() {
                 bail!("{at}: `draws` judges an exercise's sampler: it needs `exercise`");
@@ -730,9 +758,12 @@ impl LessonSpec {
                 );
             }
         }
-        if self.batch == Some(0) {
-            bail!("{at}: `batch` is a number of sequences, 1 or more");
-        }
+        Ok(())
+    }
+
+    /// `measure` fits its baseline, its `at_least` and its metric's direction.
+    fn check_measure(&self, path: &Path) -> Result<()> {
+        let at = path.display();
         if let Some(measure) = &self.measure {
             if measure.against == Baseline::QuestPieces
                 && self.logits.is_none()
@@ -765,6 +796,12 @@ impl LessonSpec {
                 );
             }
         }
+        Ok(())
+    }
+
+    /// `values` are computed by the exercise, and each checked one is computed.
+    fn check_values(&self, path: &Path) -> Result<()> {
+        let at = path.display();
         if let Some(values) = &self.values {
             if self.exercise.is_none() {
                 bail!("{at}: `values` are computed by an exercise: it needs `exercise`");
@@ -786,47 +823,19 @@ impl LessonSpec {
                 bail!("{at}: `values: tolerance:` is a relative tolerance, 0 or more");
             }
         }
+        Ok(())
+    }
+
+    /// Question ids are unique, and each answer fits its choices.
+    fn check_quiz(&self, path: &Path) -> Result<()> {
+        let at = path.display();
         let mut questions = BTreeSet::new();
         for question in &self.quiz {
             if !questions.insert(question.id.as_str()) {
                 bail!("{at}: question `{}` is listed twice", question.id);
             }
             let choices: Vec<&str> = question.choices.iter().map(String::as_str).collect();
-            let valid = match &question.answer {
-                Answer::Is(answer) => choices.contains(&answer.as_str()),
-                Answer::Measured {
-                    measured: MeasuredAnswer::EffectShows | MeasuredAnswer::FewerBytesFaster,
-                    from,
-                } => self.measure.is_some() && choices == ["yes", "no"] && from.is_empty(),
-                Answer::Measured {
-                    measured: MeasuredAnswer::Improvement,
-                    from,
-                } => {
-                    // Every choice has a band, and every improvement falls in one.
-                    self.measure.is_some()
-                        && from
-                            .keys()
-                            .map(String::as_str)
-                            .eq(choices.iter().copied().collect::<BTreeSet<_>>())
-                        && from.len() == choices.len()
-                        && from.values().all(|v| v.is_finite() && *v >= 0.0)
-                        && from.values().any(|v| *v == 0.0)
-                }
-                Answer::Measured {
-                    measured: MeasuredAnswer::Largest(of),
-                    from,
-                } => {
-                    let computed = self
-                        .values
-                        .as_ref()
-                        .map_or(&[][..], |v| v.computed_by.values());
-                    from.is_empty()
-                        && of.keys().map(String::as_str).collect::<BTreeSet<_>>()
-                            == choices.iter().copied().collect()
-                        && of.values().all(|value| computed.contains(&value.as_str()))
-                }
-            };
-            if !valid {
+            if !self.answer_fits(question, &choices) {
                 bail!(
                     "{at}: question `{}`: the answer must be one of its choices ({}); a measured \
                      answer needs `measure` (`effect_shows`, `fewer_bytes_faster`: the choices [yes, no]; \
@@ -838,6 +847,45 @@ impl LessonSpec {
             }
         }
         Ok(())
+    }
+
+    /// Whether `question`'s answer is one of its `choices`, or a measured answer that this
+    /// spec can judge and that gives each choice its meaning.
+    fn answer_fits(&self, question: &Question, choices: &[&str]) -> bool {
+        match &question.answer {
+            Answer::Is(answer) => choices.contains(&answer.as_str()),
+            Answer::Measured {
+                measured: MeasuredAnswer::EffectShows | MeasuredAnswer::FewerBytesFaster,
+                from,
+            } => self.measure.is_some() && choices == ["yes", "no"] && from.is_empty(),
+            Answer::Measured {
+                measured: MeasuredAnswer::Improvement,
+                from,
+            } => {
+                // Every choice has a band, and every improvement falls in one.
+                self.measure.is_some()
+                    && from
+                        .keys()
+                        .map(String::as_str)
+                        .eq(choices.iter().copied().collect::<BTreeSet<_>>())
+                    && from.len() == choices.len()
+                    && from.values().all(|v| v.is_finite() && *v >= 0.0)
+                    && from.values().any(|v| *v == 0.0)
+            }
+            Answer::Measured {
+                measured: MeasuredAnswer::Largest(of),
+                from,
+            } => {
+                let computed = self
+                    .values
+                    .as_ref()
+                    .map_or(&[][..], |v| v.computed_by.values());
+                from.is_empty()
+                    && of.keys().map(String::as_str).collect::<BTreeSet<_>>()
+                        == choices.iter().copied().collect()
+                    && of.values().all(|value| computed.contains(&value.as_str()))
+            }
+        }
     }
 
     /// Whether the exercise runs on `backend` (`runs_on`; without it, everywhere).
