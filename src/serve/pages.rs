@@ -13,7 +13,7 @@ use crate::course::{
     fill_placeholders, markdown_options, parse_info, Course, Lang, Lesson, Metric,
     TranslationStatus, EXERCISE_ATTR,
 };
-use crate::progress::{CodeKind, Header, LessonRecord, LessonStatus, State};
+use crate::progress::{Card, CodeKind, Header, LessonRecord, LessonStatus, State};
 
 /// The learner's progress as a page sees it: the file's state, or what `quest status`
 /// says of a file it cannot use.
@@ -538,7 +538,6 @@ fn numbers(
     readable: bool,
     lang: Lang,
 ) -> String {
-    let id = &lesson.meta.id;
     let mut out = format!(
         r#"<section id="numbers" class="numbers" data-live><h2>{}</h2>"#,
         ui(course, "web_your_numbers", lang)
@@ -554,14 +553,26 @@ fn numbers(
         .measure
         .as_ref()
         .map_or(Metric::DecodeTokS, |m| m.metric);
-    let metric_name = course
-        .ui(&format!("metric_{}", metric.key()), lang)
-        .to_owned();
-    let before = course.ui("before", lang).to_owned();
-    let after = course.ui("after", lang).to_owned();
-    let run_word = course.ui("web_run", lang).to_owned();
+    let id = &lesson.meta.id;
+    runs_section(&mut out, course, id, record, metric, lang);
+    submission_section(&mut out, course, id, record, metric, lang);
+    per_token_section(&mut out, course, record, lang);
+    card_section(&mut out, course, lesson, record, lang);
+    out.push_str("</section>\n");
+    out
+}
 
-    // Every recorded run, the lesson's starting code and the learner's apart.
+/// Every recorded run's metric, the lesson's starting code and the learner's apart.
+fn runs_section(
+    out: &mut String,
+    course: &Course,
+    id: &str,
+    record: &LessonRecord,
+    metric: Metric,
+    lang: Lang,
+) {
+    let key = format!("metric_{}", metric.key());
+    let metric_name = course.ui(&key, lang);
     let _ = write!(
         out,
         "<h3>{}</h3>",
@@ -569,15 +580,15 @@ fn numbers(
             course,
             "web_runs",
             lang,
-            &[("metric", &escape(&metric_name))]
+            &[("metric", &escape(metric_name))]
         )
     );
     let (starting, yours) = (
-        course.ui("web_starting_code", lang).to_owned(),
-        course.ui("web_your_code", lang).to_owned(),
+        course.ui("web_starting_code", lang),
+        course.ui("web_your_code", lang),
     );
-    let runs_plot = run_series(record, metric.key(), &starting, &yours);
-    if runs_plot.is_empty() {
+    let runs = run_series(record, metric.key(), starting, yours);
+    if runs.is_empty() {
         let _ = write!(
             out,
             r#"<p class="empty">{}</p>"#,
@@ -585,159 +596,184 @@ fn numbers(
         );
     } else {
         out.push_str(&figure(&svg::line_plot(
-            &runs_plot,
+            &runs,
             &Labels {
-                x: &run_word,
-                y: &metric_name,
-                title: &metric_name,
+                x: course.ui("web_run", lang),
+                y: metric_name,
+                title: metric_name,
             },
         )));
     }
+}
 
-    // The last submission that got as far as its interleaved measurement.
+/// The last submission that got as far as its interleaved measurement: its rounds,
+/// medians and ratio, and where the lesson stands now.
+fn submission_section(
+    out: &mut String,
+    course: &Course,
+    id: &str,
+    record: &LessonRecord,
+    metric: Metric,
+    lang: Lang,
+) {
     let _ = write!(out, "<h3>{}</h3>", ui(course, "web_submission", lang));
     let measured = record
         .submissions
         .iter()
         .rev()
         .find_map(|s| s.measurement.as_ref().map(|m| (s, m)));
-    match measured {
-        None => {
-            let _ = write!(
-                out,
-                r#"<p class="empty">{}</p>"#,
-                ui_html(course, "web_no_submission", lang, &[("id", &escape(id))])
-            );
-        }
-        Some((submission, measurement)) => {
-            let metric = Metric::from_key(&measurement.metric).unwrap_or(metric);
-            let key = format!("metric_{}", metric.key());
-            let y = course.ui(&key, lang);
-            let (median_before, median_after) = (
-                crate::stats::median(&measurement.before),
-                crate::stats::median(&measurement.after),
-            );
-            let legend_before = format!("{before} ({})", svg::number(median_before));
-            let legend_after = format!("{after} ({})", svg::number(median_after));
-            out.push_str(&figure(&svg::rounds_plot(
-                &measurement.before,
-                &measurement.after,
-                (&legend_before, &legend_after),
-                &Labels {
-                    x: course.ui("round", lang),
-                    y,
-                    title: course.ui("web_submission", lang),
-                },
-            )));
-            let ratio = measurement
-                .improvement()
-                .map_or("–".to_owned(), |r| format!("×{r:.2}"));
-            // Where the lesson stands now: a later card may have completed it.
-            let verdict = ui(course, LessonStatus::of(Some(record)).key(), lang);
-            let _ = write!(
-                out,
-                r#"<p class="medians">{}: {} <span data-n="median_before">{}</span> · {} <span data-n="median_after">{}</span> {} · <span data-n="ratio">{}</span> {} · {}</p>"#,
-                ui(course, "submit_medians", lang),
-                escape(&before),
-                svg::number(median_before),
-                escape(&after),
-                svg::number(median_after),
-                escape(metric.unit()),
-                escape(&ratio),
-                escape(submission.at.to_string().as_str()),
-                verdict
-            );
-        }
-    }
+    let Some((submission, measurement)) = measured else {
+        let _ = write!(
+            out,
+            r#"<p class="empty">{}</p>"#,
+            ui_html(course, "web_no_submission", lang, &[("id", &escape(id))])
+        );
+        return;
+    };
+    let (before, after) = (course.ui("before", lang), course.ui("after", lang));
+    let metric = Metric::from_key(&measurement.metric).unwrap_or(metric);
+    let key = format!("metric_{}", metric.key());
+    let y = course.ui(&key, lang);
+    let (median_before, median_after) = (
+        crate::stats::median(&measurement.before),
+        crate::stats::median(&measurement.after),
+    );
+    let legend_before = format!("{before} ({})", svg::number(median_before));
+    let legend_after = format!("{after} ({})", svg::number(median_after));
+    out.push_str(&figure(&svg::rounds_plot(
+        &measurement.before,
+        &measurement.after,
+        (&legend_before, &legend_after),
+        &Labels {
+            x: course.ui("round", lang),
+            y,
+            title: course.ui("web_submission", lang),
+        },
+    )));
+    let ratio = measurement
+        .improvement()
+        .map_or("–".to_owned(), |r| format!("×{r:.2}"));
+    // Where the lesson stands now: a later card may have completed it.
+    let verdict = ui(course, LessonStatus::of(Some(record)).key(), lang);
+    let _ = write!(
+        out,
+        r#"<p class="medians">{}: {} <span data-n="median_before">{}</span> · {} <span data-n="median_after">{}</span> {} · <span data-n="ratio">{}</span> {} · {}</p>"#,
+        ui(course, "submit_medians", lang),
+        escape(before),
+        svg::number(median_before),
+        escape(after),
+        svg::number(median_after),
+        escape(metric.unit()),
+        escape(&ratio),
+        escape(submission.at.to_string().as_str()),
+        verdict
+    );
+}
 
-    // Per-token times, where the exercise reported them.
-    let per_token = run_series(record, Metric::MsPerToken.key(), &starting, &yours);
-    if !per_token.is_empty() {
-        let name = course.ui("web_per_token", lang);
-        let _ = write!(out, "<h3>{}</h3>", escape(name));
-        out.push_str(&figure(&svg::line_plot(
-            &per_token,
-            &Labels {
-                x: &run_word,
-                y: course.ui("metric_ms_per_token", lang),
-                title: name,
-            },
+/// Per-token times, where the exercise reported them (nothing otherwise).
+fn per_token_section(out: &mut String, course: &Course, record: &LessonRecord, lang: Lang) {
+    let per_token = run_series(
+        record,
+        Metric::MsPerToken.key(),
+        course.ui("web_starting_code", lang),
+        course.ui("web_your_code", lang),
+    );
+    if per_token.is_empty() {
+        return;
+    }
+    let name = course.ui("web_per_token", lang);
+    let _ = write!(out, "<h3>{}</h3>", escape(name));
+    out.push_str(&figure(&svg::line_plot(
+        &per_token,
+        &Labels {
+            x: course.ui("web_run", lang),
+            y: course.ui("metric_ms_per_token", lang),
+            title: name,
+        },
+    )));
+}
+
+/// The card: the learner's numbers as bars and their answers, each marked as judged.
+fn card_section(
+    out: &mut String,
+    course: &Course,
+    lesson: &Lesson,
+    record: &LessonRecord,
+    lang: Lang,
+) {
+    let _ = write!(out, "<h3>{}</h3>", ui(course, "card", lang));
+    let Some(card) = &record.card else {
+        let _ = write!(
+            out,
+            r#"<p class="empty">{}</p>"#,
+            ui(course, "web_no_card", lang)
+        );
+        return;
+    };
+    let unit = card
+        .metric
+        .as_deref()
+        .and_then(Metric::from_key)
+        .map_or("", |m| m.unit());
+    // Before first, then after, as the card command takes them.
+    let mut numbers: Vec<(&String, &f64)> = card.numbers.iter().collect();
+    numbers.sort_by_key(|(key, _)| match key.as_str() {
+        "before" => 0,
+        "after" => 1,
+        _ => 2,
+    });
+    let rows: Vec<(String, f64, &'static str)> = numbers
+        .into_iter()
+        .map(|(key, value)| {
+            let (label, color) = match key.as_str() {
+                "before" => (course.ui("before", lang).to_owned(), svg::BEFORE),
+                "after" => (course.ui("after", lang).to_owned(), svg::AFTER),
+                other => (other.to_owned(), svg::OTHER),
+            };
+            (label, *value, color)
+        })
+        .collect();
+    if !rows.is_empty() {
+        out.push_str(&figure(&svg::value_bars(
+            &rows,
+            unit,
+            course.ui("card", lang),
         )));
     }
-
-    // The card: the learner's numbers and answers.
-    let _ = write!(out, "<h3>{}</h3>", ui(course, "card", lang));
-    match &record.card {
-        None => {
-            let _ = write!(
-                out,
-                r#"<p class="empty">{}</p>"#,
-                ui(course, "web_no_card", lang)
-            );
-        }
-        Some(card) => {
-            let unit = card
-                .metric
-                .as_deref()
-                .and_then(Metric::from_key)
-                .map_or("", |m| m.unit());
-            // Before first, then after, as the card command takes them.
-            let mut numbers: Vec<(&String, &f64)> = card.numbers.iter().collect();
-            numbers.sort_by_key(|(key, _)| match key.as_str() {
-                "before" => 0,
-                "after" => 1,
-                _ => 2,
-            });
-            let rows: Vec<(String, f64, &'static str)> = numbers
-                .into_iter()
-                .map(|(key, value)| {
-                    let (label, color) = match key.as_str() {
-                        "before" => (before.clone(), svg::BEFORE),
-                        "after" => (after.clone(), svg::AFTER),
-                        other => (other.to_owned(), svg::OTHER),
-                    };
-                    (label, *value, color)
-                })
-                .collect();
-            if !rows.is_empty() {
-                out.push_str(&figure(&svg::value_bars(
-                    &rows,
-                    unit,
-                    course.ui("card", lang),
-                )));
-            }
-            if !card.answers.is_empty() {
-                out.push_str(r#"<dl class="answers">"#);
-                for (question, choice) in &card.answers {
-                    let text = lesson.meta.quiz.get(question);
-                    let asked = text.map_or(question.as_str(), |t| t.question.as_str());
-                    let chosen = text
-                        .and_then(|t| t.choices.get(choice))
-                        .map_or(choice.clone(), |meaning| format!("{choice}: {meaning}"));
-                    let right = record
-                        .attempts
-                        .iter()
-                        .rev()
-                        .find(|a| &a.question == question && &a.choice == choice)
-                        .and_then(|a| a.right);
-                    let mark = match right {
-                        Some(true) => "✓ ",
-                        Some(false) => "✗ ",
-                        None => "",
-                    };
-                    let _ = write!(
-                        out,
-                        "<dt>{}</dt><dd>{mark}{}</dd>",
-                        escape(asked),
-                        escape(&chosen)
-                    );
-                }
-                out.push_str("</dl>");
-            }
-        }
+    if !card.answers.is_empty() {
+        card_answers(out, card, lesson, record);
     }
-    out.push_str("</section>\n");
-    out
+}
+
+/// The card's quiz answers: each question and the chosen meaning, marked ✓ or ✗ where
+/// the learner's latest attempt at that choice was judged.
+fn card_answers(out: &mut String, card: &Card, lesson: &Lesson, record: &LessonRecord) {
+    out.push_str(r#"<dl class="answers">"#);
+    for (question, choice) in &card.answers {
+        let text = lesson.meta.quiz.get(question);
+        let asked = text.map_or(question.as_str(), |t| t.question.as_str());
+        let chosen = text
+            .and_then(|t| t.choices.get(choice))
+            .map_or(choice.clone(), |meaning| format!("{choice}: {meaning}"));
+        let right = record
+            .attempts
+            .iter()
+            .rev()
+            .find(|a| &a.question == question && &a.choice == choice)
+            .and_then(|a| a.right);
+        let mark = match right {
+            Some(true) => "✓ ",
+            Some(false) => "✗ ",
+            None => "",
+        };
+        let _ = write!(
+            out,
+            "<dt>{}</dt><dd>{mark}{}</dd>",
+            escape(asked),
+            escape(&chosen)
+        );
+    }
+    out.push_str("</dl>");
 }
 
 /// The runs that recorded `key`, numbered in the order recorded, as two lines: the
