@@ -1,7 +1,7 @@
 //! `quest bench <lesson>`: wiring for `quest::bench` — build the loops, set up the peer,
 //! run interleaved rounds, print the table, write JSON and SVG.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
@@ -37,108 +37,20 @@ pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
         );
     }
     let request = run_request(lesson, &options.run);
-    let model_spec = request.model.clone();
     let max_tokens = request.max_tokens;
     let backend = Backend::detect();
-
-    // What a decode step must read, and how fast this machine can read it.
-    let (model, tokenizer) = lm::load(&model_spec)?;
-    let prompt =
-        tokenizer.apply_chat_template(&[lm::Message::user(&request.prompt)], true, false)?;
-    let prompt_ids = tokenizer.encode(&prompt)?;
-    let cache_bytes = quest::bench::cache_bytes(&model)?;
-    let mean_context = prompt_ids.len() + max_tokens / 2;
-    eprintln!(
-        "quest: measuring memory bandwidth on the {} …",
-        backend.name()
-    );
-    let ceiling = Ceiling {
-        weight_bytes: model.weight_bytes() as u64,
-        kv_bytes: cache_bytes.at(mean_context) as u64,
-        bandwidth_gb_s: rates::bandwidth()?,
-    };
-    // The peers run the layout the Rust loops run.
-    let peer_weights = if model.weights.is_dense() {
-        "dense"
-    } else {
-        "quantized"
-    };
-    // The BLAS matters on the CPU only: on a GPU the matmuls are MLX's own kernels.
-    let runs_on = match Backend::detect() {
-        Backend::Cpu => quest::device::blas::describe(),
-        gpu => format!("the GPU ({})", gpu.name()),
-    };
-    eprintln!(
-        "quest: {} weights ({:.0} MB per token) on {runs_on}",
-        model.weights,
-        model.weight_bytes() as f64 / 1e6,
-    );
-    drop(model);
+    let (prompt_ids, ceiling, peer_weights) = measure_ceiling(&request, backend)?;
 
     // The exercise as it is when built: what "your exercise" measures.
     let (exercise, _, code) = current_exercise(lesson)?;
-    let binaries = [
-        (
-            LoopId::RustStarting,
-            build(ctx, &starting_code_file(lesson)?.0, true)?,
-        ),
-        (
-            LoopId::RustSolution,
-            build(ctx, &solution_path(lesson)?, true)?,
-        ),
-        (LoopId::Yours, build(ctx, &exercise, true)?),
-    ];
-    let peer = if options.python {
-        let model = match lm::random::Spec::parse(&model_spec) {
-            Some(spec) => {
-                let spec = spec?;
-                let mut config = (spec.shape.config)();
-                config["quantization"] = serde_json::json!({"group_size": 32, "bits": spec.bits});
-                PeerModel::Config(config)
-            }
-            None => match lm::hub::resolve(&model_spec)? {
-                ModelSource::Gguf(path) | ModelSource::Directory(path) => PeerModel::Path(path),
-            },
-        };
-        match Peer::ensure() {
-            Ok(peer) => Ok((peer, model)),
-            Err(e) => Err(format!("{e:#}")),
-        }
-    } else {
-        Err("--no-python".to_owned())
-    };
-    // mlx-lm as a pip user gets it (the stock wheel's BLAS, quantized weights), when the
-    // matched peer runs on another build.
-    let stock = match &peer {
-        Ok(_) if quest::device::blas::BUILT_WITH.starts_with("openblas-") => {
-            match Peer::ensure_build(PeerBuild::Stock) {
-                Ok(stock) => Some(stock),
-                Err(e) => {
-                    eprintln!("quest: no stock-wheel peer row ({e:#})");
-                    None
-                }
-            }
-        }
-        _ => None,
-    };
+    let binaries = build_loops(ctx, lesson, &exercise)?;
+    let peer = python_peer(options.python, &request.model)?;
+    let stock = stock_peer(&peer);
     let python_note = peer.as_ref().err().cloned();
     if let Some(note) = &python_note {
         eprintln!("quest: benchmarking the Rust side alone ({note})");
     }
-
-    let mut loops: Vec<LoopRuns> = binaries.iter().map(|(id, _)| LoopRuns::new(*id)).collect();
-    if peer.is_ok() {
-        loops.extend([LoopId::PyHand, LoopId::PyGenerate].map(LoopRuns::new));
-    }
-    if stock.is_some() {
-        loops.push(LoopRuns::new(LoopId::PyGenerateStock));
-    }
-    // Each round's run goes to its loop's row by name.
-    let push = |loops: &mut Vec<LoopRuns>, id: LoopId, run: Measured| {
-        if let Some(row) = loops.iter_mut().find(|l| l.id == id) {
-            row.runs.push(run);
-        }
-    };
+    let mut loops = loop_rows(&binaries, peer.is_ok(), stock.is_some());
 
     // Warm-up (not counted), then interleaved rounds: A B C D E, A B C D E, …
     eprintln!(
@@ -150,54 +62,21 @@ pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
         max_tokens: 4,
         ..request.clone()
     };
-    let mut yours_ran_quest_kernels = false;
-    for (id, binary) in &binaries {
-        let report = runner::run(binary, &warm).map_err(|e| explain_killed(ctx, e))?;
-        yours_ran_quest_kernels |= *id == LoopId::Yours && !report.quest_kernels.is_empty();
-    }
-    // Where quest's CUDA kernels ran in the learner's exercise, it runs once more with them
-    // off, beside mlx-lm on the same (MLX's) kernels: what "faster than the library" judges.
-    let kernels_off: Vec<(&str, &str)> = quest::kernels::Kernel::ALL
-        .iter()
-        .map(|kernel| (kernel.setting().name, "mlx"))
-        .collect();
-    let mlx_kernels = (yours_ran_quest_kernels && peer.is_ok()).then(|| {
-        binaries
-            .iter()
-            .find(|(id, _)| *id == LoopId::Yours)
-            .map(|(_, binary)| binary.clone())
-    });
-    let mlx_kernels = mlx_kernels.flatten();
-    if let Some(binary) = &mlx_kernels {
-        runner::run_with_env(binary, &warm, &kernels_off).map_err(|e| explain_killed(ctx, e))?;
-        let at = loops
-            .iter()
-            .position(|l| l.id == LoopId::Yours)
-            .map_or(loops.len(), |i| i + 1);
-        loops.insert(at, LoopRuns::new(LoopId::YoursMlxKernels));
-    }
+    let yours_ran_quest_kernels = warm_up(ctx, &binaries, &warm)?;
+    let on_mlx = yours_ran_quest_kernels && peer.is_ok();
+    let mlx_kernels = warm_up_on_mlx_kernels(ctx, &binaries, &warm, on_mlx, &mut loops)?;
     for round in 0..options.rounds {
-        for (id, binary) in &binaries {
-            let run = runner::run(binary, &request).map_err(|e| explain_killed(ctx, e))?;
-            push(&mut loops, *id, Measured::from(run));
-        }
-        if let Some(binary) = &mlx_kernels {
-            let run = runner::run_with_env(binary, &request, &kernels_off)
-                .map_err(|e| explain_killed(ctx, e))?;
-            push(&mut loops, LoopId::YoursMlxKernels, Measured::from(run));
-        }
-        if let Ok((peer, path)) = &peer {
-            let [hand, generate] = peer
-                .round(path, &prompt_ids, max_tokens, true, peer_weights)
-                .map_err(|e| explain_killed(ctx, e))?;
-            push(&mut loops, LoopId::PyHand, hand);
-            push(&mut loops, LoopId::PyGenerate, generate);
-            if let Some(stock) = &stock {
-                let generate = stock
-                    .round_generate(path, &prompt_ids, max_tokens, true)
-                    .map_err(|e| explain_killed(ctx, e))?;
-                push(&mut loops, LoopId::PyGenerateStock, generate);
-            }
+        rust_round(ctx, &binaries, mlx_kernels.as_deref(), &request, &mut loops)?;
+        if let Ok(peer) = &peer {
+            python_round(
+                ctx,
+                peer,
+                stock.as_ref(),
+                &prompt_ids,
+                max_tokens,
+                peer_weights,
+                &mut loops,
+            )?;
         }
         let rates: Vec<String> = loops
             .iter()
@@ -214,7 +93,7 @@ pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
     };
     let result = BenchResult {
         lesson: id.into(),
-        model: model_spec,
+        model: request.model,
         backend,
         blas: blas_column(backend),
         prompt_tokens: prompt_ids.len(),
@@ -225,13 +104,222 @@ pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
         python_note,
         date: quest::progress::Timestamp::now().to_string(),
     };
-    report(&result);
-    println!();
-    write_json(&options.out, id, &result)?;
-    let svg = options.out.join(format!("{id}.svg"));
-    std::fs::write(&svg, plot::svg(&result))?;
-    println!("plot: {}", svg.display());
+    print_and_save(&result, &options.out, id)?;
     record_against_library(ctx, lesson, code, &result)
+}
+
+/// What a decode step must read, and how fast this machine can read it: the prompt's
+/// tokens, the ceiling, and the layout the peers must run (the one the Rust loops run).
+fn measure_ceiling(
+    request: &RunRequest,
+    backend: Backend,
+) -> Result<(Vec<u32>, Ceiling, &'static str)> {
+    let (model, tokenizer) = lm::load(&request.model)?;
+    let prompt =
+        tokenizer.apply_chat_template(&[lm::Message::user(&request.prompt)], true, false)?;
+    let prompt_ids = tokenizer.encode(&prompt)?;
+    let cache_bytes = quest::bench::cache_bytes(&model)?;
+    let mean_context = prompt_ids.len() + request.max_tokens / 2;
+    eprintln!(
+        "quest: measuring memory bandwidth on the {} …",
+        backend.name()
+    );
+    let ceiling = Ceiling {
+        weight_bytes: model.weight_bytes() as u64,
+        kv_bytes: cache_bytes.at(mean_context) as u64,
+        bandwidth_gb_s: rates::bandwidth()?,
+    };
+    let peer_weights = if model.weights.is_dense() {
+        "dense"
+    } else {
+        "quantized"
+    };
+    // The BLAS matters on the CPU only: on a GPU the matmuls are MLX's own kernels.
+    let runs_on = match backend {
+        Backend::Cpu => quest::device::blas::describe(),
+        gpu => format!("the GPU ({})", gpu.name()),
+    };
+    eprintln!(
+        "quest: {} weights ({:.0} MB per token) on {runs_on}",
+        model.weights,
+        model.weight_bytes() as f64 / 1e6,
+    );
+    Ok((prompt_ids, ceiling, peer_weights))
+}
+
+/// The three Rust loops built: the lesson's starting code, its solution, the exercise.
+fn build_loops(ctx: &Ctx, lesson: &Lesson, exercise: &Path) -> Result<[(LoopId, PathBuf); 3]> {
+    Ok([
+        (
+            LoopId::RustStarting,
+            build(ctx, &starting_code_file(lesson)?.0, true)?,
+        ),
+        (
+            LoopId::RustSolution,
+            build(ctx, &solution_path(lesson)?, true)?,
+        ),
+        (LoopId::Yours, build(ctx, exercise, true)?),
+    ])
+}
+
+/// The Python peer (mlx-lm) and the model it loads, or why there is none.
+fn python_peer(python: bool, model_spec: &str) -> Result<Result<(Peer, PeerModel), String>> {
+    if !python {
+        return Ok(Err("--no-python".to_owned()));
+    }
+    let model = match lm::random::Spec::parse(model_spec) {
+        Some(spec) => {
+            let spec = spec?;
+            let mut config = (spec.shape.config)();
+            config["quantization"] = serde_json::json!({"group_size": 32, "bits": spec.bits});
+            PeerModel::Config(config)
+        }
+        None => match lm::hub::resolve(model_spec)? {
+            ModelSource::Gguf(path) | ModelSource::Directory(path) => PeerModel::Path(path),
+        },
+    };
+    Ok(match Peer::ensure() {
+        Ok(peer) => Ok((peer, model)),
+        Err(e) => Err(format!("{e:#}")),
+    })
+}
+
+/// mlx-lm as a pip user gets it (the stock wheel's BLAS, quantized weights), when the
+/// matched peer runs on another build.
+fn stock_peer(peer: &Result<(Peer, PeerModel), String>) -> Option<Peer> {
+    match peer {
+        Ok(_) if quest::device::blas::BUILT_WITH.starts_with("openblas-") => {
+            match Peer::ensure_build(PeerBuild::Stock) {
+                Ok(stock) => Some(stock),
+                Err(e) => {
+                    eprintln!("quest: no stock-wheel peer row ({e:#})");
+                    None
+                }
+            }
+        }
+        _ => None,
+    }
+}
+
+/// A row for each loop that runs: the Rust ones, then the peers that are there.
+fn loop_rows(binaries: &[(LoopId, PathBuf)], python: bool, stock: bool) -> Vec<LoopRuns> {
+    let mut loops: Vec<LoopRuns> = binaries.iter().map(|(id, _)| LoopRuns::new(*id)).collect();
+    if python {
+        loops.extend([LoopId::PyHand, LoopId::PyGenerate].map(LoopRuns::new));
+    }
+    if stock {
+        loops.push(LoopRuns::new(LoopId::PyGenerateStock));
+    }
+    loops
+}
+
+/// Each round's run goes to its loop's row by name.
+fn push(loops: &mut [LoopRuns], id: LoopId, run: Measured) {
+    if let Some(row) = loops.iter_mut().find(|l| l.id == id) {
+        row.runs.push(run);
+    }
+}
+
+/// Runs each Rust loop once, not counted; says whether the learner's ran quest's kernels.
+fn warm_up(ctx: &Ctx, binaries: &[(LoopId, PathBuf)], warm: &RunRequest) -> Result<bool> {
+    let mut yours_ran_quest_kernels = false;
+    for (id, binary) in binaries {
+        let report = runner::run(binary, warm).map_err(|e| explain_killed(ctx, e))?;
+        yours_ran_quest_kernels |= *id == LoopId::Yours && !report.quest_kernels.is_empty();
+    }
+    Ok(yours_ran_quest_kernels)
+}
+
+/// The environment that turns every one of quest's kernels off (MLX's own instead).
+fn kernels_off() -> Vec<(&'static str, &'static str)> {
+    quest::kernels::Kernel::ALL
+        .iter()
+        .map(|kernel| (kernel.setting().name, "mlx"))
+        .collect()
+}
+
+/// Where quest's CUDA kernels ran in the learner's exercise (`wanted`: and mlx-lm runs
+/// beside it), it runs once more with them off, beside mlx-lm on the same (MLX's)
+/// kernels: what "faster than the library" judges. Warms that run up, gives it a row
+/// after the learner's, and returns its binary.
+fn warm_up_on_mlx_kernels(
+    ctx: &Ctx,
+    binaries: &[(LoopId, PathBuf)],
+    warm: &RunRequest,
+    wanted: bool,
+    loops: &mut Vec<LoopRuns>,
+) -> Result<Option<PathBuf>> {
+    let mlx_kernels = wanted.then(|| {
+        binaries
+            .iter()
+            .find(|(id, _)| *id == LoopId::Yours)
+            .map(|(_, binary)| binary.clone())
+    });
+    let Some(binary) = mlx_kernels.flatten() else {
+        return Ok(None);
+    };
+    runner::run_with_env(&binary, warm, &kernels_off()).map_err(|e| explain_killed(ctx, e))?;
+    let at = loops
+        .iter()
+        .position(|l| l.id == LoopId::Yours)
+        .map_or(loops.len(), |i| i + 1);
+    loops.insert(at, LoopRuns::new(LoopId::YoursMlxKernels));
+    Ok(Some(binary))
+}
+
+/// One round of the Rust loops, each a fresh process, and the learner's on MLX's kernels.
+fn rust_round(
+    ctx: &Ctx,
+    binaries: &[(LoopId, PathBuf)],
+    mlx_kernels: Option<&Path>,
+    request: &RunRequest,
+    loops: &mut [LoopRuns],
+) -> Result<()> {
+    for (id, binary) in binaries {
+        let run = runner::run(binary, request).map_err(|e| explain_killed(ctx, e))?;
+        push(loops, *id, Measured::from(run));
+    }
+    if let Some(binary) = mlx_kernels {
+        let run = runner::run_with_env(binary, request, &kernels_off())
+            .map_err(|e| explain_killed(ctx, e))?;
+        push(loops, LoopId::YoursMlxKernels, Measured::from(run));
+    }
+    Ok(())
+}
+
+/// One round of the Python peers: mlx-lm's hand loop and generate, then the stock wheel's.
+fn python_round(
+    ctx: &Ctx,
+    (peer, model): &(Peer, PeerModel),
+    stock: Option<&Peer>,
+    prompt_ids: &[u32],
+    max_tokens: usize,
+    weights: &str,
+    loops: &mut [LoopRuns],
+) -> Result<()> {
+    let [hand, generate] = peer
+        .round(model, prompt_ids, max_tokens, true, weights)
+        .map_err(|e| explain_killed(ctx, e))?;
+    push(loops, LoopId::PyHand, hand);
+    push(loops, LoopId::PyGenerate, generate);
+    if let Some(stock) = stock {
+        let generate = stock
+            .round_generate(model, prompt_ids, max_tokens, true)
+            .map_err(|e| explain_killed(ctx, e))?;
+        push(loops, LoopId::PyGenerateStock, generate);
+    }
+    Ok(())
+}
+
+/// The table on stdout, then the JSON and the plot under `out`.
+fn print_and_save(result: &BenchResult, out: &Path, id: &str) -> Result<()> {
+    report(result);
+    println!();
+    write_json(out, id, result)?;
+    let svg = out.join(format!("{id}.svg"));
+    std::fs::write(&svg, plot::svg(result))?;
+    println!("plot: {}", svg.display());
+    Ok(())
 }
 
 /// What a result's `blas` says: the BLAS and its kernels on the CPU, `-` on a GPU (its
