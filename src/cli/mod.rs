@@ -316,102 +316,95 @@ impl Ctx {
     }
 }
 
+/// Each command to its handler. What a handler starts from says what it needs: the
+/// measurements on random weights no course, serving pages no backend, and the learner's
+/// commands the course in the language chosen or remembered.
 fn dispatch(cli: Cli) -> Result<()> {
-    if let Command::Completions { shell } = cli.command {
-        clap_complete::generate(shell, &mut Cli::command(), "quest", &mut std::io::stdout());
-        return Ok(());
-    }
-    let root = project_root();
-    if let Command::Dev(command) = &cli.command {
+    let lang = cli.lang.as_deref();
+    match cli.command {
+        Command::Completions { shell } => print_completions(shell),
         // Authors' tools run no model (prebuilding needs cargo, not a GPU).
-        return dev::run(&root, command);
-    }
-    // A CUDA build says so where there is no GPU, before anything runs on the CPU instead
-    // (serving pages runs nothing of MLX).
-    if !matches!(cli.command, Command::Serve { .. }) {
-        quest::device::require_built_backend()?;
-    }
-    if let Command::Fit { configs: true, .. } = cli.command {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&quest::lm::random::configs())?
-        );
-        return Ok(());
-    }
-    if let Command::Fit {
-        shapes,
-        max_tokens,
-        rounds,
-        bits,
-        group_size,
-        peer,
-        ..
-    } = cli.command
-    {
-        // Needs no course: it also runs where only the binary was carried (a GPU box).
-        let args = bench::FitArgs {
+        Command::Dev(command) => dev::run(&project_root(), &command),
+        Command::Fit { configs: true, .. } => print_fit_configs(),
+        Command::Fit {
             shapes,
+            max_tokens,
+            rounds,
             bits,
             group_size,
             peer,
-            max_tokens: max_tokens.max(2),
-            rounds: rounds.max(1),
-        };
-        return bench::fit(&root, &args);
-    }
-    if let Command::Slope {
-        shapes,
-        contexts,
-        fill,
-        max_tokens,
-        rounds,
-    } = cli.command
-    {
-        let args = bench::SlopeArgs {
+            ..
+        } => measure_fit(shapes, bits, group_size, peer, max_tokens, rounds),
+        Command::Slope {
             shapes,
             contexts,
             fill,
-            max_tokens: max_tokens.max(1),
-            rounds: rounds.max(1),
-        };
-        return bench::slope(&root, &args);
-    }
-    if let Command::Batch {
-        model,
-        shapes,
-        batch,
-        max_tokens,
-        rounds,
-        out,
-    } = cli.command
-    {
-        let args = bench::BatchArgs {
+            max_tokens,
+            rounds,
+        } => measure_slope(shapes, contexts, fill, max_tokens, rounds),
+        Command::Batch {
             model,
             shapes,
-            batches: batch,
-            max_tokens: max_tokens.max(2),
-            rounds: rounds.max(1),
-            out: out.unwrap_or_else(|| root.join("target/quest-bench")),
-        };
-        return bench::batch(&args);
-    }
-    if let Command::Kernel {
-        kernel,
-        shapes,
-        model,
-        max_tokens,
-        rounds,
-    } = cli.command
-    {
-        let args = bench::KernelArgs {
+            batch,
+            max_tokens,
+            rounds,
+            out,
+        } => measure_batch(model, shapes, batch, max_tokens, rounds, out),
+        Command::Kernel {
             kernel,
             shapes,
-            models: model,
-            max_tokens: max_tokens.max(2),
-            rounds: rounds.max(1),
-        };
-        return bench::kernel(&root, &args);
+            model,
+            max_tokens,
+            rounds,
+        } => measure_kernel(kernel, shapes, model, max_tokens, rounds),
+        Command::Status { repair: true, .. } => repair_progress(lang),
+        Command::Serve { port, open } => serve_course(lang, port, open),
+        Command::Run {
+            lesson,
+            run,
+            no_lesson,
+        } => run_lesson(&learner_ctx(lang)?, &lesson, &run, no_lesson),
+        Command::Submit {
+            lesson,
+            run,
+            rounds,
+            predictions,
+        } => submit_lesson(&learner_ctx(lang)?, &lesson, run, rounds, predictions),
+        Command::Card {
+            lesson,
+            before,
+            after,
+            answers,
+        } => fill_card(&learner_ctx(lang)?, &lesson, before, after, answers),
+        Command::Status { verbose, json, .. } => {
+            status::status(&learner_ctx(lang)?, verbose, false, json)
+        }
+        Command::Bench {
+            lesson,
+            run,
+            rounds,
+            no_python,
+            out,
+        } => bench_lesson(&learner_ctx(lang)?, &lesson, run, rounds, no_python, out),
+        Command::List { json: false } => list(&learner_ctx(lang)?),
+        Command::List { json: true } => list_json(&learner_ctx(lang)?),
+        Command::Hint { lesson, level } => hint(&learner_ctx(lang)?, &lesson, level),
+        Command::Reset { lesson, yes } => reset(&learner_ctx(lang)?, &lesson, yes),
+        Command::Watch { lesson, run } => watch(&learner_ctx(lang)?, &lesson, &run),
     }
+}
+
+/// The project root, once this binary's backend is known to be there: a CUDA build says
+/// so where there is no GPU, before anything runs on the CPU instead.
+fn backend_root() -> Result<PathBuf> {
+    let root = project_root();
+    quest::device::require_built_backend()?;
+    Ok(root)
+}
+
+/// The course, in the language chosen on the command line (English where none is), and
+/// that choice.
+fn course_ctx(root: PathBuf, lang: Option<&str>) -> Result<(Ctx, Option<Lang>)> {
     let course = Course::load(&root.join("lessons"))?;
     let mut ctx = Ctx {
         course,
@@ -419,7 +412,7 @@ fn dispatch(cli: Cli) -> Result<()> {
         root,
     };
     // Read here, not by clap: an unknown language is said in the course's words.
-    let chosen = match cli.lang.as_deref() {
+    let chosen = match lang {
         None => None,
         Some(code) => Some(code.parse::<Lang>().map_err(|_| {
             let list: Vec<&str> = Lang::ALL.iter().map(|lang| lang.code()).collect();
@@ -430,87 +423,182 @@ fn dispatch(cli: Cli) -> Result<()> {
         })?),
     };
     ctx.lang = chosen.unwrap_or(Lang::En);
-    if let Command::Status { repair: true, .. } = cli.command {
-        // Repair must work exactly when the progress file cannot be read.
-        return status::status(&ctx, false, true, false);
-    }
-    if let Command::Serve { port, open } = cli.command {
-        // Read-only: the remembered language is read, never stored, and a damaged
-        // progress file is shown on the page, not fatal here.
-        return serve::serve(ctx, chosen, port, open);
-    }
+    Ok((ctx, chosen))
+}
+
+/// The course as a learner's command sees it: on this binary's backend, in the language
+/// chosen now or remembered from before.
+fn learner_ctx(lang: Option<&str>) -> Result<Ctx> {
+    let (mut ctx, chosen) = course_ctx(backend_root()?, lang)?;
     ctx.lang = remembered_lang(&ctx, chosen)?;
-    match cli.command {
-        Command::Run {
-            lesson,
-            run,
-            no_lesson,
-        } => {
-            let lesson = ctx.lesson(&lesson)?;
-            ctx.warn_if_stale(&lesson);
-            if !no_lesson {
-                print!("{}", render::terminal(&lesson, &ctx.course, &ctx.options()));
-            }
-            run_and_record(&ctx, &lesson, &run)
-        }
-        Command::Submit {
-            lesson,
-            run,
-            rounds,
-            predictions,
-        } => {
-            let lesson = ctx.lesson(&lesson)?;
-            let options = submit::SubmitOptions {
-                run,
-                rounds,
-                predictions,
-            };
-            submit::submit(&ctx, &lesson, &options)
-        }
-        Command::Card {
-            lesson,
-            before,
-            after,
-            answers,
-        } => {
-            let lesson = ctx.lesson(&lesson)?;
-            let numbers = [("before", before), ("after", after)]
-                .into_iter()
-                .filter_map(|(key, value)| Some((key.to_owned(), value?)))
-                .collect();
-            let answers = answers.into_iter().collect();
-            submit::card(&ctx, &lesson, submit::CardInput { numbers, answers })
-        }
-        Command::Status { verbose, json, .. } => status::status(&ctx, verbose, false, json),
-        Command::Bench {
-            lesson,
-            run,
-            rounds,
-            no_python,
-            out,
-        } => {
-            let lesson = ctx.lesson(&lesson)?;
-            let options = bench::BenchOptions {
-                run,
-                rounds: rounds.max(1),
-                python: !no_python,
-                out: out.unwrap_or_else(|| ctx.root.join("target/quest-bench")),
-            };
-            bench::bench(&ctx, &lesson, &options)
-        }
-        Command::List { json: false } => list(&ctx),
-        Command::List { json: true } => list_json(&ctx),
-        Command::Hint { lesson, level } => hint(&ctx, &lesson, level),
-        Command::Reset { lesson, yes } => reset(&ctx, &lesson, yes),
-        Command::Watch { lesson, run } => watch(&ctx, &lesson, &run),
-        Command::Completions { .. }
-        | Command::Fit { .. }
-        | Command::Slope { .. }
-        | Command::Batch { .. }
-        | Command::Kernel { .. }
-        | Command::Serve { .. }
-        | Command::Dev(_) => unreachable!(),
+    Ok(ctx)
+}
+
+fn print_completions(shell: clap_complete::Shell) -> Result<()> {
+    clap_complete::generate(shell, &mut Cli::command(), "quest", &mut std::io::stdout());
+    Ok(())
+}
+
+fn print_fit_configs() -> Result<()> {
+    quest::device::require_built_backend()?;
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&quest::lm::random::configs())?
+    );
+    Ok(())
+}
+
+// The measurements on random weights need no course: they also run where only the
+// binary was carried (a GPU box).
+
+fn measure_fit(
+    shapes: Option<String>,
+    bits: Option<String>,
+    group_size: i32,
+    peer: bool,
+    max_tokens: usize,
+    rounds: usize,
+) -> Result<()> {
+    let root = backend_root()?;
+    let args = bench::FitArgs {
+        shapes,
+        bits,
+        group_size,
+        peer,
+        max_tokens: max_tokens.max(2),
+        rounds: rounds.max(1),
+    };
+    bench::fit(&root, &args)
+}
+
+fn measure_slope(
+    shapes: Option<String>,
+    contexts: Option<String>,
+    fill: Option<quest::bench::slope::Fill>,
+    max_tokens: usize,
+    rounds: usize,
+) -> Result<()> {
+    let root = backend_root()?;
+    let args = bench::SlopeArgs {
+        shapes,
+        contexts,
+        fill,
+        max_tokens: max_tokens.max(1),
+        rounds: rounds.max(1),
+    };
+    bench::slope(&root, &args)
+}
+
+fn measure_batch(
+    model: Option<String>,
+    shapes: Option<String>,
+    batches: String,
+    max_tokens: usize,
+    rounds: usize,
+    out: Option<PathBuf>,
+) -> Result<()> {
+    let root = backend_root()?;
+    let args = bench::BatchArgs {
+        model,
+        shapes,
+        batches,
+        max_tokens: max_tokens.max(2),
+        rounds: rounds.max(1),
+        out: out.unwrap_or_else(|| root.join("target/quest-bench")),
+    };
+    bench::batch(&args)
+}
+
+fn measure_kernel(
+    kernel: quest::kernels::Kernel,
+    shapes: Option<String>,
+    models: Vec<String>,
+    max_tokens: usize,
+    rounds: usize,
+) -> Result<()> {
+    let root = backend_root()?;
+    let args = bench::KernelArgs {
+        kernel,
+        shapes,
+        models,
+        max_tokens: max_tokens.max(2),
+        rounds: rounds.max(1),
+    };
+    bench::kernel(&root, &args)
+}
+
+/// Repair must work exactly when the progress file cannot be read: the remembered
+/// language is not asked for.
+fn repair_progress(lang: Option<&str>) -> Result<()> {
+    let (ctx, _) = course_ctx(backend_root()?, lang)?;
+    status::status(&ctx, false, true, false)
+}
+
+/// Serving pages runs nothing of MLX, so it needs no backend. Read-only: the remembered
+/// language is read, never stored, and a damaged progress file is shown on the page, not
+/// fatal here.
+fn serve_course(lang: Option<&str>, port: u16, open: bool) -> Result<()> {
+    let (ctx, chosen) = course_ctx(project_root(), lang)?;
+    serve::serve(ctx, chosen, port, open)
+}
+
+fn run_lesson(ctx: &Ctx, id: &str, run: &RunArgs, no_lesson: bool) -> Result<()> {
+    let lesson = ctx.lesson(id)?;
+    ctx.warn_if_stale(&lesson);
+    if !no_lesson {
+        print!("{}", render::terminal(&lesson, &ctx.course, &ctx.options()));
     }
+    run_and_record(ctx, &lesson, run)
+}
+
+fn submit_lesson(
+    ctx: &Ctx,
+    id: &str,
+    run: RunArgs,
+    rounds: Option<usize>,
+    predictions: Vec<(String, String)>,
+) -> Result<()> {
+    let lesson = ctx.lesson(id)?;
+    let options = submit::SubmitOptions {
+        run,
+        rounds,
+        predictions,
+    };
+    submit::submit(ctx, &lesson, &options)
+}
+
+fn fill_card(
+    ctx: &Ctx,
+    id: &str,
+    before: Option<f64>,
+    after: Option<f64>,
+    answers: Vec<(String, String)>,
+) -> Result<()> {
+    let lesson = ctx.lesson(id)?;
+    let numbers = [("before", before), ("after", after)]
+        .into_iter()
+        .filter_map(|(key, value)| Some((key.to_owned(), value?)))
+        .collect();
+    let answers = answers.into_iter().collect();
+    submit::card(ctx, &lesson, submit::CardInput { numbers, answers })
+}
+
+fn bench_lesson(
+    ctx: &Ctx,
+    id: &str,
+    run: RunArgs,
+    rounds: usize,
+    no_python: bool,
+    out: Option<PathBuf>,
+) -> Result<()> {
+    let lesson = ctx.lesson(id)?;
+    let options = bench::BenchOptions {
+        run,
+        rounds: rounds.max(1),
+        python: !no_python,
+        out: out.unwrap_or_else(|| ctx.root.join("target/quest-bench")),
+    };
+    bench::bench(ctx, &lesson, &options)
 }
 
 fn list(ctx: &Ctx) -> Result<()> {
