@@ -14,10 +14,9 @@ mod runner;
 mod sources;
 
 pub use list::{checks, Check};
-pub use measure::Rounds;
 pub use outcome::{
-    Heading, LayersApart, Outcome, Passed, PieceJudged, Progress, Refused, Stopped, TokensAgreed,
-    ValuesCompared,
+    Heading, LayersApart, Outcome, Passed, PieceJudged, Progress, Refused, Rounds, Stopped,
+    TokensAgreed, ValuesCompared,
 };
 pub use runner::{
     compare_values, inside_over_clock, judge_draws, judge_piece, Judge, Judged, Subject,

@@ -10,8 +10,8 @@ use crate::lab::{Report, Values};
 use crate::lm::piece_check::Verdict;
 use crate::lm::Sampling;
 use crate::physics::arithmetic;
-
-use super::measure::Rounds;
+use crate::progress::{CodeRef, Measurement};
+use crate::stats::median;
 
 /// A check's end: passed, or refused (the submission stops there).
 pub enum Outcome<'l> {
@@ -174,6 +174,35 @@ pub enum Refused<'l> {
     },
 }
 
+/// What the interleaved rounds measured.
+#[derive(Clone)]
+pub struct Rounds {
+    /// Every report, with the code it ran (the baseline's and the judged code's, in turn).
+    pub reports: Vec<(Report, CodeRef)>,
+    /// The metric's values, baseline and judged code, round by round.
+    pub taken: Measurement,
+    pub metric: Metric,
+    pub median_before: f64,
+    pub median_after: f64,
+    /// The medians' improvement (`None`: not measurable).
+    pub improvement: Option<f64>,
+    /// The lesson's other metrics (`measure.also`): their medians, baseline and judged.
+    pub also: Vec<(Metric, f64, f64)>,
+}
+
+impl Rounds {
+    /// The median of `metric` over the runs of `code` (`None`: none reported it).
+    pub(super) fn median_of(&self, metric: Metric, code: &CodeRef) -> Option<f64> {
+        let values: Vec<f64> = self
+            .reports
+            .iter()
+            .filter(|(_, c)| c == code)
+            .filter_map(|(r, _)| r.metric(metric))
+            .collect();
+        (!values.is_empty()).then(|| median(&values))
+    }
+}
+
 /// Where a refused step's hidden states first left quest's.
 pub enum LayersApart {
     /// Not compared: a model that reported no layers (a decoder of the learner's own), or
@@ -255,3 +284,8 @@ impl std::fmt::Display for Stopped {
 }
 
 impl std::error::Error for Stopped {}
+
+/// An exercise's run, its failure typed as one ([`Stopped::Run`]).
+pub(super) fn ran<T>(result: anyhow::Result<T>) -> anyhow::Result<T> {
+    result.map_err(|e| Stopped::Run(e).into())
+}

@@ -20,18 +20,18 @@ use crate::progress::{CodeRef, Measurement};
 use super::list::Check;
 use super::measure;
 use super::outcome::{
-    Heading, LayersApart, Outcome, Passed, PieceJudged, Progress, Refused, Stopped, TokensAgreed,
-    ValuesCompared,
+    ran, Heading, LayersApart, Outcome, Passed, PieceJudged, Progress, Refused, Stopped,
+    TokensAgreed, ValuesCompared,
 };
-use super::sources::{solution_path, starting_code_file};
+use super::sources::{build, solution_path, starting_code_file};
 
 /// The runner of one lesson's checks.
 pub struct Judge<'l> {
-    pub(super) lesson: &'l Lesson,
-    pub(super) request: RunRequest,
-    pub(super) backend: Backend,
+    lesson: &'l Lesson,
+    request: RunRequest,
+    backend: Backend,
     /// Interleaved rounds of the measurement; the lesson's own number when `None`.
-    pub(super) rounds: Option<usize>,
+    rounds: Option<usize>,
     /// On a refused logits check, run both models again to find the first layer apart.
     diagnose: bool,
     /// quest's own greedy run (`logits:`), computed once for every subject.
@@ -47,8 +47,8 @@ pub struct Subject {
     /// quest's greedy tokens and the logits check's near ties, once it passed.
     logits: Option<(Vec<u32>, Vec<usize>)>,
     /// The solution's run where tokens are compared, and this code's first run.
-    pub(super) solution_run: Option<Report>,
-    pub(super) first_run: Option<Report>,
+    solution_run: Option<Report>,
+    first_run: Option<Report>,
     quest_values: Option<Values>,
     measured: Option<(Vec<(Report, CodeRef)>, Measurement)>,
 }
@@ -110,16 +110,6 @@ impl Subject {
             quest_values: self.quest_values,
         }
     }
-}
-
-/// Builds `source` as an exercise binary (quietly: cargo's errors stream as it says them).
-pub(super) fn build(source: &Path) -> Result<PathBuf> {
-    runner::build(&runner::workspace_root(), source, true)
-}
-
-/// An exercise's run, its failure typed as one ([`Stopped::Run`]).
-pub(super) fn ran<T>(result: Result<T>) -> Result<T> {
-    result.map_err(|e| Stopped::Run(e).into())
 }
 
 impl<'l> Judge<'l> {
@@ -486,7 +476,13 @@ impl<'l> Judge<'l> {
     /// The measurement ([`measure::measure`]), its rounds kept for the record.
     fn measure(&self, subject: &mut Subject, say: &mut dyn FnMut(Progress)) -> Result<Outcome<'l>> {
         let binary = subject.binary()?;
-        let outcome = measure::measure(self, &binary, subject, say)?;
+        let backend = subject
+            .first_run
+            .as_ref()
+            .map_or("", |run| run.backend.as_str());
+        let (lesson, request) = (self.lesson, &self.request);
+        let yours = (binary.as_path(), &subject.code);
+        let outcome = measure::measure(lesson, request, self.rounds, yours, backend, say)?;
         if let Outcome::Passed(Passed::Measure { rounds, .. }) = &outcome {
             subject.measured = Some((rounds.reports.clone(), rounds.taken.clone()));
         }

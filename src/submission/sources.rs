@@ -1,6 +1,6 @@
 //! The files a submission is compared with: the lesson's starting code and its solution.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
@@ -35,4 +35,9 @@ pub fn solution_path(lesson: &Lesson) -> Result<PathBuf> {
     lesson
         .solution_path()
         .with_context(|| format!("lesson {} has no solution", lesson.meta.id))
+}
+
+/// Builds `source` as an exercise binary (quietly: cargo's errors stream as it says them).
+pub(super) fn build(source: &Path) -> Result<PathBuf> {
+    crate::lab::runner::build(&crate::lab::runner::workspace_root(), source, true)
 }
