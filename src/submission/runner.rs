@@ -87,10 +87,12 @@ impl Subject {
 
     /// Its binary, built once.
     fn binary(&mut self) -> Result<PathBuf> {
-        if self.binary.is_none() {
-            self.binary = Some(build(&self.source)?);
+        if let Some(binary) = &self.binary {
+            return Ok(binary.clone());
         }
-        Ok(self.binary.clone().unwrap_or_default())
+        let binary = build(&self.source)?;
+        self.binary = Some(binary.clone());
+        Ok(binary)
     }
 
     /// What every check found, for the record: call once every check passed.
@@ -180,7 +182,8 @@ impl<'l> Judge<'l> {
     /// The code built; where the exercise does not run (`runs_on`), its run stops after
     /// what it checks here (a CUDA kernel compiles), and nothing more is judged.
     fn build(&self, subject: &mut Subject) -> Result<Outcome<'l>> {
-        // The baseline's file is written before the build, as it always was.
+        // The starting code's file first (the measurement's baseline): one that cannot
+        // be written stops the submission before any build.
         starting_code_file(self.lesson)?;
         let binary = subject.binary()?;
         if !self.lesson.spec.runs_on_backend(self.backend) {
