@@ -2,8 +2,10 @@
 //! submission passes its checks when the code keeps the lesson's rules (read from the
 //! syntax tree), writes the solution's tokens (as `tokens:` asks), and has been
 //! measured beside the lesson's starting code (interleaved, medians) — showing the
-//! effect where the lesson says it shows. The card then carries numbers quest measured
-//! and the quiz's right answers; with both, the lesson is complete.
+//! effect where the lesson says it shows. The checks are [`quest::submission`]'s: here
+//! they are run in order, each outcome said ([`super::checks`]), and the refusal or what
+//! was measured recorded. The card then carries numbers quest measured and the quiz's
+//! right answers; with both, the lesson is complete.
 
 use std::collections::BTreeMap;
 
