@@ -14,6 +14,7 @@ pub mod render;
 pub mod serve;
 pub mod settings;
 pub mod stats;
+pub mod submission;
 
 /// Every `.rs` file under `src/`, as (its path relative to `src/`, its text): for the
 /// tests that read the code itself.

@@ -16,7 +16,8 @@ use quest::check::rules;
 use quest::course::figures::{self, Evidence};
 use quest::course::glossary;
 use quest::course::{first_line_difference, Course, Lang, Lesson, TranslationStatus};
-use quest::progress::{load_achievements, LevelCurve};
+use quest::progress::{load_achievements, CodeKind, CodeRef, LevelCurve};
+use quest::submission::{Check, Judge, Outcome, Passed, Refused, Subject};
 
 #[derive(Subcommand)]
 pub enum DevCommand {
@@ -116,7 +117,7 @@ pub fn run(root: &Path, command: &DevCommand) -> Result<()> {
             for source in sources {
                 let binary =
                     quest::lab::runner::build(&quest::lab::runner::workspace_root(), source, true)?;
-                let verdict = super::submit::judge_draws(&binary, &request, &sampling, check)?;
+                let verdict = quest::submission::judge_draws(&binary, &request, &sampling, check)?;
                 println!("{}: {sampling}: {}", source.display(), draws_line(&verdict));
             }
             Ok(())
@@ -512,21 +513,7 @@ fn check_code(root: &Path, lesson: &Lesson, problems: &mut Vec<String>, notes: &
         runs_elsewhere_check(lesson, starting_breaks_rules, problems);
         return notes_on_exercise(root, lesson, &starting, notes);
     }
-    if let Some(piece) = lesson.spec.piece {
-        piece_check(lesson, piece, problems, notes);
-    }
-    if let Some(check) = lesson.spec.logits {
-        let tolerance = check.tolerance_in(backend.float_dtype());
-        logits_check(lesson, tolerance, starting_breaks_rules, problems);
-    }
-    if let Some(check) = lesson.spec.draws {
-        draws_check(lesson, check, starting_breaks_rules, problems);
-    }
-    // A values lesson whose starting code keeps its rules is refused by its values alone:
-    // proven by running both (a values lesson whose rules refuse it is proven above).
-    if lesson.spec.values.is_some() && !starting_breaks_rules {
-        values_check(lesson, problems);
-    }
+    results_check(lesson, backend, starting_breaks_rules, problems, notes);
     notes_on_exercise(root, lesson, &starting, notes);
 }
 
@@ -578,164 +565,130 @@ fn runs_elsewhere_check(lesson: &Lesson, starting_breaks_rules: bool, problems: 
     }
 }
 
-/// A lesson's piece check, proven by running it: the starting code's piece is refused
-/// (or never reaches the model), the solution's passes every shape; the solution's
-/// largest differences, per dtype, go in a note (what the tolerance is measured against).
-fn piece_check(
+/// The checks of `quest submit` that judge what the code computes (`piece:`, `logits:`,
+/// `draws:`, `values:`: [`Check::judges_results`]), run by the same runner on the
+/// starting code, which each must refuse (a starting code that stops, `todo!()`, is
+/// refused by stopping), and on the solution, which each must pass. Where the starting
+/// code breaks its rules, they refuse it already: its logits and draws may keep quest's
+/// (a lesson about the host's work computes the right numbers slowly), and a values
+/// lesson's values are not run. The solution's largest differences in the piece check
+/// go in a note (what the tolerance is measured against).
+fn results_check(
     lesson: &Lesson,
-    piece: quest::lm::Piece,
+    backend: quest::device::Backend,
+    starting_breaks_rules: bool,
     problems: &mut Vec<String>,
     notes: &mut Vec<String>,
 ) {
-    use quest::lm::piece_check::Outcome;
     let id = &lesson.meta.id;
-    let request = super::run::request(lesson, &super::RunArgs::default());
-    for (what, path, passes) in starting_and_solution(lesson) {
-        let verdict =
-            match quest::lab::runner::build(&quest::lab::runner::workspace_root(), &path, true)
-                .and_then(|binary| quest::lab::runner::check_piece(&binary, &request, piece))
-            {
-                Ok(verdict) => verdict,
-                Err(e) => return problems.push(format!("{id}: the {what} did not run: {e:#}")),
-            };
-        let passed = verdict.as_ref().is_some_and(|v| v.passed());
-        if passed != passes {
-            let said = match &verdict {
-                None => "never handed to the model".to_owned(),
-                Some(v) => match v.first_wrong() {
-                    Some(row) => format!(
-                        "{} of {} shapes right; first wrong: {} ({:?})",
-                        v.right(),
-                        v.rows.len(),
-                        row.shape,
-                        row.outcome
-                    ),
-                    None => format!("all {} shapes right", v.rows.len()),
-                },
-            };
-            problems.push(format!(
-                "{id}: the {what}'s {piece} {} the piece check ({said})",
-                if passed { "passes" } else { "fails" }
-            ));
-        }
-        if let (true, Some(verdict)) = (passes, &verdict) {
-            let largest = |dtype: &str| {
-                verdict
-                    .rows
-                    .iter()
-                    .filter(|row| row.shape.ends_with(dtype))
-                    .filter_map(|row| match row.outcome {
-                        Outcome::Right { difference } => Some(difference),
-                        _ => None,
-                    })
-                    .fold(0.0f32, f32::max)
-            };
-            notes.push(format!(
-                "{id}: the solution's {piece}: largest difference {:.1e} in float32, {:.1e} in float16 (relative to the largest value)",
-                largest("float32"),
-                largest("float16")
-            ));
-        }
+    let proving: Vec<Check> = quest::submission::checks(&lesson.spec)
+        .into_iter()
+        .filter(|check| check.judges_results())
+        .filter(|check| !(*check == Check::Values && starting_breaks_rules))
+        .collect();
+    if proving.is_empty() {
+        return;
     }
-}
-
-/// A lesson's `logits:` check, proven by running it: the solution's logits are accepted
-/// against quest's own model, and the starting code's refused — unless its rules already
-/// refuse it (a lesson about the host's work, whose starting code computes the right
-/// numbers slowly) — both teacher-forced on quest's greedy tokens for the lesson's prompt.
-fn logits_check(
-    lesson: &Lesson,
-    tolerance: f32,
-    starting_breaks_rules: bool,
-    problems: &mut Vec<String>,
-) {
-    let id = &lesson.meta.id;
     // The lesson's own settings, as `quest run` takes them with no options.
     let request = super::run::request(lesson, &super::RunArgs::default());
-    let reference = match quest::lab::runner::reference(&request) {
-        Ok(reference) => reference,
-        Err(e) => return problems.push(format!("{id}: quest's own model did not run: {e:#}")),
-    };
+    let mut judge = Judge::new(lesson, request, backend);
     for (what, path, passes) in starting_and_solution(lesson) {
-        let judged = quest::lab::runner::build(&quest::lab::runner::workspace_root(), &path, true)
-            .and_then(|binary| {
-                quest::lab::runner::run_forced(&binary, &request, &reference.tokens)
-            });
-        let verdict = match judged {
-            Ok((report, logits)) => {
-                // The solution's logits count only where the model called its piece.
-                let calls = lesson.spec.piece.and_then(|piece| {
-                    quest::grade::piece_calls_problem(piece, report.calls.as_ref(), report.layers)
-                });
-                if let (true, Some(problem)) = (passes, calls) {
-                    problems.push(format!(
-                        "{id}: the {what}'s run does not show its piece ran: {problem:?}"
-                    ));
-                }
-                quest::grade::logits_compared(
-                    &reference.logits,
-                    &logits,
-                    tolerance,
-                    reference.prompt_ids.len(),
-                )
-            }
-            // A starting code that stops (`todo!()`) is refused by stopping.
-            Err(_) if !passes => continue,
-            // A build failure was said above.
-            Err(e) => return problems.push(format!("{id}: the {what} did not run: {e:#}")),
+        let read = Subject::read(path, |text| CodeRef::of(CodeKind::Exercise, text));
+        let mut subject = match read {
+            Ok(subject) => subject,
+            Err(e) => return problems.push(format!("{id}: the {what}: {e:#}")),
         };
-        let within = matches!(verdict, quest::grade::LogitsVerdict::Within { .. });
-        let refused_anyway = !passes && starting_breaks_rules;
-        if within != passes && !refused_anyway {
-            problems.push(format!(
-                "{id}: the {what}'s logits {} quest's within {tolerance:e} ({verdict:?})",
-                if within {
-                    "already keep"
-                } else {
-                    "do not keep"
+        for &check in &proving {
+            let refused = match judge.run(check, &mut subject, &mut |_| {}) {
+                Ok(Outcome::Passed(passed)) => {
+                    if let (true, Passed::Piece(verdict)) = (passes, &passed) {
+                        notes.push(piece_differences(lesson, verdict));
+                    }
+                    None
                 }
-            ));
+                Ok(Outcome::Refused(refused)) => Some(refusal_text(&refused)),
+                Err(_) if !passes => Some("it stopped".to_owned()),
+                Err(e) => return problems.push(format!("{id}: the {what} did not run: {e:#}")),
+            };
+            let proven_by_rules = starting_breaks_rules && check != Check::Piece;
+            match refused {
+                Some(why) if passes => problems.push(format!(
+                    "{id}: the {what} is refused by the {} check ({why})",
+                    check.name()
+                )),
+                None if !passes && !proven_by_rules => problems.push(format!(
+                    "{id}: the {what} already passes the {} check",
+                    check.name()
+                )),
+                _ => {}
+            }
         }
     }
 }
 
-/// A lesson's `draws:` check, proven by running it: the solution's draws are accepted and
-/// the starting code's refused (unless its rules already refuse it), each run sampling as
-/// the lesson's settings say.
-fn draws_check(
-    lesson: &Lesson,
-    check: quest::course::spec::DrawsCheck,
-    starting_breaks_rules: bool,
-    problems: &mut Vec<String>,
-) {
-    let id = &lesson.meta.id;
-    let request = super::run::request(lesson, &super::RunArgs::default());
-    let sampling = match quest::lm::Sampling::from_env() {
-        Ok(sampling) => sampling,
-        Err(e) => return problems.push(format!("{id}: {e:#}")),
+/// The solution's largest differences in the piece check, per dtype, as a note.
+fn piece_differences(lesson: &Lesson, verdict: &quest::lm::piece_check::Verdict) -> String {
+    use quest::lm::piece_check::Outcome as Shape;
+    let largest = |dtype: &str| {
+        verdict
+            .rows
+            .iter()
+            .filter(|row| row.shape.ends_with(dtype))
+            .filter_map(|row| match row.outcome {
+                Shape::Right { difference } => Some(difference),
+                _ => None,
+            })
+            .fold(0.0f32, f32::max)
     };
-    for (what, path, passes) in starting_and_solution(lesson) {
-        let judged = quest::lab::runner::build(&quest::lab::runner::workspace_root(), &path, true)
-            .and_then(|binary| super::submit::judge_draws(&binary, &request, &sampling, check));
-        let verdict = match judged {
-            Ok(verdict) => verdict,
-            // A starting code that stops (`todo!()`) is refused by stopping.
-            Err(_) if !passes => continue,
-            Err(e) => return problems.push(format!("{id}: the {what} did not run: {e:#}")),
-        };
-        let within = matches!(verdict, quest::grade::DrawsVerdict::Within { .. });
-        let refused_anyway = !passes && starting_breaks_rules;
-        if within != passes && !refused_anyway {
-            problems.push(format!(
-                "{id}: the {what}'s draws {} the distribution within {} ({verdict:?})",
-                if within {
-                    "already keep"
-                } else {
-                    "do not keep"
-                },
-                check.tolerance
-            ));
+    let piece = lesson.spec.piece.map_or("piece", |piece| piece.method());
+    format!(
+        "{}: the solution's {piece}: largest difference {:.1e} in float32, {:.1e} in float16 (relative to the largest value)",
+        lesson.meta.id,
+        largest("float32"),
+        largest("float16")
+    )
+}
+
+/// Why a check refused the code, in one line for the author.
+fn refusal_text(refused: &Refused) -> String {
+    match refused {
+        Refused::Piece { verdict: None, .. } => "never handed to the model".to_owned(),
+        Refused::Piece {
+            verdict: Some(verdict),
+            ..
+        } => match verdict.first_wrong() {
+            Some(row) => format!(
+                "{} of {} shapes right; first wrong: {} ({:?})",
+                verdict.right(),
+                verdict.rows.len(),
+                row.shape,
+                row.outcome
+            ),
+            None => format!("all {} shapes right", verdict.rows.len()),
+        },
+        Refused::Calls(problem) => format!("its run does not show its piece ran: {problem:?}"),
+        Refused::LogitsBeyond { gap, tolerance, .. } => {
+            format!("logits beyond {tolerance:e}: {gap:?}")
         }
+        Refused::LogitsMissing { steps, expected } => {
+            format!("logits for {steps} steps of {expected}")
+        }
+        Refused::DrawsBeyond {
+            distance,
+            honest,
+            spread,
+            worst,
+        } => draws_line(&quest::grade::DrawsVerdict::Beyond {
+            distance: *distance,
+            honest: *honest,
+            spread: *spread,
+            worst: worst.clone(),
+        }),
+        Refused::DrawsMissing { steps, expected } => {
+            format!("draws for {steps} steps of {expected}")
+        }
+        Refused::Values { .. } => "its values are not quest's".to_owned(),
+        _ => "refused".to_owned(),
     }
 }
 
@@ -774,37 +727,6 @@ fn draws_line(verdict: &quest::grade::DrawsVerdict) -> String {
         ),
         DrawsVerdict::Missing { steps, expected } => {
             format!("missing: draws for {steps} steps of {expected}")
-        }
-    }
-}
-
-/// A lesson's `values:` check, proven by running it: the solution's values are quest's,
-/// the starting code's are not, each run with the lesson's own settings.
-fn values_check(lesson: &Lesson, problems: &mut Vec<String>) {
-    let id = &lesson.meta.id;
-    let Some(spec) = &lesson.spec.values else {
-        return;
-    };
-    let request = super::run::request(lesson, &super::RunArgs::default());
-    for (what, path, passes) in starting_and_solution(lesson) {
-        let judged = quest::lab::runner::build(&quest::lab::runner::workspace_root(), &path, true)
-            .and_then(|binary| quest::lab::runner::run(&binary, &request));
-        let report = match judged {
-            Ok(report) => report,
-            Err(e) => return problems.push(format!("{id}: the {what} did not run: {e:#}")),
-        };
-        let agrees = quest::physics::arithmetic::compute(spec.computed_by, &report.inputs)
-            .is_ok_and(|quest| {
-                let yours = quest::lab::Values(report.values.clone());
-                quest::physics::arithmetic::compare(&spec.check, &yours, &quest, spec.tolerance)
-                    .iter()
-                    .all(|checked| checked.ok)
-            });
-        if agrees != passes {
-            problems.push(format!(
-                "{id}: the {what}'s values {} quest's",
-                if agrees { "already are" } else { "are not" }
-            ));
         }
     }
 }

@@ -14,6 +14,9 @@ use quest::progress::{
 
 use super::Ctx;
 
+/// The lesson's starting code and solution, as files: the submission's library finds them.
+pub use quest::submission::{solution_path, starting_code_file};
+
 pub struct Learner {
     pub store: Store,
     pub levels: LevelCurve,
@@ -108,36 +111,6 @@ pub fn exercise_code(source: &[u8], original: &str) -> CodeRef {
         CodeKind::Exercise
     };
     CodeRef::of(kind, source)
-}
-
-/// The lesson's starting code as a file quest can build (under `target/`), written
-/// from the lesson's exercise block: the "before" of every measurement.
-pub fn starting_code_file(lesson: &Lesson) -> Result<(PathBuf, CodeRef)> {
-    let code = lesson.starting_code()?;
-    let name = lesson
-        .spec
-        .exercise
-        .as_ref()
-        .and_then(|path| path.file_name())
-        .map_or_else(|| "exercise.rs".into(), |name| name.to_os_string());
-    let dir = quest::lab::runner::target_dir(&quest::lab::runner::workspace_root())
-        .join("quest-starting-code")
-        .join(&lesson.meta.id);
-    let path = dir.join(name);
-    if std::fs::read_to_string(&path).ok().as_deref() != Some(code.as_str()) {
-        std::fs::create_dir_all(&dir)
-            .with_context(|| format!("could not create {}", dir.display()))?;
-        std::fs::write(&path, &code)
-            .with_context(|| format!("could not write {}", path.display()))?;
-    }
-    Ok((path, CodeRef::of(CodeKind::Original, code.as_bytes())))
-}
-
-/// The lesson's reference solution file.
-pub fn solution_path(lesson: &Lesson) -> Result<PathBuf> {
-    lesson
-        .solution_path()
-        .with_context(|| format!("lesson {} has no solution", lesson.meta.id))
 }
 
 pub fn run_record(report: &Report, code: CodeRef, lang: Lang) -> Run {

@@ -9,6 +9,7 @@ use quest::lab::runner;
 use quest::render::{self, RenderOptions};
 
 mod bench;
+mod checks;
 mod dev;
 mod learner;
 mod piece;

@@ -11,19 +11,9 @@ use quest::lab::runner::RunRequest;
 use quest::lab::Report;
 use quest::lm::piece_check::{Outcome, Row, Verdict};
 use quest::lm::Piece;
+use quest::submission::PieceJudged;
 
 use super::Ctx;
-
-/// What the piece check found, for the caller to act on.
-pub(crate) enum Checked {
-    /// Every shape right.
-    Passed,
-    /// Some shape wrong (the rows were printed).
-    Wrong,
-    /// Still `todo!()` everywhere, never handed to the model, or quest's own running in
-    /// its place: there is no piece of the learner's to run.
-    Unwritten,
-}
 
 /// Runs the piece check of `lesson` (its `piece:`) on `binary` and prints it: every row
 /// with `all_rows`, else the summary and the first wrong rows.
@@ -33,19 +23,33 @@ pub(crate) fn check(
     binary: &Path,
     request: &RunRequest,
     all_rows: bool,
-) -> Result<Option<Checked>> {
+) -> Result<Option<PieceJudged>> {
     let Some(piece) = lesson.spec.piece else {
         return Ok(None);
     };
-    let id = lesson.meta.id.as_str();
     let verdict = quest::lab::runner::check_piece(binary, request, piece)
         .map_err(|e| super::run::explain_run_error(ctx, e))?;
+    Ok(Some(say(ctx, lesson, piece, verdict.as_ref(), all_rows)))
+}
+
+/// The piece check's verdict on `piece` (`None`: never handed to the model), printed:
+/// every row with `all_rows`, else the summary and the first wrong rows; and how it
+/// judges the piece ([`quest::submission::judge_piece`]).
+pub(crate) fn say(
+    ctx: &Ctx,
+    lesson: &Lesson,
+    piece: Piece,
+    verdict: Option<&Verdict>,
+    all_rows: bool,
+) -> PieceJudged {
+    let id = lesson.meta.id.as_str();
+    let judged = quest::submission::judge_piece(verdict);
     let Some(verdict) = verdict else {
         println!(
             "  ✗ {}",
             ctx.ui_with("piece_not_handed", &[("piece", piece.method())])
         );
-        return Ok(Some(Checked::Unwritten));
+        return judged;
     };
     println!(
         "{}",
@@ -57,32 +61,31 @@ pub(crate) fn check(
             ]
         )
     );
-    if verdict.not_written() {
-        println!(
-            "  ✗ {}",
-            ctx.ui_with(
-                "piece_not_written",
-                &[("piece", piece.method()), ("id", id)]
-            )
-        );
-        return Ok(Some(Checked::Unwritten));
-    }
-    // The trait's default (or quest's pieces) ran on every shape: one line says it.
-    if verdict
-        .rows
-        .iter()
-        .all(|row| row.outcome == Outcome::QuestRan)
-    {
-        let every = ctx.ui("piece_every_shape");
-        println!(
-            "  ✗ {}",
-            ctx.ui_with(
-                "piece_row_quest_ran",
-                &[("case", every), ("piece", piece.method())]
-            )
-        );
-        println!("  {}", summary(ctx, &verdict));
-        return Ok(Some(Checked::Unwritten));
+    match judged {
+        PieceJudged::NotWritten => {
+            println!(
+                "  ✗ {}",
+                ctx.ui_with(
+                    "piece_not_written",
+                    &[("piece", piece.method()), ("id", id)]
+                )
+            );
+            return judged;
+        }
+        // The trait's default (or quest's pieces) ran on every shape: one line says it.
+        PieceJudged::QuestRan => {
+            let every = ctx.ui("piece_every_shape");
+            println!(
+                "  ✗ {}",
+                ctx.ui_with(
+                    "piece_row_quest_ran",
+                    &[("case", every), ("piece", piece.method())]
+                )
+            );
+            println!("  {}", summary(ctx, verdict));
+            return judged;
+        }
+        _ => {}
     }
     let wrong: Vec<&Row> = verdict
         .rows
@@ -107,12 +110,8 @@ pub(crate) fn check(
             )
         );
     }
-    println!("  {}", summary(ctx, &verdict));
-    Ok(Some(if verdict.passed() {
-        Checked::Passed
-    } else {
-        Checked::Wrong
-    }))
+    println!("  {}", summary(ctx, verdict));
+    judged
 }
 
 fn summary(ctx: &Ctx, verdict: &Verdict) -> String {
@@ -195,8 +194,13 @@ fn row_text(ctx: &Ctx, piece: Piece, row: &Row) -> String {
 pub(crate) fn calls_text(ctx: &Ctx, lesson: &Lesson, report: &Report) -> Option<String> {
     let piece = lesson.spec.piece?;
     let problem = quest::grade::piece_calls_problem(piece, report.calls.as_ref(), report.layers)?;
+    Some(calls_said(ctx, piece, &problem))
+}
+
+/// What a problem with the seam's counts of `piece` means, in the learner's language.
+pub(crate) fn calls_said(ctx: &Ctx, piece: Piece, problem: &CallsProblem) -> String {
     let method = piece.method();
-    Some(match problem {
+    match *problem {
         CallsProblem::NotCounted => ctx.ui("calls_not_counted").to_owned(),
         CallsProblem::NeverCalled => ctx.ui_with("calls_never", &[("piece", method)]),
         CallsProblem::QuestRan { quest, seam } => ctx.ui_with(
@@ -215,5 +219,5 @@ pub(crate) fn calls_text(ctx: &Ctx, lesson: &Lesson, report: &Report) -> Option<
                 ("layers", &layers.to_string()),
             ],
         ),
-    })
+    }
 }

@@ -8,8 +8,10 @@ use std::time::{Duration, SystemTime};
 use anyhow::{bail, Context, Result};
 
 use quest::course::Lesson;
+use quest::lab::clock::Disagreement;
 use quest::lab::runner::{self, RunRequest};
 use quest::lab::Report;
+use quest::submission::PieceJudged;
 
 use super::learner::{current_exercise, exercise_path, run_record, Learner};
 use super::{Ctx, RunArgs};
@@ -193,9 +195,8 @@ fn run_exercise(ctx: &Ctx, lesson: &Lesson, source: &Path, request: &RunRequest)
     let binary = build(ctx, source, false)?;
     // A lesson whose code is a piece of the model: the piece against quest's own first,
     // in seconds; the model runs only once there is a piece to run.
-    if let Some(super::piece::Checked::Unwritten) =
-        super::piece::check(ctx, lesson, &binary, request, false)?
-    {
+    let judged = super::piece::check(ctx, lesson, &binary, request, false)?;
+    if judged.is_some_and(|judged| !matches!(judged, PieceJudged::Passed | PieceJudged::Wrong)) {
         bail!(ctx.ui_with("piece_run_stopped", &[("id", &lesson.meta.id)]));
     }
     let backend = quest::device::Backend::detect();
@@ -221,25 +222,32 @@ fn run_exercise(ctx: &Ctx, lesson: &Lesson, source: &Path, request: &RunRequest)
 /// Where a figure timed inside the exercise (a step's graph building) is more than
 /// quest's clock allows (the whole step, timed from outside), said; `None` where it fits.
 pub(crate) fn inside_over_clock_text(ctx: &Ctx, r: &Report) -> Option<String> {
-    // 5 %: the clock's arrivals and the process's marks differ by the channel's µs, and
-    // medians of different steps by their spread.
-    let (build, step) =
-        quest::grade::inside_figure_over_clock(&r.steps_build_ms, &r.token_ms, 0.05)?;
-    Some(ctx.ui_with(
+    let (build, step) = quest::submission::inside_over_clock(r)?;
+    Some(inside_over_clock_said(ctx, build, step))
+}
+
+/// A step's graph building (`build` ms, timed inside) over the whole step (`step` ms, by
+/// quest's clock), said.
+pub(crate) fn inside_over_clock_said(ctx: &Ctx, build: f64, step: f64) -> String {
+    ctx.ui_with(
         "inside_over_clock",
         &[
             ("build", &format!("{build:.2}")),
             ("step", &format!("{step:.2}")),
         ],
-    ))
+    )
 }
 
 /// Where the exercise's own timer and quest's clock disagree, said in the learner's
 /// language with what it means; `None` where they agree.
 pub(crate) fn disagreement_text(ctx: &Ctx, r: &Report) -> Option<String> {
-    use quest::lab::clock::Disagreement;
+    Some(disagreement_said(ctx, r.disagreement.as_ref()?))
+}
+
+/// What the exercise's own timer and quest's clock disagree on, and what it means.
+pub(crate) fn disagreement_said(ctx: &Ctx, disagreement: &Disagreement) -> String {
     let rate = |x: f64| format!("{x:.2}");
-    Some(match r.disagreement.as_ref()? {
+    match disagreement {
         Disagreement::StoppedEarly {
             own_tok_s,
             clock_tok_s,
@@ -258,7 +266,7 @@ pub(crate) fn disagreement_text(ctx: &Ctx, r: &Report) -> Option<String> {
                 ("clock", &rate(*clock_tok_s)),
             ],
         ),
-    })
+    }
 }
 
 fn print_report(ctx: &Ctx, r: &Report) {

@@ -5,7 +5,7 @@ use anyhow::Result;
 
 use quest::course::Lesson;
 use quest::lab::{self, Report, Values};
-use quest::physics::arithmetic;
+use quest::submission::ValuesCompared;
 
 use super::Ctx;
 
@@ -22,13 +22,25 @@ pub fn check(ctx: &Ctx, lesson: &Lesson, report: &Report) -> Result<Option<Value
     let Some(spec) = &lesson.spec.values else {
         return Ok(None);
     };
-    let quest = arithmetic::compute(spec.computed_by, &report.inputs).map_err(|e| {
-        anyhow::anyhow!(ctx.ui_with("values_no_inputs", &[("error", &format!("{e:#}"))]))
-    })?;
-    let yours = Values(report.values.clone());
-    let checked = arithmetic::compare(&spec.check, &yours, &quest, spec.tolerance);
+    let compared = quest::submission::compare_values(spec, report)
+        .map_err(|e| super::checks::explain_check_error(ctx, e))?;
     println!("{}", ctx.ui("values_checking"));
-    for c in &checked {
+    say(ctx, lesson, &compared);
+    let ok = compared.agree();
+    Ok(Some(ValuesChecked {
+        quest: compared.quest,
+        ok,
+    }))
+}
+
+/// Each checked value, the run's beside quest's, and what quest computed beside them.
+pub fn say(ctx: &Ctx, lesson: &Lesson, compared: &ValuesCompared) {
+    let names = lesson
+        .spec
+        .values
+        .as_ref()
+        .map_or(&[][..], |spec| &spec.check[..]);
+    for c in &compared.checked {
         let line = match c.yours {
             None => ctx.ui_with(
                 "values_missing",
@@ -55,10 +67,11 @@ pub fn check(ctx: &Ctx, lesson: &Lesson, report: &Report) -> Result<Option<Value
         println!("  {mark} {line}");
     }
     // What quest computed beside them (the measured slope, the terms of the line).
-    let also: Vec<String> = quest
+    let also: Vec<String> = compared
+        .quest
         .0
         .iter()
-        .filter(|(key, _)| !spec.check.iter().any(|n| n == lab::base_name(key)))
+        .filter(|(key, _)| !names.iter().any(|n| n == lab::base_name(key)))
         .map(|(key, value)| format!("{key} = {}", shown(*value)))
         .collect();
     if !also.is_empty() {
@@ -67,8 +80,6 @@ pub fn check(ctx: &Ctx, lesson: &Lesson, report: &Report) -> Result<Option<Value
             println!("    {line}");
         }
     }
-    let ok = checked.iter().all(|c| c.ok);
-    Ok(Some(ValuesChecked { quest, ok }))
 }
 
 /// A value with six significant digits, however large or small.
