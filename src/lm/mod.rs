@@ -10,6 +10,7 @@
 //! All MLX work must stay on one OS thread: an MLX stream belongs to the thread that made it.
 
 pub mod cache;
+pub mod fast;
 pub mod fetch;
 pub mod gguf;
 mod gguf_check;
