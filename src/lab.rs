@@ -23,8 +23,8 @@ mod ops;
 pub mod runner;
 
 pub use exercise::{
-    base_name, greedy, key, Decoded, Exercise, Greedy, Layers, NoModel, OwnTimes, Report, Step,
-    Timer, Values, REPORT_SCHEMA,
+    base_name, greedy, key, Exercise, Greedy, Layers, NoModel, OwnTimes, Report, Step, Timer,
+    Values, REPORT_SCHEMA,
 };
 pub use ops::{export_to_dot, graph_op_kinds, graph_ops, host_cost_per_op, OpCost};
 

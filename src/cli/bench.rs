@@ -58,7 +58,7 @@ pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
         bandwidth_gb_s: rates::bandwidth()?,
     };
     // The peers run the layout the Rust loops run.
-    let peer_weights = if model.weights.is_dense() {
+    let peer_weights = if model.layout.is_dense() {
         "dense"
     } else {
         "quantized"
@@ -70,7 +70,7 @@ pub fn bench(ctx: &Ctx, lesson: &Lesson, options: &BenchOptions) -> Result<()> {
     };
     eprintln!(
         "quest: {} weights ({:.0} MB per token) on {runs_on}",
-        model.weights,
+        model.layout,
         model.weight_bytes() as f64 / 1e6,
     );
     drop(model);

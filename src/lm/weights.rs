@@ -143,12 +143,12 @@ impl Weights {
 
     /// What the model built from these weights will hold: quantized as stored when some
     /// matrix stays quantized, else dense in the float dtype.
-    pub fn held(&self) -> crate::lm::Held {
+    pub fn layout(&self) -> Layout {
         let quantized = self.tensors.keys().any(|k| k.ends_with(".scales"));
         if quantized && !self.dense {
-            return crate::lm::Held::AsStored;
+            return Layout::AsStored;
         }
-        crate::lm::Held::Dense(self.float_dtype)
+        Layout::Dense
     }
 
     pub fn source(&self) -> &Path {
@@ -367,6 +367,7 @@ impl Linear {
     pub fn requantize(&self, layout: Layout, dtype: Dtype) -> Result<Linear> {
         let bias = self.bias().cloned();
         let linear = match layout {
+            Layout::AsStored => bail!("a model is put back as stored by loading it again"),
             Layout::Dense => {
                 if let Linear::Dense { weight_t, .. } = self {
                     if weight_t.dtype() == dtype {

@@ -193,9 +193,9 @@ pub fn drop_rotary_frequencies(weights: &mut Weights) {
 /// A loaded language model.
 pub struct Model {
     pub model_type: String,
-    /// How the matrices are held (see [`crate::lm::Hold`]); after
+    /// The layout of its matrices: as loaded ([`crate::lm::Hold`]), or after
     /// [`Model::requantize`], that layout.
-    pub weights: crate::lm::Held,
+    pub layout: Layout,
     decoder: Decoder,
     /// Whose code computes each part: the learner's pieces, quest's CUDA kernels (none off
     /// CUDA) or MLX's ops; shared with every block.
@@ -232,11 +232,11 @@ impl Model {
     /// the settings choose for a fresh process ([`Model::set_kernels`] changes them).
     pub fn from_config(config: &serde_json::Value, weights: Weights) -> Result<Self> {
         let (architecture, model_type) = architecture(config)?;
-        let layout = weights.held();
+        let layout = weights.layout();
         let fast = Fast::new(Kernels::for_process(Process::Fresh)?);
         Ok(Self {
             model_type,
-            weights: layout,
+            layout,
             decoder: (architecture.build)(config, weights, &fast)?,
             fast,
             fed: RefCell::new(Vec::new()),
@@ -345,11 +345,15 @@ impl Model {
     /// model.requantize(lm::Layout::q4(64)?)?;
     /// ```
     pub fn requantize(&mut self, layout: Layout) -> Result<()> {
+        anyhow::ensure!(
+            layout != Layout::AsStored,
+            "a model is put back as its file stored it by loading it again"
+        );
         let dtype = crate::device::Backend::detect().float_dtype();
         self.decoder
             .requantize(layout, dtype)
             .with_context(|| format!("requantizing the model to {layout}"))?;
-        self.weights = crate::lm::Held::Requantized(layout);
+        self.layout = layout;
         Ok(())
     }
 
