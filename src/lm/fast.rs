@@ -69,16 +69,21 @@ impl Fast {
         self.pieces.replace(Some(pieces));
     }
 
-    /// The learner's pieces, where the model was given some.
-    fn learners(&self) -> Option<Ref<'_, Counted>> {
+    /// The learner's pieces where they compute `piece`: the one decision, per piece,
+    /// between the learner's code and quest's. Today every piece of a model given pieces
+    /// goes through them (a method the learner did not write runs quest's default there,
+    /// counted as quest's own).
+    fn learners(&self, _piece: Piece) -> Option<Ref<'_, Counted>> {
         Ref::filter_map(self.pieces.borrow(), Option::as_ref).ok()
     }
 
-    /// quest's kernels for a call whose kernel code would take the place of `replaced`.
-    /// Today a model with pieces runs none of them (`Kernels::FOR_PIECES`, set by
-    /// `Model::with_pieces`), so `replaced` is not read yet: to keep quest's kernels for
-    /// the parts a learner did not write, `with_pieces` keeps the model's kernels and this
-    /// answers `Kernels::FOR_PIECES` only where the learner wrote one of `replaced`.
+    /// quest's kernels for a call whose kernel code would take the place of `replaced`:
+    /// the one decision, per kernel. Today a model with pieces runs none of them
+    /// (`Kernels::FOR_PIECES`, set by `Model::with_pieces`), so `replaced` is not read yet.
+    /// To keep quest's kernels for the parts a learner did not write: `with_pieces` keeps
+    /// the model's kernels and says which pieces are the learner's, [`Fast::learners`]
+    /// answers only for those, and this answers `Kernels::FOR_PIECES` where one of
+    /// `replaced` is.
     fn quest_kernels(&self, _replaced: &[Piece]) -> Kernels {
         self.kernels.get()
     }
@@ -86,7 +91,7 @@ impl Fast {
     /// `x / rms(x) · weight` over the last axis (mlx-lm's `nn.RMSNorm`): the learner's
     /// [`Pieces::rms_norm`], else MLX's fused `fast::rms_norm`.
     pub fn rms_norm(&self, x: &Array, norm: &RmsNorm) -> Result<Array> {
-        match self.learners() {
+        match self.learners(Piece::RmsNorm) {
             Some(pieces) => pieces.rms_norm(x, &norm.weight, norm.eps),
             None => Ok(mlx_rs::fast::rms_norm(x, Some(&norm.weight), norm.eps)?),
         }
@@ -95,7 +100,7 @@ impl Fast {
     /// `x` (`[B, heads, L, head_dim]`) rotated to positions `offset..offset + L`: the
     /// learner's [`Pieces::rope`], else MLX's fused `fast::rope`.
     pub fn rope(&self, x: &Array, rope: &Rope, offset: i32) -> Result<Array> {
-        match self.learners() {
+        match self.learners(Piece::Rope) {
             Some(pieces) => pieces.rope(x, rope.dims, rope.traditional, rope.base, offset),
             None => Ok(mlx_rs::fast::rope(
                 x,
@@ -119,7 +124,7 @@ impl Fast {
         scale: f32,
         mask: Option<Mask>,
     ) -> Result<Array> {
-        if let Some(pieces) = self.learners() {
+        if let Some(pieces) = self.learners(Piece::Attention) {
             return pieces.attention(queries, keys, values, scale, mask);
         }
         let mask = mask.map(|Mask::Causal| ScaledDotProductAttentionMask::Causal);
@@ -130,7 +135,7 @@ impl Fast {
 
     /// `silu(gate) · up`: the learner's [`Pieces::swiglu`], else quest's compiled gate.
     pub fn swiglu(&self, gate: &Array, up: &Array) -> Result<Array> {
-        match self.learners() {
+        match self.learners(Piece::Swiglu) {
             Some(pieces) => pieces.swiglu(gate, up),
             None => Ok(activations::swiglu(gate, up)?),
         }
@@ -147,7 +152,7 @@ impl Fast {
         beta: &Array,
         state: Array,
     ) -> Result<(Array, Array)> {
-        match self.learners() {
+        match self.learners(Piece::GatedDelta) {
             Some(pieces) => pieces.gated_delta(queries, keys, values, g, beta, state),
             None => gated_delta_ops::recurrence(queries, keys, values, g, beta, state),
         }
@@ -157,7 +162,7 @@ impl Fast {
     /// by the learner's [`Pieces::quantized_matmul`] where the model has pieces, else
     /// [`Fast::linear_without_pieces`].
     pub fn linear(&self, x: &Array, linear: &Linear) -> Result<Array> {
-        let Some(pieces) = self.learners() else {
+        let Some(pieces) = self.learners(Piece::QuantizedMatmul) else {
             return self.linear_without_pieces(x, linear);
         };
         let (y, bias) = match linear {
@@ -215,9 +220,13 @@ impl Fast {
     /// applies (4-bit, no bias, one row, quest's matvec on), else the same ops one by
     /// one — SwiGLU of `[gate | up]`, the norm, the product, the residual add.
     fn linear_folded(&self, x: &Array, linear: &Linear, fold: &Fold) -> Result<Array> {
-        let mut replaced = vec![Piece::QuantizedMatmul];
-        replaced.extend(fold.norm.map(|_| Piece::RmsNorm));
-        replaced.extend(fold.swiglu.then_some(Piece::Swiglu));
+        use Piece::{QuantizedMatmul, RmsNorm as Norm, Swiglu};
+        let replaced: &[Piece] = match (fold.norm.is_some(), fold.swiglu) {
+            (false, false) => &[QuantizedMatmul],
+            (true, false) => &[QuantizedMatmul, Norm],
+            (false, true) => &[QuantizedMatmul, Swiglu],
+            (true, true) => &[QuantizedMatmul, Norm, Swiglu],
+        };
         if let Linear::Quantized {
             weight,
             scales,
@@ -227,7 +236,7 @@ impl Fast {
             bits,
         } = linear
         {
-            let kernels = self.quest_kernels(&replaced);
+            let kernels = self.quest_kernels(replaced);
             if let Some(y) = kernels.project(x, weight, scales, biases, *group_size, *bits, fold)? {
                 return Ok(y);
             }
@@ -313,7 +322,7 @@ impl Fast {
         gate_up: &Projected,
         down: &Linear,
     ) -> Result<Array> {
-        if let (Out::Joined(joined), None) = (&gate_up.out, self.learners()) {
+        if let (Out::Joined(joined), None) = (&gate_up.out, self.learners(Piece::Swiglu)) {
             let fold = Fold {
                 swiglu: true,
                 residual: x.folded_residual(),
