@@ -23,7 +23,7 @@ mod ops;
 pub mod runner;
 
 pub use exercise::{
-    base_name, greedy, key, Decoded, Exercise, Greedy, NoModel, OwnTimes, Report, Step, Timer,
-    Values, REPORT_SCHEMA,
+    base_name, greedy, key, Exercise, Greedy, NoModel, OwnTimes, Report, Step, Timer, Values,
+    REPORT_SCHEMA,
 };
 pub use ops::{export_to_dot, graph_op_kinds, graph_ops, host_cost_per_op, OpCost};

@@ -189,7 +189,7 @@ pub fn run(
             .all(|run| run.tokens == single && run.rows_agree);
         out.push(ModelBatches {
             model: subject.name.clone(),
-            weights: subject.model.weights.name(),
+            weights: subject.model.layout.name(),
             weight_bytes: subject.model.weight_bytes() as u64,
             prompt_tokens: subject.prompt.len(),
             points,

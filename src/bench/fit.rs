@@ -262,7 +262,7 @@ fn measure_shape(
     let rate = |runs: &[Measured]| median(&runs.iter().map(|r| r.decode_tok_s).collect::<Vec<_>>());
     let mut point = ShapePoint {
         shape: shape.name.into(),
-        layout: model.weights.name(),
+        layout: model.layout.name(),
         bytes_per_token,
         hand_tok_s: rate(&hand),
         pipelined_tok_s: rate(&pipelined),
@@ -295,7 +295,7 @@ fn start_peer(
     };
     anyhow::ensure!(layout.is_none(), PEER_WITH_LAYOUTS);
     progress(&format!("{}: starting mlx-lm beside it…", shape.name));
-    let weights = if model.weights.is_dense() {
+    let weights = if model.layout.is_dense() {
         "dense"
     } else {
         "quantized"

@@ -129,7 +129,7 @@ fn measure_ceiling(
         kv_bytes: cache_bytes.at(mean_context) as u64,
         bandwidth_gb_s: rates::bandwidth()?,
     };
-    let peer_weights = if model.weights.is_dense() {
+    let peer_weights = if model.layout.is_dense() {
         "dense"
     } else {
         "quantized"
@@ -141,7 +141,7 @@ fn measure_ceiling(
     };
     eprintln!(
         "quest: {} weights ({:.0} MB per token) on {runs_on}",
-        model.weights,
+        model.layout,
         model.weight_bytes() as f64 / 1e6,
     );
     Ok((prompt_ids, ceiling, peer_weights))

@@ -1,5 +1,6 @@
-//! quest's own CUDA kernels inside MLX's graph, behind one small facade: the model asks
-//! [`Kernels`] at named points — [`Kernels::project`] (a 4-bit matrix times one row, with
+//! quest's own CUDA kernels inside MLX's graph, behind one small facade: a model's
+//! `lm::fast::Fast` (the one place that chooses between the learner's pieces, these
+//! kernels and MLX's ops) asks [`Kernels`] at named points — [`Kernels::project`] (a 4-bit matrix times one row, with
 //! the ops around it folded in), [`Kernels::heads`] (a decode step's q/k/v heads),
 //! [`Kernels::attend`] (a decode step's attention with the cache write) — and gets
 //! `None`, "not here", off CUDA, where a kernel is off, or where it does not apply; then

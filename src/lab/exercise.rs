@@ -14,7 +14,7 @@ use super::clock;
 use super::{graph_ops, host_cost_per_op, OpCost};
 use crate::course::Metric;
 use crate::kernels::Kernels;
-use crate::lm::Model;
+use crate::lm::{Forward, LayerCache, Model};
 
 /// The BLAS line a report carries: MLX's CPU backend's BLAS, empty on a GPU (its matmuls
 /// are MLX's own kernels there).
@@ -39,44 +39,15 @@ pub struct Exercise {
     prompt: std::cell::OnceCell<(String, Instant)>,
 }
 
-/// What a report says of the model that decoded: how its weights are held, the bytes a
-/// step reads, and which of quest's kernels ran. The model is asked, not a record kept
-/// on the side, so a model requantized after load reports its new layout.
-pub trait Decoded {
-    /// The weight layout's name and the bytes of weights one step reads.
-    fn weights(&self) -> (String, u64);
-    fn kernels(&self) -> Kernels;
-    /// Every forward call it ran, in order (none for a loop that runs no model).
-    fn fed(&self) -> Vec<crate::lm::Fed> {
-        Vec::new()
-    }
-    /// How many layers a forward call runs (0: not known).
-    fn layers(&self) -> usize {
-        0
-    }
-}
-
-impl Decoded for Model {
-    fn weights(&self) -> (String, u64) {
-        (self.weights.name(), self.weight_bytes() as u64)
-    }
-    fn kernels(&self) -> Kernels {
-        Model::kernels(self)
-    }
-    fn fed(&self) -> Vec<crate::lm::Fed> {
-        Model::fed(self)
-    }
-    fn layers(&self) -> usize {
-        self.num_layers()
-    }
-}
-
 /// For a loop that runs no model (a course's test fixture): no weights, no kernels.
 pub struct NoModel;
 
-impl Decoded for NoModel {
-    fn weights(&self) -> (String, u64) {
-        (String::new(), 0)
+impl Forward for NoModel {
+    fn forward(&self, _tokens: &mlx_rs::Array, _cache: &mut [LayerCache]) -> Result<mlx_rs::Array> {
+        anyhow::bail!("NoModel runs no model: it only tells a report there was none")
+    }
+    fn make_cache(&self) -> Vec<LayerCache> {
+        Vec::new()
     }
     fn kernels(&self) -> Kernels {
         Kernels::NONE
@@ -127,7 +98,7 @@ impl Exercise {
     pub fn report(
         &self,
         timer: &Timer,
-        model: &dyn Decoded,
+        model: &dyn Forward,
         prompt_tokens: usize,
         tokens: &[u32],
         text: &str,
@@ -141,7 +112,7 @@ impl Exercise {
     pub fn report_rows(
         &self,
         timer: &Timer,
-        model: &dyn Decoded,
+        model: &dyn Forward,
         prompt_tokens: usize,
         rows: &[Vec<u32>],
         text: &str,
@@ -152,7 +123,7 @@ impl Exercise {
     fn report_rows_with(
         &self,
         timer: &Timer,
-        model: &dyn Decoded,
+        model: &dyn Forward,
         prompt_tokens: usize,
         rows: &[Vec<u32>],
         text: &str,
@@ -610,7 +581,7 @@ impl Exercise {
     fn report_greedy(
         &self,
         run: &Greedy,
-        model: &dyn Decoded,
+        model: &dyn Forward,
         tokenizer: &crate::lm::Tokenizer,
         ops: Option<(usize, &OpCost)>,
     ) -> Result<()> {
@@ -629,7 +600,7 @@ struct Own<'a> {
     layers: usize,
 }
 
-impl crate::lm::Forward for Own<'_> {
+impl Forward for Own<'_> {
     fn forward(
         &self,
         tokens: &mlx_rs::Array,
@@ -649,16 +620,10 @@ impl crate::lm::Forward for Own<'_> {
     fn make_cache(&self) -> Vec<crate::lm::LayerCache> {
         self.model.make_cache()
     }
-}
-
-impl Decoded for Own<'_> {
     fn weights(&self) -> (String, u64) {
-        (self.weights.held.name(), self.weights.bytes as u64)
+        (self.weights.layout.name(), self.weights.bytes as u64)
     }
-    fn kernels(&self) -> Kernels {
-        // The learner's decoder: quest's kernels are not in it.
-        Kernels::FOR_PIECES
-    }
+    // quest's kernels: none in the learner's decoder (the trait's default).
     fn fed(&self) -> Vec<crate::lm::Fed> {
         self.fed.borrow().clone()
     }

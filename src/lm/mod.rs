@@ -10,6 +10,7 @@
 //! All MLX work must stay on one OS thread: an MLX stream belongs to the thread that made it.
 
 pub mod cache;
+pub mod fast;
 pub mod fetch;
 pub mod gguf;
 mod gguf_check;
@@ -42,7 +43,8 @@ use weights::Weights;
 
 use crate::device::{require_built_backend, Backend};
 
-/// How a quantized model's matrices are held in memory.
+/// How the loader holds a quantized model's matrices: a request, which the backend turns
+/// into the model's [`Layout`] ([`Hold::dense_on`]).
 ///
 /// On the CPU, MLX's quantized matmul is its own scalar code and compute-bound, while a
 /// dense float matmul runs on the BLAS: so by default ([`Hold::Auto`]) the CPU
@@ -100,57 +102,22 @@ impl std::str::FromStr for Hold {
     }
 }
 
-/// How a loaded model's matrices are held: quantized as the file stored them, dense in a
-/// float dtype, or put in a [`Layout`] by [`Model::requantize`]. Named in reports as
-/// `quantized`, `dense-f32` / `dense-f16`, or the layout (`q4-g64`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Held {
-    AsStored,
-    Dense(mlx_rs::Dtype),
-    Requantized(Layout),
-}
-
-impl Held {
-    /// Whether every matrix is a float matrix (what the BLAS multiplies on a CPU).
-    pub fn is_dense(self) -> bool {
-        matches!(self, Held::Dense(_) | Held::Requantized(Layout::Dense))
-    }
-
-    pub fn name(self) -> String {
-        match self {
-            Held::AsStored => "quantized".into(),
-            Held::Dense(dtype) => weights::dense_name(dtype),
-            Held::Requantized(layout) => layout.name(),
-        }
-    }
-}
-
-impl std::fmt::Display for Held {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.name())
-    }
-}
-
-impl PartialEq<&str> for Held {
-    fn eq(&self, other: &&str) -> bool {
-        self.name() == *other
-    }
-}
-
-impl PartialEq<String> for Held {
-    fn eq(&self, other: &String) -> bool {
-        self.name() == *other
-    }
-}
-
-/// A layout a loaded model's matrices can be put in with [`Model::requantize`], whatever
-/// the file stored: dense in the float dtype ([`Backend::float_dtype`]), or MLX's affine
-/// quantization (`mx.quantize`: each row cut into groups of `group_size` input columns,
-/// each group with its own scale and bias in the float dtype, each weight `bits` wide).
+/// The layout of a model's matrices: quantized as the file stored them, dense in the
+/// float dtype ([`Backend::float_dtype`]), or MLX's affine quantization (`mx.quantize`:
+/// each row cut into groups of `group_size` input columns, each group with its own scale
+/// and bias in the float dtype, each weight `bits` wide). A model is loaded in
+/// [`Layout::AsStored`] or [`Layout::Dense`] (as [`Hold`] asks), and
+/// [`Model::requantize`] puts it in any other. Named in reports as `quantized`,
+/// `dense-f32` / `dense-f16`, or `q4-g64`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Layout {
+    /// Quantized as the file stored them (its bits and groups, which may differ by matrix).
+    AsStored,
     Dense,
-    Affine { bits: i32, group_size: i32 },
+    Affine {
+        bits: i32,
+        group_size: i32,
+    },
 }
 
 impl Layout {
@@ -183,10 +150,16 @@ impl Layout {
         Self::affine(4, group_size)
     }
 
-    /// The layout's name in reports: `dense-f32` / `dense-f16` (the float dtype of this
-    /// backend), or `q4-g64`.
+    /// Whether every matrix is a float matrix (what the BLAS multiplies on a CPU).
+    pub fn is_dense(self) -> bool {
+        self == Layout::Dense
+    }
+
+    /// The layout's name in reports: `quantized` (as stored), `dense-f32` / `dense-f16`
+    /// (the float dtype of this backend), or `q4-g64`.
     pub fn name(self) -> String {
         match self {
+            Layout::AsStored => "quantized".into(),
             Layout::Dense => weights::dense_name(Backend::detect().float_dtype()),
             Layout::Affine { bits, group_size } => format!("q{bits}-g{group_size}"),
         }
@@ -228,6 +201,18 @@ impl std::str::FromStr for Layout {
 impl std::fmt::Display for Layout {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.name())
+    }
+}
+
+impl PartialEq<&str> for Layout {
+    fn eq(&self, other: &&str) -> bool {
+        self.name() == *other
+    }
+}
+
+impl PartialEq<String> for Layout {
+    fn eq(&self, other: &String) -> bool {
+        self.name() == *other
     }
 }
 

@@ -1,6 +1,6 @@
 //! A decoder the learner writes: the loaded weights by their mlx-lm names
-//! ([`load_weights`]) and the trait the lesson's loop runs any decoder through
-//! ([`Forward`]), quest's [`Model`] among them.
+//! ([`load_weights`]) and the trait the lesson's loop runs any decoder through and its
+//! report asks ([`Forward`]), quest's [`Model`] among them.
 //!
 //! ```text
 //! let (mut weights, tokenizer) = lm::load_weights(&run.model)?;
@@ -12,17 +12,38 @@ use anyhow::{ensure, Result};
 use mlx_rs::Array;
 
 use super::cache::LayerCache;
-use super::models::{llama, Model};
+use super::models::{llama, Fed, Model};
 use super::weights::{Linear, Quantization, Weights};
-use super::{Held, Hold, ModelSource, Tokenizer};
+use super::{Hold, Layout, ModelSource, Tokenizer};
+use crate::kernels::Kernels;
 
-/// What the greedy loop needs of a decoder: logits for `[B, L]` ids given its caches, and
-/// one empty cache per layer.
+/// A decoder, as the lesson's loop runs it (logits for `[B, L]` ids given its caches, one
+/// empty cache per layer) and as its report describes it (its weights, quest's kernels in
+/// it, its forward calls, its layers). quest's [`Model`] answers everything; a decoder of
+/// the learner's writes the first two, and the rest says what quest cannot know of it.
+/// The report asks the decoder, not a record kept on the side, so a model requantized
+/// after load reports its new layout.
 pub trait Forward {
     /// `[B, L]` int32 ids in, `[B, L, vocab]` logits out, lazily; every layer's cache updated.
     fn forward(&self, tokens: &Array, cache: &mut [LayerCache]) -> Result<Array>;
     /// One empty cache per layer.
     fn make_cache(&self) -> Vec<LayerCache>;
+    /// The weight layout's name and the bytes of weights one step reads (none known).
+    fn weights(&self) -> (String, u64) {
+        (String::new(), 0)
+    }
+    /// Which of quest's kernels its graphs use: none in a decoder of the learner's.
+    fn kernels(&self) -> Kernels {
+        Kernels::FOR_PIECES
+    }
+    /// Every forward call it ran, in order (none recorded).
+    fn fed(&self) -> Vec<Fed> {
+        Vec::new()
+    }
+    /// How many layers a forward call runs (0: not known).
+    fn layers(&self) -> usize {
+        0
+    }
 }
 
 impl Forward for Model {
@@ -31,6 +52,18 @@ impl Forward for Model {
     }
     fn make_cache(&self) -> Vec<LayerCache> {
         Model::make_cache(self)
+    }
+    fn weights(&self) -> (String, u64) {
+        (self.layout.name(), self.weight_bytes() as u64)
+    }
+    fn kernels(&self) -> Kernels {
+        Model::kernels(self)
+    }
+    fn fed(&self) -> Vec<Fed> {
+        Model::fed(self)
+    }
+    fn layers(&self) -> usize {
+        self.num_layers()
     }
 }
 
@@ -55,14 +88,14 @@ pub struct Checkpoint {
     pub config: Config,
     weights: Weights,
     quantization: Option<Quantization>,
-    held: Held,
+    layout: Layout,
     bytes: usize,
 }
 
 /// What a decoder built from a [`Checkpoint`] holds: the layout and the bytes a step reads.
 #[derive(Clone, Debug)]
 pub struct WeightsRead {
-    pub held: Held,
+    pub layout: Layout,
     pub bytes: usize,
 }
 
@@ -86,7 +119,7 @@ pub fn load_weights(model: &str) -> Result<(Checkpoint, Tokenizer)> {
     llama::sanitize(&mut weights);
     let read: llama::Config = super::models::read_config(&config, model_type)?;
     let shape = read.shape()?;
-    let held = weights.held();
+    let layout = weights.layout();
     let config = Config {
         hidden_size: read.hidden_size,
         num_hidden_layers: shape.layers,
@@ -105,7 +138,7 @@ pub fn load_weights(model: &str) -> Result<(Checkpoint, Tokenizer)> {
         config,
         weights,
         quantization: shape.quantization,
-        held,
+        layout,
         bytes: 0,
     };
     Ok((checkpoint, tokenizer))
@@ -134,7 +167,7 @@ impl Checkpoint {
     pub fn finish(self) -> Result<WeightsRead> {
         self.weights.finish()?;
         Ok(WeightsRead {
-            held: self.held,
+            layout: self.layout,
             bytes: self.bytes,
         })
     }

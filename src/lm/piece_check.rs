@@ -264,195 +264,217 @@ fn dtype_name(dtype: Dtype) -> &'static str {
 
 const BOTH: [Dtype; 2] = [Dtype::Float32, Dtype::Float16];
 
-/// Every shape a piece is checked on: the table an author adds a row to.
+/// Every shape a piece is checked on: the table an author adds a row to (each piece's
+/// rows in its own function below, its seeds counted from `1000 · piece`).
 fn cases(piece: Piece) -> Vec<Case> {
-    let mut cases = Vec::new();
     let mut seed = 1000 * piece as u64;
     let mut next = || {
         seed += 1;
         seed
     };
     match piece {
-        Piece::RmsNorm => {
-            // [B, L, D] of a block's norms (one token; a prompt) and Qwen3's per-head
-            // q/k norm [B, L, heads, head_dim].
-            for (shape, eps) in [
-                (vec![1, 1, 576], 1e-5),
-                (vec![1, 7, 576], 1e-5),
-                (vec![1, 3, 4, 128], 1e-6),
-            ] {
-                for dtype in BOTH {
-                    let s = next();
-                    let width = *shape.last().unwrap();
-                    let text = format!("x {shape:?} · eps {eps:e} · {}", dtype_name(dtype));
-                    let shape = shape.clone();
-                    cases.push(Case {
-                        shape: text,
-                        dtype,
-                        call: Box::new(move |p| {
-                            let x = random(&shape, s, dtype)?;
-                            let w = uniform(&[width], s + 7, 0.5, 1.5)?.as_dtype(dtype)?;
-                            p.rms_norm(&x, &w, eps)
-                        }),
-                    });
-                }
-            }
+        Piece::RmsNorm => rms_norm_cases(&mut next),
+        Piece::Swiglu => swiglu_cases(&mut next),
+        Piece::Rope => rope_cases(&mut next),
+        Piece::Attention => attention_cases(&mut next),
+        Piece::QuantizedMatmul => quantized_matmul_cases(&mut next),
+        Piece::GatedDelta => gated_delta_cases(&mut next),
+        Piece::Sample => Vec::new(),
+    }
+}
+
+fn rms_norm_cases(next: &mut dyn FnMut() -> u64) -> Vec<Case> {
+    let mut cases = Vec::new();
+    // [B, L, D] of a block's norms (one token; a prompt) and Qwen3's per-head
+    // q/k norm [B, L, heads, head_dim].
+    for (shape, eps) in [
+        (vec![1, 1, 576], 1e-5),
+        (vec![1, 7, 576], 1e-5),
+        (vec![1, 3, 4, 128], 1e-6),
+    ] {
+        for dtype in BOTH {
+            let s = next();
+            let width = *shape.last().unwrap();
+            let text = format!("x {shape:?} · eps {eps:e} · {}", dtype_name(dtype));
+            let shape = shape.clone();
+            cases.push(Case {
+                shape: text,
+                dtype,
+                call: Box::new(move |p| {
+                    let x = random(&shape, s, dtype)?;
+                    let w = uniform(&[width], s + 7, 0.5, 1.5)?.as_dtype(dtype)?;
+                    p.rms_norm(&x, &w, eps)
+                }),
+            });
         }
-        Piece::Swiglu => {
-            for shape in [vec![1, 1, 1536], vec![1, 5, 1536]] {
-                for dtype in BOTH {
-                    let s = next();
-                    let text = format!("gate, up {shape:?} · {}", dtype_name(dtype));
-                    let shape = shape.clone();
-                    cases.push(Case {
-                        shape: text,
-                        dtype,
-                        call: Box::new(move |p| {
-                            let gate = random(&shape, s, dtype)?.multiply(Array::from_f32(3.0))?;
-                            let up = random(&shape, s + 7, dtype)?;
-                            p.swiglu(&gate.as_dtype(dtype)?, &up)
-                        }),
-                    });
-                }
-            }
+    }
+    cases
+}
+
+fn swiglu_cases(next: &mut dyn FnMut() -> u64) -> Vec<Case> {
+    let mut cases = Vec::new();
+    for shape in [vec![1, 1, 1536], vec![1, 5, 1536]] {
+        for dtype in BOTH {
+            let s = next();
+            let text = format!("gate, up {shape:?} · {}", dtype_name(dtype));
+            let shape = shape.clone();
+            cases.push(Case {
+                shape: text,
+                dtype,
+                call: Box::new(move |p| {
+                    let gate = random(&shape, s, dtype)?.multiply(Array::from_f32(3.0))?;
+                    let up = random(&shape, s + 7, dtype)?;
+                    p.swiglu(&gate.as_dtype(dtype)?, &up)
+                }),
+            });
         }
-        Piece::Rope => {
-            // (heads, L, head_dim, dims, traditional, base, offset): a decode step deep in
-            // the sequence, a prompt from 0, a prompt's next chunk after a cached prefix,
-            // the other layout, a partial rotation (Phi-style), Qwen3's base.
-            let rows = [
-                (9, 1, 64, 64, false, 10000.0, 17),
-                (9, 6, 64, 64, false, 10000.0, 0),
-                (3, 5, 64, 64, false, 10000.0, 11),
-                (4, 4, 64, 64, true, 10000.0, 3),
-                (4, 3, 64, 32, false, 10000.0, 5),
-                (2, 2, 128, 128, false, 1_000_000.0, 40),
-            ];
-            for (heads, l, head_dim, dims, traditional, base, offset) in rows {
-                for dtype in BOTH {
-                    let s = next();
-                    let shape = vec![1, heads, l, head_dim];
-                    let layout = if traditional {
-                        "traditional"
-                    } else {
-                        "split-half"
+    }
+    cases
+}
+
+fn rope_cases(next: &mut dyn FnMut() -> u64) -> Vec<Case> {
+    let mut cases = Vec::new();
+    // (heads, L, head_dim, dims, traditional, base, offset): a decode step deep in
+    // the sequence, a prompt from 0, a prompt's next chunk after a cached prefix,
+    // the other layout, a partial rotation (Phi-style), Qwen3's base.
+    let rows = [
+        (9, 1, 64, 64, false, 10000.0, 17),
+        (9, 6, 64, 64, false, 10000.0, 0),
+        (3, 5, 64, 64, false, 10000.0, 11),
+        (4, 4, 64, 64, true, 10000.0, 3),
+        (4, 3, 64, 32, false, 10000.0, 5),
+        (2, 2, 128, 128, false, 1_000_000.0, 40),
+    ];
+    for (heads, l, head_dim, dims, traditional, base, offset) in rows {
+        for dtype in BOTH {
+            let s = next();
+            let shape = vec![1, heads, l, head_dim];
+            let layout = if traditional {
+                "traditional"
+            } else {
+                "split-half"
+            };
+            cases.push(Case {
+                shape: format!(
+                    "x {shape:?} · dims {dims} · {layout} · base {base} · offset {offset} · {}",
+                    dtype_name(dtype)
+                ),
+                dtype,
+                call: Box::new(move |p| {
+                    let x = random(&shape, s, dtype)?;
+                    p.rope(&x, dims, traditional, base, offset)
+                }),
+            });
+        }
+    }
+    cases
+}
+
+fn attention_cases(next: &mut dyn FnMut() -> u64) -> Vec<Case> {
+    let mut cases = Vec::new();
+    // (heads, kv_heads, L, S, masked): GQA ratios 1, 3 and 8; one decode query
+    // over a cache; a prompt; a prompt's chunk after a cached prefix.
+    let rows = [
+        (9, 3, 1, 12, false),
+        (4, 4, 1, 7, false),
+        (8, 1, 1, 9, false),
+        (9, 3, 6, 6, true),
+        (4, 4, 5, 5, true),
+        (9, 3, 3, 10, true),
+        (8, 1, 4, 11, true),
+    ];
+    for (heads, kv_heads, l, s_len, masked) in rows {
+        for dtype in BOTH {
+            let s = next();
+            let d = 64;
+            let mask = if masked { "causal" } else { "no mask" };
+            cases.push(Case {
+                shape: format!(
+                    "q [1, {heads}, {l}, {d}] · k, v [1, {kv_heads}, {s_len}, {d}] · {mask} · {}",
+                    dtype_name(dtype)
+                ),
+                dtype,
+                call: Box::new(move |p| {
+                    let q = random(&[1, heads, l, d], s, dtype)?;
+                    let k = random(&[1, kv_heads, s_len, d], s + 7, dtype)?;
+                    let v = random(&[1, kv_heads, s_len, d], s + 13, dtype)?;
+                    let mask = masked.then_some(Mask::Causal);
+                    p.attention(&q, &k, &v, 1.0 / (d as f32).sqrt(), mask)
+                }),
+            });
+        }
+    }
+    cases
+}
+
+fn quantized_matmul_cases(next: &mut dyn FnMut() -> u64) -> Vec<Case> {
+    let mut cases = Vec::new();
+    // (L, in, out, group): a decode step's vector and a prompt's rows, every
+    // group size MLX's affine quantization has.
+    let rows = [
+        (1, 576, 192, 32),
+        (1, 576, 192, 64),
+        (1, 512, 96, 128),
+        (4, 1536, 64, 64),
+    ];
+    for (l, inputs, outputs, group) in rows {
+        for dtype in BOTH {
+            let s = next();
+            cases.push(Case {
+                shape: format!(
+                    "x [1, {l}, {inputs}] · W [{outputs}, {inputs}] · 4 bits, group {group} · {}",
+                    dtype_name(dtype)
+                ),
+                dtype,
+                call: Box::new(move |p| {
+                    let x = random(&[1, l, inputs], s, dtype)?;
+                    let w = random(&[outputs, inputs], s + 7, dtype)?
+                        .multiply(Array::from_f32(0.05))?
+                        .as_dtype(dtype)?;
+                    let (packed, scales, biases) = mlx_rs::ops::quantize(&w, group, 4)?;
+                    p.quantized_matmul(&x, &packed, &scales, &biases, group, 4)
+                }),
+            });
+        }
+    }
+    cases
+}
+
+fn gated_delta_cases(next: &mut dyn FnMut() -> u64) -> Vec<Case> {
+    let mut cases = Vec::new();
+    // (L, key heads, value heads, Dk, Dv): one token; a prompt; value heads
+    // grouped over key heads.
+    let rows = [(1, 2, 2, 32, 32), (4, 2, 2, 32, 32), (3, 1, 4, 16, 24)];
+    for (l, hk, hv, dk, dv) in rows {
+        for dtype in BOTH {
+            let s = next();
+            cases.push(Case {
+                shape: format!(
+                    "q, k [1, {l}, {hk}, {dk}] · v [1, {l}, {hv}, {dv}] · state [1, {hv}, {dv}, {dk}] · {}",
+                    dtype_name(dtype)
+                ),
+                dtype,
+                call: Box::new(move |p| {
+                    // Keys and queries normed as the layer hands them over.
+                    let unit = |t: Array| -> Result<Array> {
+                        let norm = t.square()?.sum_axis(-1, true)?.sqrt()?;
+                        Ok(t.divide(norm)?.as_dtype(dtype)?)
                     };
-                    cases.push(Case {
-                        shape: format!(
-                            "x {shape:?} · dims {dims} · {layout} · base {base} · offset {offset} · {}",
-                            dtype_name(dtype)
-                        ),
-                        dtype,
-                        call: Box::new(move |p| {
-                            let x = random(&shape, s, dtype)?;
-                            p.rope(&x, dims, traditional, base, offset)
-                        }),
-                    });
-                }
-            }
+                    let q = unit(random(&[1, l, hk, dk], s, Dtype::Float32)?)?;
+                    let k = unit(random(&[1, l, hk, dk], s + 7, Dtype::Float32)?)?;
+                    let v = random(&[1, l, hv, dv], s + 13, dtype)?;
+                    let g = uniform(&[1, l, hv], s + 19, 0.5, 0.99)?.as_dtype(dtype)?;
+                    let beta = uniform(&[1, l, hv], s + 23, 0.1, 0.9)?.as_dtype(dtype)?;
+                    let state = random(&[1, hv, dv, dk], s + 29, Dtype::Float32)?
+                        .multiply(Array::from_f32(0.1))?;
+                    let (y, state) = p.gated_delta(&q, &k, &v, &g, &beta, state)?;
+                    // Both halves of the answer, side by side.
+                    let y = y.as_dtype(Dtype::Float32)?.flatten(None, None)?;
+                    let state = state.as_dtype(Dtype::Float32)?.flatten(None, None)?;
+                    Ok(mlx_rs::ops::concatenate(&[y, state], 0)?)
+                }),
+            });
         }
-        Piece::Attention => {
-            // (heads, kv_heads, L, S, masked): GQA ratios 1, 3 and 8; one decode query
-            // over a cache; a prompt; a prompt's chunk after a cached prefix.
-            let rows = [
-                (9, 3, 1, 12, false),
-                (4, 4, 1, 7, false),
-                (8, 1, 1, 9, false),
-                (9, 3, 6, 6, true),
-                (4, 4, 5, 5, true),
-                (9, 3, 3, 10, true),
-                (8, 1, 4, 11, true),
-            ];
-            for (heads, kv_heads, l, s_len, masked) in rows {
-                for dtype in BOTH {
-                    let s = next();
-                    let d = 64;
-                    let mask = if masked { "causal" } else { "no mask" };
-                    cases.push(Case {
-                        shape: format!(
-                            "q [1, {heads}, {l}, {d}] · k, v [1, {kv_heads}, {s_len}, {d}] · {mask} · {}",
-                            dtype_name(dtype)
-                        ),
-                        dtype,
-                        call: Box::new(move |p| {
-                            let q = random(&[1, heads, l, d], s, dtype)?;
-                            let k = random(&[1, kv_heads, s_len, d], s + 7, dtype)?;
-                            let v = random(&[1, kv_heads, s_len, d], s + 13, dtype)?;
-                            let mask = masked.then_some(Mask::Causal);
-                            p.attention(&q, &k, &v, 1.0 / (d as f32).sqrt(), mask)
-                        }),
-                    });
-                }
-            }
-        }
-        Piece::QuantizedMatmul => {
-            // (L, in, out, group): a decode step's vector and a prompt's rows, every
-            // group size MLX's affine quantization has.
-            let rows = [
-                (1, 576, 192, 32),
-                (1, 576, 192, 64),
-                (1, 512, 96, 128),
-                (4, 1536, 64, 64),
-            ];
-            for (l, inputs, outputs, group) in rows {
-                for dtype in BOTH {
-                    let s = next();
-                    cases.push(Case {
-                        shape: format!(
-                            "x [1, {l}, {inputs}] · W [{outputs}, {inputs}] · 4 bits, group {group} · {}",
-                            dtype_name(dtype)
-                        ),
-                        dtype,
-                        call: Box::new(move |p| {
-                            let x = random(&[1, l, inputs], s, dtype)?;
-                            let w = random(&[outputs, inputs], s + 7, dtype)?
-                                .multiply(Array::from_f32(0.05))?
-                                .as_dtype(dtype)?;
-                            let (packed, scales, biases) =
-                                mlx_rs::ops::quantize(&w, group, 4)?;
-                            p.quantized_matmul(&x, &packed, &scales, &biases, group, 4)
-                        }),
-                    });
-                }
-            }
-        }
-        Piece::GatedDelta => {
-            // (L, key heads, value heads, Dk, Dv): one token; a prompt; value heads
-            // grouped over key heads.
-            let rows = [(1, 2, 2, 32, 32), (4, 2, 2, 32, 32), (3, 1, 4, 16, 24)];
-            for (l, hk, hv, dk, dv) in rows {
-                for dtype in BOTH {
-                    let s = next();
-                    cases.push(Case {
-                        shape: format!(
-                            "q, k [1, {l}, {hk}, {dk}] · v [1, {l}, {hv}, {dv}] · state [1, {hv}, {dv}, {dk}] · {}",
-                            dtype_name(dtype)
-                        ),
-                        dtype,
-                        call: Box::new(move |p| {
-                            // Keys and queries normed as the layer hands them over.
-                            let unit = |t: Array| -> Result<Array> {
-                                let norm = t.square()?.sum_axis(-1, true)?.sqrt()?;
-                                Ok(t.divide(norm)?.as_dtype(dtype)?)
-                            };
-                            let q = unit(random(&[1, l, hk, dk], s, Dtype::Float32)?)?;
-                            let k = unit(random(&[1, l, hk, dk], s + 7, Dtype::Float32)?)?;
-                            let v = random(&[1, l, hv, dv], s + 13, dtype)?;
-                            let g = uniform(&[1, l, hv], s + 19, 0.5, 0.99)?.as_dtype(dtype)?;
-                            let beta = uniform(&[1, l, hv], s + 23, 0.1, 0.9)?.as_dtype(dtype)?;
-                            let state = random(&[1, hv, dv, dk], s + 29, Dtype::Float32)?
-                                .multiply(Array::from_f32(0.1))?;
-                            let (y, state) = p.gated_delta(&q, &k, &v, &g, &beta, state)?;
-                            // Both halves of the answer, side by side.
-                            let y = y.as_dtype(Dtype::Float32)?.flatten(None, None)?;
-                            let state = state.as_dtype(Dtype::Float32)?.flatten(None, None)?;
-                            Ok(mlx_rs::ops::concatenate(&[y, state], 0)?)
-                        }),
-                    });
-                }
-            }
-        }
-        Piece::Sample => {}
     }
     cases
 }

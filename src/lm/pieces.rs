@@ -1,5 +1,6 @@
 //! The learner's piece inside quest's model: one small seam where the model calls its
-//! parts, as mlx-lm's model files call `mx.fast.*`. Every method has quest's own
+//! parts, as mlx-lm's model files call `mx.fast.*` (the model reaches them through
+//! [`crate::lm::fast::Fast`], which chooses between them and quest's own). Every method has quest's own
 //! implementation as its default (MLX's fused op); an exercise overrides one and hands
 //! its pieces to the model:
 //!
@@ -142,7 +143,7 @@ pub enum Mask {
 }
 
 /// quest's own pieces: every default. A model holds none until [`Model::with_pieces`]
-/// (its norms then call MLX's fused op directly, as before the seam existed).
+/// (until then its `Fast` calls MLX's fused ops directly).
 ///
 /// [`Model::with_pieces`]: crate::lm::Model::with_pieces
 pub struct QuestPieces;

@@ -15,6 +15,7 @@ use mlx_rs::Array;
 use serde_json::{json, Value};
 
 use crate::device::Backend;
+use crate::lm::models::Shape;
 use crate::lm::weights::Weights;
 use crate::lm::{Hold, Model, Tokenizer};
 
@@ -25,7 +26,8 @@ pub const SEED: u64 = 0;
 /// Quantization bits a `random:` model may ask for (group size 32).
 pub const BITS: &[i32] = &[4, 8];
 
-/// A named architecture shape (`model_type` llama, qwen3 or qwen3_5), as in its `config.json`.
+/// A public model's shape by name: its `config.json` (`model_type` llama, qwen3 or
+/// qwen3_5), from which its architecture reads the model's [`Shape`].
 pub struct PublicShape {
     pub name: &'static str,
     pub config: fn() -> Value,
@@ -128,53 +130,43 @@ pub fn shape(name: &str) -> Option<&'static PublicShape> {
 /// the embedding table, unless it is also the output head (a separate one is only
 /// gathered from, one row a token).
 pub fn decode_tensors(config: &Value) -> Vec<Vec<i32>> {
-    let tied = config["tie_word_embeddings"].as_bool().unwrap_or(true);
-    tensor_shapes(config)
+    let shapes = tensor_shapes(config);
+    // A separate head is in the list: then the table is only gathered from.
+    let tied = !shapes.iter().any(|(name, _)| name == "lm_head.weight");
+    shapes
         .into_iter()
         .filter(|(name, _)| tied || name != "model.embed_tokens.weight")
         .map(|(_, shape)| shape)
         .collect()
 }
 
-/// Every tensor name and shape the architecture's loader takes (`[out, in]` for linears).
+/// Every tensor name and shape the architecture's loader takes (`[out, in]` for linears),
+/// from the [`Shape`] the architecture reads from `config` (a config quest's architectures
+/// cannot read is a bug of the caller's: quest's random shapes all read).
 fn tensor_shapes(config: &Value) -> Vec<(String, Vec<i32>)> {
-    let n = |k: &str| config[k].as_i64().unwrap() as i32;
-    let (hidden, heads, kv, ffn, vocab) = (
-        n("hidden_size"),
-        n("num_attention_heads"),
-        n("num_key_value_heads"),
-        n("intermediate_size"),
-        n("vocab_size"),
-    );
-    let head_dim = config["head_dim"]
-        .as_i64()
-        .map_or(hidden / heads, |d| d as i32);
-    let qk_norm = config["model_type"] == "qwen3" || config["model_type"] == "qwen3_5";
-    // Qwen3.5: every `full_attention_interval`-th layer has attention, the rest a gated delta net.
-    let hybrid = config["model_type"] == "qwen3_5";
-    let interval = config["full_attention_interval"].as_i64().unwrap_or(1) as i32;
+    let s = Shape::of_config(config).expect("a config of an architecture quest runs");
+    let (hidden, ffn, head_dim) = (s.hidden_size, s.intermediate_size, s.head_dim);
     let mut out = vec![
-        ("model.embed_tokens.weight".to_owned(), vec![vocab, hidden]),
+        (
+            "model.embed_tokens.weight".to_owned(),
+            vec![s.vocab_size, hidden],
+        ),
         ("model.norm.weight".into(), vec![hidden]),
     ];
-    if !config["tie_word_embeddings"].as_bool().unwrap_or(true) {
-        out.push(("lm_head.weight".into(), vec![vocab, hidden]));
+    if !s.tie_word_embeddings {
+        out.push(("lm_head.weight".into(), vec![s.vocab_size, hidden]));
     }
-    for i in 0..n("num_hidden_layers") {
+    for i in 0..s.layers {
         let p = format!("model.layers.{i}");
         out.push((format!("{p}.input_layernorm.weight"), vec![hidden]));
         out.push((format!("{p}.post_attention_layernorm.weight"), vec![hidden]));
         out.push((format!("{p}.mlp.gate_proj.weight"), vec![ffn, hidden]));
         out.push((format!("{p}.mlp.up_proj.weight"), vec![ffn, hidden]));
         out.push((format!("{p}.mlp.down_proj.weight"), vec![hidden, ffn]));
-        if hybrid && (i + 1) % interval != 0 {
-            let (key_heads, value_heads) = (n("linear_num_key_heads"), n("linear_num_value_heads"));
-            let value_head_dim = n("linear_value_head_dim");
-            let (key_dim, value_dim) = (
-                key_heads * n("linear_key_head_dim"),
-                value_heads * value_head_dim,
-            );
-            let conv = 2 * key_dim + value_dim;
+        // Qwen3.5: every `full_attention_interval`-th layer has attention, the rest a gated delta net.
+        if let Some(linear) = s.linear_attention.as_ref().filter(|_| s.is_linear_layer(i)) {
+            let (conv, value_dim) = (linear.conv_channels(), linear.value_dim());
+            let value_heads = linear.value_heads;
             let p = format!("{p}.linear_attn");
             out.push((format!("{p}.in_proj_qkv.weight"), vec![conv, hidden]));
             out.push((format!("{p}.in_proj_z.weight"), vec![value_dim, hidden]));
@@ -184,33 +176,24 @@ fn tensor_shapes(config: &Value) -> Vec<(String, Vec<i32>)> {
             // MLX's depthwise conv layout, `[channels, kernel, 1]`.
             out.push((
                 format!("{p}.conv1d.weight"),
-                vec![conv, n("linear_conv_kernel_dim"), 1],
+                vec![conv, linear.conv_kernel, 1],
             ));
             out.push((format!("{p}.A_log"), vec![value_heads]));
             out.push((format!("{p}.dt_bias"), vec![value_heads]));
-            out.push((format!("{p}.norm.weight"), vec![value_head_dim]));
+            out.push((format!("{p}.norm.weight"), vec![linear.value_head_dim]));
             continue;
         }
         // Qwen3.5's q_proj also yields the output gate: twice the query width.
-        let q_out = if hybrid {
-            2 * heads * head_dim
-        } else {
-            heads * head_dim
-        };
+        let gates = if s.attention_output_gate { 2 } else { 1 };
+        let (q_out, kv_out) = (gates * s.heads * head_dim, s.kv_heads * head_dim);
         out.push((format!("{p}.self_attn.q_proj.weight"), vec![q_out, hidden]));
-        out.push((
-            format!("{p}.self_attn.k_proj.weight"),
-            vec![kv * head_dim, hidden],
-        ));
-        out.push((
-            format!("{p}.self_attn.v_proj.weight"),
-            vec![kv * head_dim, hidden],
-        ));
+        out.push((format!("{p}.self_attn.k_proj.weight"), vec![kv_out, hidden]));
+        out.push((format!("{p}.self_attn.v_proj.weight"), vec![kv_out, hidden]));
         out.push((
             format!("{p}.self_attn.o_proj.weight"),
-            vec![hidden, heads * head_dim],
+            vec![hidden, s.heads * head_dim],
         ));
-        if qk_norm {
+        if s.qk_norm {
             out.push((format!("{p}.self_attn.q_norm.weight"), vec![head_dim]));
             out.push((format!("{p}.self_attn.k_norm.weight"), vec![head_dim]));
         }

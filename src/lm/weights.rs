@@ -6,11 +6,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use mlx_rs::ops::indexing::IndexOp;
-use mlx_rs::ops::{dequantize, matmul, quantize, quantized_matmul};
+use mlx_rs::ops::{dequantize, quantize};
 
 use super::Layout;
-use crate::kernels::{Fold, Kernels};
-use crate::lm::Pieces;
 use mlx_rs::{Array, Dtype};
 
 /// MLX's affine quantization parameters, as in `config.json`'s `quantization`.
@@ -145,12 +143,12 @@ impl Weights {
 
     /// What the model built from these weights will hold: quantized as stored when some
     /// matrix stays quantized, else dense in the float dtype.
-    pub fn held(&self) -> crate::lm::Held {
+    pub fn layout(&self) -> Layout {
         let quantized = self.tensors.keys().any(|k| k.ends_with(".scales"));
         if quantized && !self.dense {
-            return crate::lm::Held::AsStored;
+            return Layout::AsStored;
         }
-        crate::lm::Held::Dense(self.float_dtype)
+        Layout::Dense
     }
 
     pub fn source(&self) -> &Path {
@@ -312,7 +310,24 @@ impl Weights {
     }
 }
 
-/// `y = x W^T (+ b)`, dense or 4/8-bit affine quantized.
+/// An RMS norm's parameters (mlx-lm's `nn.RMSNorm`), applied by
+/// [`crate::lm::fast::Fast::rms_norm`].
+pub struct RmsNorm {
+    pub weight: Array,
+    pub eps: f32,
+}
+
+impl RmsNorm {
+    pub fn load(w: &mut Weights, name: &str, eps: f32) -> Result<Self> {
+        Ok(Self {
+            weight: w.take(&format!("{name}.weight"))?,
+            eps,
+        })
+    }
+}
+
+/// A matrix of `y = x Wᵀ (+ b)`, dense or 4/8-bit affine quantized: its parameters, which
+/// [`crate::lm::fast::Fast::linear`] multiplies by.
 pub enum Linear {
     Dense {
         weight_t: Array,
@@ -329,75 +344,6 @@ pub enum Linear {
 }
 
 impl Linear {
-    /// `x · Wᵀ (+ b)`; a 4-bit matrix times one row may go through quest's matvec
-    /// ([`Kernels::project`]).
-    pub fn forward(&self, x: &Array, kernels: &Kernels) -> Result<Array> {
-        self.forward_in(x, kernels, None)
-    }
-
-    /// [`Linear::forward`] in a model with `pieces`: a quantized matrix is multiplied by
-    /// [`Pieces::quantized_matmul`] (a dense one by MLX's matmul, as before).
-    pub fn forward_in(
-        &self,
-        x: &Array,
-        kernels: &Kernels,
-        pieces: Option<&dyn Pieces>,
-    ) -> Result<Array> {
-        let (y, bias) = match self {
-            Linear::Dense { weight_t, bias } => (matmul(x, weight_t)?, bias),
-            Linear::Quantized {
-                weight,
-                scales,
-                biases,
-                bias,
-                group_size,
-                bits,
-            } => (
-                match pieces {
-                    Some(pieces) => {
-                        pieces.quantized_matmul(x, weight, scales, biases, *group_size, *bits)?
-                    }
-                    None => match kernels.project(
-                        x,
-                        weight,
-                        scales,
-                        biases,
-                        *group_size,
-                        *bits,
-                        &Fold::default(),
-                    )? {
-                        Some(y) => y,
-                        None => {
-                            quantized_matmul(x, weight, scales, biases, true, *group_size, *bits)?
-                        }
-                    },
-                },
-                bias,
-            ),
-        };
-        Ok(match bias {
-            Some(b) => y.add(b)?,
-            None => y,
-        })
-    }
-
-    /// `x · Wᵀ` with `fold`'s ops around it, in one kernel of quest's where that applies
-    /// (4-bit, no bias, one row, on CUDA with quest's matvec on); `None` otherwise, for
-    /// the caller to run MLX's ops.
-    pub fn folded(&self, x: &Array, fold: &Fold, kernels: &Kernels) -> Result<Option<Array>> {
-        match self {
-            Linear::Quantized {
-                weight,
-                scales,
-                biases,
-                bias: None,
-                group_size,
-                bits,
-            } => kernels.project(x, weight, scales, biases, *group_size, *bits, fold),
-            _ => Ok(None),
-        }
-    }
-
     /// The `[out, in]` matrix this layer multiplies by, in `dtype` (dequantized when
     /// quantized: what the quantized matmul computes with).
     fn float_matrix(&self, dtype: Dtype) -> Result<Array> {
@@ -421,6 +367,7 @@ impl Linear {
     pub fn requantize(&self, layout: Layout, dtype: Dtype) -> Result<Linear> {
         let bias = self.bias().cloned();
         let linear = match layout {
+            Layout::AsStored => bail!("a model is put back as stored by loading it again"),
             Layout::Dense => {
                 if let Linear::Dense { weight_t, .. } = self {
                     if weight_t.dtype() == dtype {
@@ -513,9 +460,9 @@ impl Embedding {
         Ok(Embedding(self.0.requantize(layout, dtype)?))
     }
 
-    /// `x E^T`: the tied language-model head.
-    pub fn as_linear(&self, x: &Array, kernels: &Kernels) -> Result<Array> {
-        self.0.forward(x, kernels)
+    /// The table as a matrix: `x Eᵀ` is the tied language-model head.
+    pub fn as_linear(&self) -> &Linear {
+        &self.0
     }
 
     pub fn nbytes(&self) -> usize {
@@ -635,27 +582,6 @@ impl Fused {
                     bits,
                 }))
             }
-        }
-    }
-
-    /// Each part's output, in the order given.
-    pub fn forward(&self, x: &Array, kernels: &Kernels) -> Result<Vec<Array>> {
-        self.forward_in(x, kernels, None)
-    }
-
-    /// [`Fused::forward`] in a model with `pieces` ([`Linear::forward_in`]).
-    pub fn forward_in(
-        &self,
-        x: &Array,
-        kernels: &Kernels,
-        pieces: Option<&dyn Pieces>,
-    ) -> Result<Vec<Array>> {
-        match self {
-            Fused::One { linear, .. } => self.split(&linear.forward_in(x, kernels, pieces)?),
-            Fused::Separate(parts) => parts
-                .iter()
-                .map(|p| p.forward_in(x, kernels, pieces))
-                .collect(),
         }
     }
 

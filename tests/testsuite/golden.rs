@@ -42,8 +42,8 @@ fn the_default_layout_is_dense_on_the_cpu() {
         quest::device::Backend::Cpu => "dense-f32",
         _ => "quantized",
     };
-    assert_eq!(model.weights, expected);
-    let (weights, bytes) = quest::lab::Decoded::weights(&model);
+    assert_eq!(model.layout, expected);
+    let (weights, bytes) = quest::lm::Forward::weights(&model);
     assert_eq!(weights, expected);
     assert_eq!(bytes, model.weight_bytes() as u64);
 }
@@ -69,7 +69,7 @@ fn check_smollm2_loaded(layout: Hold, expected_layout: &str, lazy: bool) {
         lm::load_with
     };
     let (model, tokenizer) = load(lm::DEFAULT_MODEL, layout).unwrap();
-    assert_eq!(model.weights, expected_layout);
+    assert_eq!(model.layout, expected_layout);
     if layout == Hold::Dense {
         // 134.5M parameters at 4 bytes: what a decode step reads.
         let mb = model.weight_bytes() as f64 / 1e6;

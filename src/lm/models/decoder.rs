@@ -1,83 +1,54 @@
-//! What every architecture shares around its blocks: the token embedding, the layers in
-//! order (each with its own cache), the final norm and the output head — mlx-lm's
-//! `LlamaModel` / `Qwen3Model` loop. An architecture brings its block ([`Layer`]).
+//! What every architecture shares around its blocks: the token embedding, the blocks in
+//! order (each with its own cache), the final norm and the output head — the loop of
+//! mlx-lm's `LlamaModel` / `Qwen3Model` and its `Model`'s head. An architecture brings
+//! its block ([`Layer`]).
 
-use std::sync::Arc;
+use std::rc::Rc;
 
 use anyhow::{ensure, Context, Result};
 use mlx_rs::{Array, Dtype};
 
-use super::gated_delta::GatedDeltaNet;
-use super::layers::{Attention, DecoderShape, Mlp, RmsNorm};
-use crate::kernels::Kernels;
+use super::Shape;
 use crate::lm::cache::LayerCache;
-use crate::lm::pieces::Pieces;
-use crate::lm::weights::{Embedding, Linear, Weights};
+use crate::lm::fast::Fast;
+use crate::lm::weights::{Embedding, Linear, RmsNorm, Weights};
 use crate::lm::Layout;
 
 /// One block of an architecture: how a token's hidden state flows through it.
 pub trait Layer {
     /// The residual stream `h` (`[B, L, hidden]`) after this block, the block's cache
     /// updated.
-    fn forward(&self, h: &Array, cache: &mut LayerCache, k: &Kernels) -> Result<Array>;
+    fn forward(&self, h: &Array, cache: &mut LayerCache) -> Result<Array>;
     /// The block's cache before the first token: a KV cache or a recurrent state.
     fn empty_cache(&self) -> LayerCache;
     /// Every matrix of the block in `layout` (norms stay float).
     fn requantize(&mut self, layout: Layout, dtype: Dtype) -> Result<()>;
     /// Bytes of parameters a decode step reads in this block.
     fn nbytes(&self) -> usize;
-    /// Every RMS norm of the block, for [`Decode::set_pieces`].
-    fn norms_mut(&mut self) -> Vec<&mut RmsNorm>;
-    /// The block's feed-forward, for [`Decode::set_pieces`].
-    fn mlp_mut(&mut self) -> &mut Mlp;
-    /// The block's attention, where it has one (Qwen3.5's gated-delta blocks do not).
-    fn attention_mut(&mut self) -> Option<&mut Attention>;
-    /// The block's gated delta net, where it has one (Qwen3.5's linear-attention blocks).
-    fn gated_delta_mut(&mut self) -> Option<&mut GatedDeltaNet> {
-        None
-    }
-}
-
-/// A loaded decoder of any architecture, as the model runs it.
-pub trait Decode {
-    /// The logits of `tokens`; with `layers`, each block's output is pushed there too, in
-    /// order (the residual stream after block 0, 1, …), lazily.
-    fn forward(
-        &self,
-        tokens: &Array,
-        cache: &mut [LayerCache],
-        k: &Kernels,
-        layers: Option<&mut Vec<Array>>,
-    ) -> Result<Array>;
-    fn make_cache(&self) -> Vec<LayerCache>;
-    fn requantize(&mut self, layout: Layout, dtype: Dtype) -> Result<()>;
-    fn weight_bytes(&self) -> usize;
-    fn num_layers(&self) -> usize;
-    /// Every RMS norm, SwiGLU, RoPE, attention, gated delta rule and (held quantized)
-    /// projection of the model calls `pieces` from now on.
-    fn set_pieces(&mut self, pieces: Arc<dyn Pieces>);
 }
 
 /// Embeddings, the blocks, the final norm and the language-model head.
-pub struct Decoder<L> {
+pub struct Decoder {
     embed_tokens: Embedding,
-    layers: Vec<L>,
+    layers: Vec<Box<dyn Layer>>,
     norm: RmsNorm,
     lm_head: Option<Linear>,
+    fast: Rc<Fast>,
 }
 
-impl<L: Layer> Decoder<L> {
+impl Decoder {
     /// Builds the decoder from HF/MLX-named weights (`model.layers.N.…`), each block by
     /// `block` from its prefix (`model.layers.N`) and index.
-    pub fn load(
+    pub fn load<L: Layer + 'static>(
         mut w: Weights,
-        shape: &DecoderShape,
+        shape: &Shape,
+        fast: &Rc<Fast>,
         block: impl Fn(&mut Weights, &str, usize) -> Result<L>,
     ) -> Result<Self> {
         let q = shape.quantization;
         let embed_tokens = w.embedding("model.embed_tokens", q)?;
         let layers = (0..shape.layers)
-            .map(|i| block(&mut w, &format!("model.layers.{i}"), i))
+            .map(|i| Ok(Box::new(block(&mut w, &format!("model.layers.{i}"), i)?) as _))
             .collect::<Result<Vec<_>>>()?;
         let norm = RmsNorm::load(&mut w, "model.norm", shape.rms_norm_eps)?;
         let lm_head = if shape.tie_word_embeddings {
@@ -92,27 +63,37 @@ impl<L: Layer> Decoder<L> {
             layers,
             norm,
             lm_head,
+            fast: fast.clone(),
         })
     }
 
-    /// The output head on the final norm's output (the embedding table when tied).
-    fn logits(&self, normed: &Array, k: &Kernels) -> Result<Array> {
-        match &self.lm_head {
-            Some(head) => head.forward(normed, k),
-            None => self.embed_tokens.as_linear(normed, k),
-        }
-    }
-}
-
-impl<L: Layer> Decode for Decoder<L> {
-    /// `tokens` is `[B, L]` int32; returns `[B, L, vocab]` logits, lazily.
-    fn forward(
+    /// `tokens` is `[B, L]` int32; returns `[B, L, vocab]` logits, lazily. With `layers`,
+    /// each block's output is pushed there too, in order (the residual stream after block
+    /// 0, 1, …), lazily.
+    pub fn forward(
         &self,
         tokens: &Array,
         cache: &mut [LayerCache],
-        k: &Kernels,
         mut layers: Option<&mut Vec<Array>>,
     ) -> Result<Array> {
+        self.check_input(tokens, cache)?;
+        let mut h = self.embed_tokens.forward(tokens)?;
+        for (layer, layer_cache) in self.layers.iter().zip(cache.iter_mut()) {
+            h = layer.forward(&h, layer_cache)?;
+            if let Some(layers) = layers.as_deref_mut() {
+                layers.push(h.clone());
+            }
+        }
+        let normed = self.fast.rms_norm(&h, &self.norm)?;
+        // The output head, or the embedding table where the two are tied.
+        let head = self
+            .lm_head
+            .as_ref()
+            .unwrap_or(self.embed_tokens.as_linear());
+        self.fast.linear_without_pieces(&normed, head)
+    }
+
+    fn check_input(&self, tokens: &Array, cache: &[LayerCache]) -> Result<()> {
         ensure!(
             cache.len() == self.layers.len(),
             "the cache has {} layers but the model has {}; make it with lm::make_prompt_cache(&model)",
@@ -134,23 +115,19 @@ impl<L: Layer> Decode for Decoder<L> {
                  with lm::make_prompt_cache(&model) for another batch"
             );
         }
-        let mut h = self.embed_tokens.forward(tokens)?;
-        for (layer, layer_cache) in self.layers.iter().zip(cache.iter_mut()) {
-            h = layer.forward(&h, layer_cache, k)?;
-            if let Some(layers) = layers.as_deref_mut() {
-                layers.push(h.clone());
-            }
-        }
-        self.logits(&self.norm.forward(&h)?, k)
+        Ok(())
     }
 
-    fn make_cache(&self) -> Vec<LayerCache> {
-        self.layers.iter().map(Layer::empty_cache).collect()
+    pub fn make_cache(&self) -> Vec<LayerCache> {
+        self.layers
+            .iter()
+            .map(|layer| layer.empty_cache())
+            .collect()
     }
 
     /// Every matrix in `layout` — the blocks' matrices, the embedding table and the head
     /// (mlx-lm's `quantize` converts the same layers); norms stay float.
-    fn requantize(&mut self, layout: Layout, dtype: Dtype) -> Result<()> {
+    pub fn requantize(&mut self, layout: Layout, dtype: Dtype) -> Result<()> {
         self.embed_tokens = self
             .embed_tokens
             .requantize(layout, dtype)
@@ -167,8 +144,8 @@ impl<L: Layer> Decode for Decoder<L> {
     }
 
     /// Bytes of parameters one decode step reads (each weight once).
-    fn weight_bytes(&self) -> usize {
-        let blocks: usize = self.layers.iter().map(Layer::nbytes).sum();
+    pub fn weight_bytes(&self) -> usize {
+        let blocks: usize = self.layers.iter().map(|layer| layer.nbytes()).sum();
         // The embedding table is only gathered from (one row a token) unless it is also the head.
         let head = match &self.lm_head {
             Some(head) => head.nbytes(),
@@ -177,23 +154,28 @@ impl<L: Layer> Decode for Decoder<L> {
         blocks + self.norm.weight.nbytes() + head
     }
 
-    fn num_layers(&self) -> usize {
+    pub fn num_layers(&self) -> usize {
         self.layers.len()
     }
+}
 
-    fn set_pieces(&mut self, pieces: Arc<dyn Pieces>) {
-        for layer in &mut self.layers {
-            layer.mlp_mut().pieces = Some(pieces.clone());
-            if let Some(attention) = layer.attention_mut() {
-                attention.pieces = Some(pieces.clone());
-            }
-            if let Some(delta) = layer.gated_delta_mut() {
-                delta.pieces = Some(pieces.clone());
-            }
-        }
-        let blocks = self.layers.iter_mut().flat_map(Layer::norms_mut);
-        for norm in blocks.chain([&mut self.norm]) {
-            norm.pieces = Some(pieces.clone());
-        }
-    }
+/// `[B, L, H*D]` → `[B, H, L, D]`. With one position both orders hold the same memory, so
+/// a decode step needs one reshape, not a reshape and a transpose: every op in the graph
+/// costs the host time each step, kernel or not.
+pub fn to_heads(t: &Array, b: i32, l: i32, heads: i32, d: i32) -> Result<Array> {
+    Ok(if l == 1 {
+        t.reshape(&[b, heads, 1, d])?
+    } else {
+        t.reshape(&[b, l, heads, d])?
+            .transpose_axes(&[0, 2, 1, 3])?
+    })
+}
+
+/// `[B, H, L, D]` → `[B, L, H*D]`; again one reshape for one position.
+pub fn from_heads(t: &Array, b: i32, l: i32) -> Result<Array> {
+    Ok(if l == 1 {
+        t.reshape(&[b, 1, -1])?
+    } else {
+        t.transpose_axes(&[0, 2, 1, 3])?.reshape(&[b, l, -1])?
+    })
 }

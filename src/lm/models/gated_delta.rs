@@ -13,7 +13,7 @@
 //! A short causal conv1d over the last few inputs runs first. Both the conv window and `S`
 //! have a fixed size, so this layer's cache does not grow with the text.
 
-use anyhow::{ensure, Result};
+use anyhow::{ensure, Context, Result};
 use mlx_rs::fast::rms_norm;
 use mlx_rs::nn::softplus;
 use mlx_rs::ops::indexing::IndexOp;
@@ -21,36 +21,12 @@ use mlx_rs::ops::{concatenate, conv1d, sigmoid, split_at_indices, zeros_dtype};
 use mlx_rs::{Array, Dtype};
 
 use super::activations::silu;
-use super::gated_delta_ops::recurrence;
-use crate::kernels::Kernels;
+use super::{LinearAttention, Shape};
 use crate::lm::cache::RecurrentCache;
-use crate::lm::weights::{Linear, Quantization, Weights};
-use crate::lm::{Layout, Pieces};
-use std::sync::Arc;
-
-/// Head counts and sizes of a gated delta layer (the `linear_*` keys of the config).
-#[derive(Clone, Debug)]
-pub struct GatedDeltaShape {
-    pub key_heads: i32,
-    pub value_heads: i32,
-    pub key_head_dim: i32,
-    pub value_head_dim: i32,
-    pub conv_kernel: i32,
-    pub rms_norm_eps: f32,
-}
-
-impl GatedDeltaShape {
-    fn key_dim(&self) -> i32 {
-        self.key_heads * self.key_head_dim
-    }
-    fn value_dim(&self) -> i32 {
-        self.value_heads * self.value_head_dim
-    }
-    /// The conv runs over queries, keys and values together.
-    fn conv_channels(&self) -> i32 {
-        2 * self.key_dim() + self.value_dim()
-    }
-}
+use crate::lm::fast::Fast;
+use crate::lm::weights::{Linear, Weights};
+use crate::lm::Layout;
+use std::rc::Rc;
 
 pub struct GatedDeltaNet {
     in_proj_qkv: Linear,
@@ -63,18 +39,17 @@ pub struct GatedDeltaNet {
     dt_bias: Array,
     norm_weight: Array,
     out_proj: Linear,
-    shape: GatedDeltaShape,
-    /// The learner's recurrence, where the model was given pieces ([`Pieces::gated_delta`]).
-    pub pieces: Option<Arc<dyn Pieces>>,
+    shape: LinearAttention,
+    rms_norm_eps: f32,
+    fast: Rc<Fast>,
 }
 
 impl GatedDeltaNet {
-    pub fn load(
-        w: &mut Weights,
-        p: &str,
-        shape: &GatedDeltaShape,
-        q: Option<Quantization>,
-    ) -> Result<Self> {
+    pub fn load(w: &mut Weights, p: &str, model: &Shape, fast: &Rc<Fast>) -> Result<Self> {
+        let (q, shape) = (model.quantization, &model.linear_attention);
+        let shape = shape
+            .clone()
+            .context("a gated delta layer in a model without one")?;
         let conv_weight = w.take(&format!("{p}.conv1d.weight"))?;
         let expected = [shape.conv_channels(), shape.conv_kernel, 1];
         ensure!(
@@ -93,29 +68,22 @@ impl GatedDeltaNet {
             dt_bias: w.take(&format!("{p}.dt_bias"))?,
             norm_weight: w.take(&format!("{p}.norm.weight"))?,
             out_proj: w.linear(&format!("{p}.out_proj"), q)?,
-            shape: shape.clone(),
-            pieces: None,
+            shape,
+            rms_norm_eps: model.rms_norm_eps,
+            fast: fast.clone(),
         })
     }
 
     /// `x`: `[B, L, hidden]`. Continues from (and updates) the conv window and state in `cache`.
-    pub fn forward(
-        &self,
-        x: &Array,
-        cache: &mut RecurrentCache,
-        kernels: &Kernels,
-    ) -> Result<Array> {
+    pub fn forward(&self, x: &Array, cache: &mut RecurrentCache) -> Result<Array> {
         let s = &self.shape;
         let (b, l) = (x.shape()[0], x.shape()[1]);
-        let qkv = self.in_proj_qkv.forward(x, kernels)?;
-        let z = self.in_proj_z.forward(x, kernels)?.reshape(&[
-            b,
-            l,
-            s.value_heads,
-            s.value_head_dim,
-        ])?;
-        let beta = sigmoid(self.in_proj_b.forward(x, kernels)?)?;
-        let a = self.in_proj_a.forward(x, kernels)?;
+        // The pieces reach none of these projections: quest's matvec or MLX's ops.
+        let project = |linear: &Linear| self.fast.linear_without_pieces(x, linear);
+        let qkv = project(&self.in_proj_qkv)?;
+        let z = project(&self.in_proj_z)?.reshape(&[b, l, s.value_heads, s.value_head_dim])?;
+        let beta = sigmoid(project(&self.in_proj_b)?)?;
+        let a = project(&self.in_proj_a)?;
 
         // The conv sees the previous `kernel - 1` inputs first, so steps join up seamlessly.
         let keep = s.conv_kernel - 1;
@@ -153,16 +121,14 @@ impl GatedDeltaNet {
                 Dtype::Float32,
             )?,
         };
-        let (y, state) = match &self.pieces {
-            Some(pieces) => pieces.gated_delta(&q, &k, &v, &g, &beta, state)?,
-            None => recurrence(&q, &k, &v, &g, &beta, state)?,
-        };
+        let (y, state) = self.fast.gated_delta(&q, &k, &v, &g, &beta, state)?;
 
         cache.conv = Some(conv_input.index((.., conv_len - keep.., ..)).contiguous()?);
         cache.state = Some(state);
 
-        let out = gated_rms_norm(&y, &z, &self.norm_weight, s.rms_norm_eps)?;
-        self.out_proj.forward(&out.reshape(&[b, l, -1])?, kernels)
+        let out = gated_rms_norm(&y, &z, &self.norm_weight, self.rms_norm_eps)?;
+        self.fast
+            .linear_without_pieces(&out.reshape(&[b, l, -1])?, &self.out_proj)
     }
 
     /// Puts the five projections in `layout` (the conv kernel and the vectors stay float).

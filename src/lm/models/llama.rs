@@ -1,106 +1,43 @@
-//! `llama` (SmolLM2, Llama 2/3 and friends), as mlx-lm's `models/llama.py`.
-//!
-//! A token flows: embedding → blocks → final norm → head ([`super::decoder`]); each block
-//! is pre-norm attention then a pre-norm SwiGLU feed-forward, each added back to the
-//! residual stream:
+//! `llama` (SmolLM2, Llama 2/3 and friends), as mlx-lm's `models/llama.py`: the config it
+//! reads, its attention, its MLP and its block. The blocks sit in the shared embedding →
+//! blocks → final norm → head ([`super::decoder`]); every norm, RoPE, attention and
+//! projection is computed by [`Fast`] (mlx-lm's `mx.fast`).
 //!
 //! ```text
 //! h = h + self_attn(input_layernorm(h), cache)
 //! h = h + mlp(post_attention_layernorm(h))
 //! ```
 
+use std::rc::Rc;
+
 use anyhow::{bail, ensure, Result};
 use mlx_rs::{Array, Dtype};
 use serde::Deserialize;
 
-use super::decoder::{Decode, Decoder, Layer};
-use super::layers::{Attention, DecoderShape, Mlp, RmsNorm};
-use crate::kernels::Kernels;
+use super::decoder::{from_heads, to_heads, Decoder, Layer};
+use super::{check_rope_scaling, Shape};
+use crate::kernels::HeadsSpec;
 use crate::lm::cache::{KvCache, LayerCache};
-use crate::lm::weights::{Quantization, Weights};
+use crate::lm::fast::{Fast, Rope, Sublayer};
+use crate::lm::pieces::Mask;
+use crate::lm::weights::{Fused, Linear, Quantization, RmsNorm, Weights};
 use crate::lm::Layout;
 
 /// Builds a llama decoder from a `config.json` and its weights.
-pub fn build(config: &serde_json::Value, mut weights: Weights) -> Result<Box<dyn Decode>> {
+pub fn build(config: &serde_json::Value, mut weights: Weights, fast: &Rc<Fast>) -> Result<Decoder> {
     sanitize(&mut weights);
-    let shape = super::read_config::<Config>(config, "llama")?.shape()?;
-    Ok(Box::new(Decoder::load(weights, &shape, |w, p, _| {
-        Block::load(w, p, &shape)
-    })?))
+    let shape = shape(config)?;
+    Decoder::load(weights, &shape, fast, |w, p, _| {
+        Block::load(w, p, &shape, fast)
+    })
 }
 
-/// mlx-lm's `TransformerBlock`.
-pub struct Block {
-    input_layernorm: RmsNorm,
-    self_attn: Attention,
-    post_attention_layernorm: RmsNorm,
-    mlp: Mlp,
+/// The model's shape, as `config.json` says it.
+pub fn shape(config: &serde_json::Value) -> Result<Shape> {
+    super::read_config::<Config>(config, "llama")?.shape()
 }
 
-impl Block {
-    /// The block under `p` (`model.layers.N`); Qwen3 builds the same block, its attention
-    /// with q/k norms (the shape says).
-    pub fn load(w: &mut Weights, p: &str, shape: &DecoderShape) -> Result<Self> {
-        let eps = shape.rms_norm_eps;
-        Ok(Block {
-            input_layernorm: RmsNorm::load(w, &format!("{p}.input_layernorm"), eps)?,
-            self_attn: Attention::load(w, &format!("{p}.self_attn"), shape)?,
-            post_attention_layernorm: RmsNorm::load(
-                w,
-                &format!("{p}.post_attention_layernorm"),
-                eps,
-            )?,
-            mlp: Mlp::load(w, &format!("{p}.mlp"), shape.quantization)?,
-        })
-    }
-}
-
-impl Layer for Block {
-    fn forward(&self, h: &Array, cache: &mut LayerCache, k: &Kernels) -> Result<Array> {
-        let LayerCache::Kv(cache) = cache else {
-            bail!("a layer got the wrong kind of cache; make the caches with lm::make_prompt_cache(&model)");
-        };
-        let h = self
-            .self_attn
-            .residual(h, &self.input_layernorm, cache, k)?;
-        self.mlp.residual(&h, &self.post_attention_layernorm, k)
-    }
-
-    fn empty_cache(&self) -> LayerCache {
-        LayerCache::Kv(KvCache::new())
-    }
-
-    fn requantize(&mut self, layout: Layout, dtype: Dtype) -> Result<()> {
-        self.self_attn.requantize(layout, dtype)?;
-        self.mlp.requantize(layout, dtype)
-    }
-
-    fn nbytes(&self) -> usize {
-        self.self_attn.nbytes()
-            + self.mlp.nbytes()
-            + self.input_layernorm.weight.nbytes()
-            + self.post_attention_layernorm.weight.nbytes()
-    }
-
-    fn mlp_mut(&mut self) -> &mut Mlp {
-        &mut self.mlp
-    }
-
-    fn attention_mut(&mut self) -> Option<&mut Attention> {
-        Some(&mut self.self_attn)
-    }
-
-    fn norms_mut(&mut self) -> Vec<&mut RmsNorm> {
-        let mut norms = vec![
-            &mut self.input_layernorm,
-            &mut self.post_attention_layernorm,
-        ];
-        norms.extend(self.self_attn.norms_mut());
-        norms
-    }
-}
-
-/// The keys of a Hugging Face `config.json` this architecture reads.
+/// The keys of a Hugging Face `config.json` this architecture reads (mlx-lm's `ModelArgs`).
 #[derive(Debug, Deserialize)]
 pub struct Config {
     pub hidden_size: i32,
@@ -129,7 +66,7 @@ fn default_true() -> bool {
 }
 
 impl Config {
-    pub fn shape(&self) -> Result<DecoderShape> {
+    pub fn shape(&self) -> Result<Shape> {
         check_rope_scaling(self.rope_scaling.as_ref())?;
         ensure!(
             self.num_attention_heads > 0,
@@ -138,7 +75,10 @@ impl Config {
         let head_dim = self
             .head_dim
             .unwrap_or(self.hidden_size / self.num_attention_heads);
-        Ok(DecoderShape {
+        Ok(Shape {
+            hidden_size: self.hidden_size,
+            intermediate_size: self.intermediate_size,
+            vocab_size: self.vocab_size,
             layers: self.num_hidden_layers,
             heads: self.num_attention_heads,
             kv_heads: self.num_key_value_heads.unwrap_or(self.num_attention_heads),
@@ -156,27 +96,195 @@ impl Config {
     }
 }
 
-/// Plain RoPE only; scaled variants change the frequencies and would decode wrongly.
-pub fn check_rope_scaling(scaling: Option<&serde_json::Value>) -> Result<()> {
-    let kind = scaling
-        .and_then(|s| s.get("rope_type").or_else(|| s.get("type")))
-        .and_then(|t| t.as_str());
-    match kind {
-        None | Some("default") => Ok(()),
-        Some(other) => {
-            bail!("rope_scaling type `{other}` is not supported by quest yet (plain RoPE only)")
+/// Attention with grouped-query heads, RoPE from the cache's position and a KV cache
+/// (mlx-lm's `Attention`); q/k/v one stacked matmul.
+pub struct Attention {
+    qkv_proj: Fused,
+    o_proj: Linear,
+    heads: i32,
+    kv_heads: i32,
+    head_dim: i32,
+    rope: Rope,
+    fast: Rc<Fast>,
+}
+
+impl Attention {
+    fn load(w: &mut Weights, p: &str, s: &Shape, fast: &Rc<Fast>) -> Result<Self> {
+        let q = s.quantization;
+        let parts = ["q_proj", "k_proj", "v_proj"].map(|name| w.linear(&format!("{p}.{name}"), q));
+        Ok(Self {
+            qkv_proj: Fused::build(parts.into_iter().collect::<Result<_>>()?, !w.lazy)?,
+            o_proj: w.linear(&format!("{p}.o_proj"), q)?,
+            heads: s.heads,
+            kv_heads: s.kv_heads,
+            head_dim: s.head_dim,
+            rope: s.rope(),
+            fast: fast.clone(),
+        })
+    }
+
+    /// `h + o_proj(attention(q, k, v))` of the sublayer's input, the cache extended by its
+    /// keys and values.
+    fn forward(&self, x: &Sublayer, cache: &mut KvCache) -> Result<Array> {
+        let (b, l) = x.batch_and_length();
+        let qkv = self.fast.first_projection(x, &self.qkv_proj)?;
+        // A decode step on CUDA may do all of attention, the cache write too, in one kernel.
+        if let Some(out) = self.fast.attend(&qkv, &self.heads_spec(), cache)? {
+            return self.fast.last_projection(x, &out, &self.o_proj);
         }
+        let [q, k, v] = match self.fast.heads(&qkv, &self.heads_spec(), cache.offset)? {
+            Some(heads) => heads,
+            None => self.heads_by_ops(&qkv.parts()?, b, l, cache.offset)?,
+        };
+        let (keys, values) = cache.update_and_fetch(&k, &v)?;
+        let scale = (self.head_dim as f32).powf(-0.5);
+        // One query attends to everything; a prompt needs the causal mask.
+        let mask = (l > 1).then_some(Mask::Causal);
+        let out = self
+            .fast
+            .scaled_dot_product_attention(&q, &keys, &values, scale, mask)?;
+        self.fast
+            .last_projection(x, &from_heads(&out, b, l)?, &self.o_proj)
+    }
+
+    /// q and k rotated to the cache's position, and v, as `[B, H, L, D]`.
+    fn heads_by_ops(&self, qkv: &[Array], b: i32, l: i32, offset: i32) -> Result<[Array; 3]> {
+        let mut q = to_heads(&qkv[0], b, l, self.heads, self.head_dim)?;
+        let mut k = to_heads(&qkv[1], b, l, self.kv_heads, self.head_dim)?;
+        let v = to_heads(&qkv[2], b, l, self.kv_heads, self.head_dim)?;
+        if b * l > 1 {
+            // q and k are strided views into the fused projection's output. MLX 0.32.2's CUDA
+            // RoPE gets such a view wrong when it spans several positions: against the CPU,
+            // relative error 0.57–0.66 for a prompt's q and k, and at times an illegal memory
+            // access (docs/gpu/2026-12-01-smollm2-rope/probe.txt; a batch of one-position rows
+            // takes the same kernel path). SmolLM2 wrote garbage there. So a contiguous copy
+            // first; one position of one sequence already is one.
+            q = q.contiguous()?;
+            k = k.contiguous()?;
+        }
+        // Positions continue where the cache ends: that is what makes one-token steps work.
+        let q = self.fast.rope(&q, &self.rope, offset)?;
+        let k = self.fast.rope(&k, &self.rope, offset)?;
+        Ok([q, k, v])
+    }
+
+    fn heads_spec(&self) -> HeadsSpec<'_> {
+        HeadsSpec {
+            heads: self.heads,
+            kv_heads: self.kv_heads,
+            head_dim: self.head_dim,
+            rope_dims: self.rope.dims,
+            rope_theta: self.rope.base,
+            rope_traditional: self.rope.traditional,
+            qk_norm: None,
+        }
+    }
+
+    fn requantize(&mut self, layout: Layout, dtype: Dtype) -> Result<()> {
+        self.qkv_proj = self.qkv_proj.requantize(layout, dtype)?;
+        self.o_proj = self.o_proj.requantize(layout, dtype)?;
+        Ok(())
+    }
+
+    fn nbytes(&self) -> usize {
+        self.qkv_proj.nbytes() + self.o_proj.nbytes()
+    }
+}
+
+/// The SwiGLU feed-forward, `down_proj(silu(gate_proj(x)) · up_proj(x))` (mlx-lm's `MLP`);
+/// gate and up one stacked matmul.
+pub struct Mlp {
+    gate_up_proj: Fused,
+    down_proj: Linear,
+    fast: Rc<Fast>,
+}
+
+impl Mlp {
+    fn load(w: &mut Weights, p: &str, s: &Shape, fast: &Rc<Fast>) -> Result<Self> {
+        let q = s.quantization;
+        let parts = ["gate_proj", "up_proj"].map(|name| w.linear(&format!("{p}.{name}"), q));
+        Ok(Self {
+            gate_up_proj: Fused::build(parts.into_iter().collect::<Result<_>>()?, !w.lazy)?,
+            down_proj: w.linear(&format!("{p}.down_proj"), q)?,
+            fast: fast.clone(),
+        })
+    }
+
+    /// `h + mlp(x)` of the sublayer's input.
+    fn forward(&self, x: &Sublayer) -> Result<Array> {
+        let gate_up = self.fast.first_projection(x, &self.gate_up_proj)?;
+        self.fast
+            .swiglu_last_projection(x, &gate_up, &self.down_proj)
+    }
+
+    fn requantize(&mut self, layout: Layout, dtype: Dtype) -> Result<()> {
+        self.gate_up_proj = self.gate_up_proj.requantize(layout, dtype)?;
+        self.down_proj = self.down_proj.requantize(layout, dtype)?;
+        Ok(())
+    }
+
+    fn nbytes(&self) -> usize {
+        self.gate_up_proj.nbytes() + self.down_proj.nbytes()
+    }
+}
+
+/// mlx-lm's `TransformerBlock`: pre-norm attention, then a pre-norm MLP, each added back
+/// to the residual stream.
+pub struct Block {
+    input_layernorm: RmsNorm,
+    self_attn: Attention,
+    post_attention_layernorm: RmsNorm,
+    mlp: Mlp,
+    fast: Rc<Fast>,
+}
+
+impl Block {
+    fn load(w: &mut Weights, p: &str, shape: &Shape, fast: &Rc<Fast>) -> Result<Self> {
+        let eps = shape.rms_norm_eps;
+        Ok(Block {
+            input_layernorm: RmsNorm::load(w, &format!("{p}.input_layernorm"), eps)?,
+            self_attn: Attention::load(w, &format!("{p}.self_attn"), shape, fast)?,
+            post_attention_layernorm: RmsNorm::load(
+                w,
+                &format!("{p}.post_attention_layernorm"),
+                eps,
+            )?,
+            mlp: Mlp::load(w, &format!("{p}.mlp"), shape, fast)?,
+            fast: fast.clone(),
+        })
+    }
+}
+
+impl Layer for Block {
+    fn forward(&self, h: &Array, cache: &mut LayerCache) -> Result<Array> {
+        let LayerCache::Kv(cache) = cache else {
+            bail!("a layer got the wrong kind of cache; make the caches with lm::make_prompt_cache(&model)");
+        };
+        let h = self
+            .self_attn
+            .forward(&self.fast.pre_norm(h, &self.input_layernorm)?, cache)?;
+        self.mlp
+            .forward(&self.fast.pre_norm(&h, &self.post_attention_layernorm)?)
+    }
+
+    fn empty_cache(&self) -> LayerCache {
+        LayerCache::Kv(KvCache::new())
+    }
+
+    fn requantize(&mut self, layout: Layout, dtype: Dtype) -> Result<()> {
+        self.self_attn.requantize(layout, dtype)?;
+        self.mlp.requantize(layout, dtype)
+    }
+
+    fn nbytes(&self) -> usize {
+        self.self_attn.nbytes()
+            + self.mlp.nbytes()
+            + self.input_layernorm.weight.nbytes()
+            + self.post_attention_layernorm.weight.nbytes()
     }
 }
 
 /// Drops tensors mlx-lm also drops: precomputed rotary frequencies are recomputed here.
 pub fn sanitize(weights: &mut Weights) {
-    let rotary: Vec<String> = weights
-        .names()
-        .filter(|n| n.contains("rotary_emb.inv_freq"))
-        .cloned()
-        .collect();
-    for name in rotary {
-        weights.remove(&name);
-    }
+    super::drop_rotary_frequencies(weights);
 }

@@ -1,20 +1,21 @@
 //! One file per architecture, each saying how a token flows through its blocks (as
-//! mlx-lm's `models/*.py`): `llama.rs`, `qwen3.rs`, `qwen3_5.rs`. They are built from the
-//! shared pieces in `layers.rs` (norm, attention, feed-forward) and `gated_delta.rs` (its
-//! recurrence's ops in `gated_delta_ops.rs`), inside the shared embedding → blocks → norm
-//! → head of `decoder.rs`. A new architecture is one file and one entry in
-//! [`ARCHITECTURES`].
+//! mlx-lm's `models/*.py`): `llama.rs`, `qwen3.rs`, `qwen3_5.rs`, each with the config it
+//! reads, its attention, its MLP and its block (Qwen3.5's gated delta net in
+//! `gated_delta.rs`, its recurrence's ops in `gated_delta_ops.rs`). Every norm, RoPE,
+//! attention and projection in them is computed by [`crate::lm::fast::Fast`] (mlx-lm's
+//! `mx.fast`); the blocks sit in the shared embedding → blocks → norm → head of
+//! `decoder.rs`. A new architecture is one file and one entry in [`ARCHITECTURES`].
 
 pub mod activations;
 pub mod decoder;
 pub mod gated_delta;
 pub mod gated_delta_ops;
-pub mod layers;
 pub mod llama;
 pub mod qwen3;
 pub mod qwen3_5;
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
@@ -22,32 +23,134 @@ use mlx_rs::Array;
 
 use crate::kernels::{Kernels, Process};
 use crate::lm::cache::LayerCache;
-use crate::lm::weights::Weights;
+use crate::lm::fast::{Fast, Rope};
+use crate::lm::weights::{Quantization, Weights};
 use crate::lm::Layout;
-use decoder::Decode;
+use decoder::Decoder;
 
-/// An architecture quest runs: the `model_type`s of `config.json` it answers to, and how
-/// it is built from a config and its weights.
+/// An architecture quest runs: the `model_type`s of `config.json` it answers to, the
+/// shape it reads from a config, and how it is built from a config and its weights.
 pub struct Architecture {
     pub model_types: &'static [&'static str],
-    pub build: fn(&serde_json::Value, Weights) -> Result<Box<dyn Decode>>,
+    pub shape: fn(&serde_json::Value) -> Result<Shape>,
+    pub build: fn(&serde_json::Value, Weights, &Rc<Fast>) -> Result<Decoder>,
 }
 
 /// Every architecture quest runs.
 pub const ARCHITECTURES: &[Architecture] = &[
     Architecture {
         model_types: &["llama", "mistral"],
+        shape: llama::shape,
         build: llama::build,
     },
     Architecture {
         model_types: &["qwen3"],
+        shape: qwen3::shape,
         build: qwen3::build,
     },
     Architecture {
         model_types: &["qwen3_5"],
+        shape: qwen3_5::shape,
         build: qwen3_5::build,
     },
 ];
+
+/// The architecture `config["model_type"]` names, and that name.
+fn architecture(config: &serde_json::Value) -> Result<(&'static Architecture, String)> {
+    let model_type = config
+        .get("model_type")
+        .and_then(|t| t.as_str())
+        .context("config has no `model_type`")?
+        .to_owned();
+    let Some(architecture) = ARCHITECTURES
+        .iter()
+        .find(|a| a.model_types.contains(&model_type.as_str()))
+    else {
+        let known: Vec<&str> = ARCHITECTURES.iter().map(|a| a.model_types[0]).collect();
+        bail!(
+            "unknown architecture `{model_type}` (model_type); quest supports {}",
+            known.join(", ")
+        );
+    };
+    Ok((architecture, model_type))
+}
+
+/// A model's shape and constants, read once from its `config.json` by its architecture
+/// (each architecture's `Config` is mlx-lm's `ModelArgs`; this is what the model is built
+/// from, whichever architecture read it).
+#[derive(Clone, Debug)]
+pub struct Shape {
+    pub hidden_size: i32,
+    pub intermediate_size: i32,
+    pub vocab_size: i32,
+    pub layers: usize,
+    pub heads: i32,
+    pub kv_heads: i32,
+    pub head_dim: i32,
+    pub rms_norm_eps: f32,
+    pub rope_theta: f32,
+    pub rope_traditional: bool,
+    pub tie_word_embeddings: bool,
+    /// Qwen3 normalizes queries and keys per head before RoPE.
+    pub qk_norm: bool,
+    /// How many leading dimensions of each head RoPE rotates (Qwen3.5: a quarter).
+    pub rope_dims: i32,
+    /// Qwen3.5: `q_proj` also yields a gate, and the output is scaled by its sigmoid.
+    pub attention_output_gate: bool,
+    /// Qwen3.5: gated delta layers, with full attention only every few layers.
+    pub linear_attention: Option<LinearAttention>,
+    pub quantization: Option<Quantization>,
+}
+
+/// Which layers of a hybrid model are gated delta layers, and their heads (the `linear_*`
+/// keys of the config).
+#[derive(Clone, Debug)]
+pub struct LinearAttention {
+    /// Layer `i` has full attention when `(i + 1) % full_attention_interval == 0`.
+    pub full_attention_interval: usize,
+    pub key_heads: i32,
+    pub value_heads: i32,
+    pub key_head_dim: i32,
+    pub value_head_dim: i32,
+    pub conv_kernel: i32,
+}
+
+impl LinearAttention {
+    pub fn key_dim(&self) -> i32 {
+        self.key_heads * self.key_head_dim
+    }
+    pub fn value_dim(&self) -> i32 {
+        self.value_heads * self.value_head_dim
+    }
+    /// The conv runs over queries, keys and values together.
+    pub fn conv_channels(&self) -> i32 {
+        2 * self.key_dim() + self.value_dim()
+    }
+}
+
+impl Shape {
+    /// The shape `config` describes, read by the architecture its `model_type` names.
+    pub fn of_config(config: &serde_json::Value) -> Result<Shape> {
+        let (architecture, _) = architecture(config)?;
+        (architecture.shape)(config)
+    }
+
+    /// Whether layer `i` is a gated delta (linear-attention) layer.
+    pub fn is_linear_layer(&self, i: usize) -> bool {
+        self.linear_attention
+            .as_ref()
+            .is_some_and(|linear| (i + 1) % linear.full_attention_interval != 0)
+    }
+
+    /// RoPE as the attention layers turn their heads.
+    pub fn rope(&self) -> Rope {
+        Rope {
+            dims: self.rope_dims,
+            traditional: self.rope_traditional,
+            base: self.rope_theta,
+        }
+    }
+}
 
 /// What a config that cannot be read says.
 fn config_error(model_type: &str) -> String {
@@ -62,15 +165,41 @@ pub(crate) fn read_config<T: serde::de::DeserializeOwned>(
     serde_json::from_value(config.clone()).with_context(|| config_error(model_type))
 }
 
+/// Plain RoPE only; scaled variants change the frequencies and would decode wrongly.
+pub fn check_rope_scaling(scaling: Option<&serde_json::Value>) -> Result<()> {
+    let kind = scaling
+        .and_then(|s| s.get("rope_type").or_else(|| s.get("type")))
+        .and_then(|t| t.as_str());
+    match kind {
+        None | Some("default") => Ok(()),
+        Some(other) => {
+            bail!("rope_scaling type `{other}` is not supported by quest yet (plain RoPE only)")
+        }
+    }
+}
+
+/// Drops tensors mlx-lm also drops: precomputed rotary frequencies are recomputed here.
+pub fn drop_rotary_frequencies(weights: &mut Weights) {
+    let rotary: Vec<String> = weights
+        .names()
+        .filter(|n| n.contains("rotary_emb.inv_freq"))
+        .cloned()
+        .collect();
+    for name in rotary {
+        weights.remove(&name);
+    }
+}
+
 /// A loaded language model.
 pub struct Model {
     pub model_type: String,
-    /// How the matrices are held (see [`crate::lm::Hold`]); after
+    /// The layout of its matrices: as loaded ([`crate::lm::Hold`]), or after
     /// [`Model::requantize`], that layout.
-    pub weights: crate::lm::Held,
-    decoder: Box<dyn Decode>,
-    /// Which of quest's CUDA kernels its graphs use (none off CUDA).
-    kernels: Cell<Kernels>,
+    pub layout: Layout,
+    decoder: Decoder,
+    /// Whose code computes each part: the learner's pieces, quest's CUDA kernels (none off
+    /// CUDA) or MLX's ops; shared with every block.
+    fast: Rc<Fast>,
     /// What every forward call fed, in order (see [`Model::fed`]).
     fed: RefCell<Vec<Fed>>,
     /// After [`Model::record_layers`]: each forward call's hidden state after every layer.
@@ -102,27 +231,14 @@ impl Model {
     /// Builds the model named by `config["model_type"]` from its weights, with the kernels
     /// the settings choose for a fresh process ([`Model::set_kernels`] changes them).
     pub fn from_config(config: &serde_json::Value, weights: Weights) -> Result<Self> {
-        let model_type = config
-            .get("model_type")
-            .and_then(|t| t.as_str())
-            .context("config has no `model_type`")?
-            .to_owned();
-        let Some(architecture) = ARCHITECTURES
-            .iter()
-            .find(|a| a.model_types.contains(&model_type.as_str()))
-        else {
-            let known: Vec<&str> = ARCHITECTURES.iter().map(|a| a.model_types[0]).collect();
-            bail!(
-                "unknown architecture `{model_type}` (model_type); quest supports {}",
-                known.join(", ")
-            );
-        };
-        let layout = weights.held();
+        let (architecture, model_type) = architecture(config)?;
+        let layout = weights.layout();
+        let fast = Fast::new(Kernels::for_process(Process::Fresh)?);
         Ok(Self {
             model_type,
-            weights: layout,
-            decoder: (architecture.build)(config, weights)?,
-            kernels: Cell::new(Kernels::for_process(Process::Fresh)?),
+            layout,
+            decoder: (architecture.build)(config, weights, &fast)?,
+            fast,
             fed: RefCell::new(Vec::new()),
             layers: RefCell::new(None),
         })
@@ -130,13 +246,13 @@ impl Model {
 
     /// Which of quest's kernels this model's graphs use.
     pub fn kernels(&self) -> Kernels {
-        self.kernels.get()
+        self.fast.kernels()
     }
 
     /// Runs the graphs built from now on with `kernels` (a benchmark that warms up, or
     /// one kernel against MLX's ops in one run).
     pub fn set_kernels(&self, kernels: Kernels) {
-        self.kernels.set(kernels);
+        self.fast.set_kernels(kernels);
     }
 
     /// `tokens`: `[B, L]` int32 ids, `B` sequences of `L` tokens each. Returns
@@ -148,9 +264,7 @@ impl Model {
         let at = Instant::now();
         let logits = if self.layers.borrow().is_some() {
             let mut outputs = Vec::new();
-            let logits =
-                self.decoder
-                    .forward(tokens, cache, &self.kernels.get(), Some(&mut outputs))?;
+            let logits = self.decoder.forward(tokens, cache, Some(&mut outputs))?;
             // Row 0's last position: the one whose logits a step is judged by.
             let rows = outputs
                 .iter()
@@ -164,8 +278,7 @@ impl Model {
             }
             logits
         } else {
-            self.decoder
-                .forward(tokens, cache, &self.kernels.get(), None)?
+            self.decoder.forward(tokens, cache, None)?
         };
         let shape = tokens.shape();
         self.fed.borrow_mut().push(Fed {
@@ -232,11 +345,15 @@ impl Model {
     /// model.requantize(lm::Layout::q4(64)?)?;
     /// ```
     pub fn requantize(&mut self, layout: Layout) -> Result<()> {
+        anyhow::ensure!(
+            layout != Layout::AsStored,
+            "a model is put back as its file stored it by loading it again"
+        );
         let dtype = crate::device::Backend::detect().float_dtype();
         self.decoder
             .requantize(layout, dtype)
             .with_context(|| format!("requantizing the model to {layout}"))?;
-        self.weights = crate::lm::Held::Requantized(layout);
+        self.layout = layout;
         Ok(())
     }
 
@@ -247,10 +364,10 @@ impl Model {
     /// When quest asks for its own pieces on its line ([`crate::line::quest_pieces`];
     /// `QUEST_PIECES=quest` run by hand) it keeps them: the baseline quest measures a
     /// learner's piece against, in the learner's own binary.
-    pub fn with_pieces(mut self, pieces: impl crate::lm::Pieces + 'static) -> Self {
+    pub fn with_pieces(self, pieces: impl crate::lm::Pieces + 'static) -> Self {
         // Either way MLX's ops run where quest's CUDA kernels would: the baseline is the
         // same process but for the pieces, what a lesson measures against.
-        self.kernels.set(Kernels::FOR_PIECES);
+        self.fast.set_kernels(Kernels::FOR_PIECES);
         if crate::line::quest_pieces() {
             return self;
         }
@@ -258,8 +375,8 @@ impl Model {
         // the learner's piece against MLX's own op, in this process, before any decode.
         crate::lm::piece_check::when_asked(&pieces);
         // Every call into the learner's pieces is counted on its way in, by quest's code.
-        let counted = crate::lm::pieces::Counted(Box::new(pieces));
-        self.decoder.set_pieces(std::sync::Arc::new(counted));
+        self.fast
+            .set_pieces(crate::lm::pieces::Counted(Box::new(pieces)));
         self
     }
 
@@ -312,25 +429,16 @@ mod tests {
             let model = random::model(&config, 7).unwrap();
             let (plain, folded) = (Kernels::NONE, Kernels::NONE.folding());
             let (mut plain_cache, mut folded_cache) = (model.make_cache(), model.make_cache());
-            let prompt = tokens_array(&[1, 2, 3, 4, 5]);
-            model
-                .decoder
-                .forward(&prompt, &mut plain_cache, &plain, None)
-                .unwrap();
-            model
-                .decoder
-                .forward(&prompt, &mut folded_cache, &folded, None)
-                .unwrap();
+            // Each graph is built with its kernels, then the model is switched.
+            let forward = |kernels, input: &[u32], cache: &mut Vec<_>| {
+                model.set_kernels(kernels);
+                model.forward(&tokens_array(input), cache).unwrap()
+            };
+            forward(plain, &[1, 2, 3, 4, 5], &mut plain_cache);
+            forward(folded, &[1, 2, 3, 4, 5], &mut folded_cache);
             for token in [7u32, 9, 11] {
-                let input = tokens_array(&[token]);
-                let a = model
-                    .decoder
-                    .forward(&input, &mut plain_cache, &plain, None)
-                    .unwrap();
-                let b = model
-                    .decoder
-                    .forward(&input, &mut folded_cache, &folded, None)
-                    .unwrap();
+                let a = forward(plain, &[token], &mut plain_cache);
+                let b = forward(folded, &[token], &mut folded_cache);
                 let diff = abs(subtract(&a, &b).unwrap())
                     .unwrap()
                     .max(None)

@@ -14,29 +14,166 @@
 //! `text_config`, and the weights under `model.language_model` (HF) or
 //! `language_model.model` (MLX). The vision tower is dropped.
 
+use std::rc::Rc;
+
 use anyhow::{bail, ensure, Context, Result};
+use mlx_rs::ops::sigmoid;
 use mlx_rs::{Array, Dtype};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::decoder::{Decode, Decoder, Layer};
-use super::gated_delta::{GatedDeltaNet, GatedDeltaShape};
-use super::layers::{Attention, DecoderShape, LinearAttention, Mlp, RmsNorm};
-use super::llama::check_rope_scaling;
-use crate::kernels::Kernels;
+use super::decoder::{from_heads, to_heads, Decoder, Layer};
+use super::gated_delta::GatedDeltaNet;
+use super::{check_rope_scaling, LinearAttention, Shape};
 use crate::lm::cache::{KvCache, LayerCache, RecurrentCache};
-use crate::lm::weights::{Quantization, Weights};
+use crate::lm::fast::{Fast, Rope, Sublayer};
+use crate::lm::pieces::Mask;
+use crate::lm::weights::{Fused, Linear, Quantization, RmsNorm, Weights};
 use crate::lm::Layout;
 
 /// Builds a Qwen3.5 decoder from a `config.json` and its weights.
-pub fn build(config: &Value, mut weights: Weights) -> Result<Box<dyn Decode>> {
+pub fn build(config: &Value, mut weights: Weights, fast: &Rc<Fast>) -> Result<Decoder> {
     sanitize(&mut weights).context("renaming the Qwen3.5 weights")?;
-    let shape = Config::read(config)
+    let shape = shape(config)?;
+    Decoder::load(weights, &shape, fast, |w, p, i| {
+        Block::load(w, p, i, &shape, fast)
+    })
+}
+
+/// The model's shape, as `config.json` says it.
+pub fn shape(config: &Value) -> Result<Shape> {
+    Config::read(config)
         .with_context(|| super::config_error("qwen3_5"))?
-        .shape()?;
-    Ok(Box::new(Decoder::load(weights, &shape, |w, p, i| {
-        Block::load(w, p, i, &shape)
-    })?))
+        .shape()
+}
+
+/// Full attention (mlx-lm's `Qwen3NextAttention`): grouped-query heads with per-head q/k
+/// norms, RoPE on the first `rope.dims` channels of each head, a KV cache, and a sigmoid
+/// gate on the output that `q_proj` yields beside the queries.
+pub struct Attention {
+    qkv_proj: Fused,
+    o_proj: Linear,
+    q_norm: RmsNorm,
+    k_norm: RmsNorm,
+    heads: i32,
+    kv_heads: i32,
+    head_dim: i32,
+    rope: Rope,
+    fast: Rc<Fast>,
+}
+
+impl Attention {
+    fn load(w: &mut Weights, p: &str, s: &Shape, fast: &Rc<Fast>) -> Result<Self> {
+        let q = s.quantization;
+        let q_norm = RmsNorm::load(w, &format!("{p}.q_norm"), s.rms_norm_eps)?;
+        let k_norm = RmsNorm::load(w, &format!("{p}.k_norm"), s.rms_norm_eps)?;
+        let parts = ["q_proj", "k_proj", "v_proj"].map(|name| w.linear(&format!("{p}.{name}"), q));
+        Ok(Self {
+            qkv_proj: Fused::build(parts.into_iter().collect::<Result<_>>()?, !w.lazy)?,
+            o_proj: w.linear(&format!("{p}.o_proj"), q)?,
+            q_norm,
+            k_norm,
+            heads: s.heads,
+            kv_heads: s.kv_heads,
+            head_dim: s.head_dim,
+            rope: s.rope(),
+            fast: fast.clone(),
+        })
+    }
+
+    /// `h + o_proj(attention(q, k, v) · sigmoid(gate))` of the sublayer's input, the cache
+    /// extended by its keys and values. quest's decode kernels take no output gate (they
+    /// decline a `q_proj` twice as wide), so MLX's ops make the heads.
+    fn forward(&self, x: &Sublayer, cache: &mut KvCache) -> Result<Array> {
+        let (b, l) = x.batch_and_length();
+        let qkv = self.fast.first_projection(x, &self.qkv_proj)?;
+        let (q, k, v, gate) = self.heads_by_ops(&qkv.parts()?, b, l, cache.offset)?;
+        let (keys, values) = cache.update_and_fetch(&k, &v)?;
+        let scale = (self.head_dim as f32).powf(-0.5);
+        // One query attends to everything; a prompt needs the causal mask.
+        let mask = (l > 1).then_some(Mask::Causal);
+        let out = self
+            .fast
+            .scaled_dot_product_attention(&q, &keys, &values, scale, mask)?;
+        let out = from_heads(&out, b, l)?.multiply(sigmoid(&gate)?)?;
+        self.fast.last_projection(x, &out, &self.o_proj)
+    }
+
+    /// q and k normed per head and rotated to the cache's position, v, as `[B, H, L, D]`,
+    /// and the output gate `[B, L, H*D]`.
+    fn heads_by_ops(
+        &self,
+        qkv: &[Array],
+        b: i32,
+        l: i32,
+        offset: i32,
+    ) -> Result<(Array, Array, Array, Array)> {
+        let d = self.head_dim;
+        // Per head: the first head_dim channels are the query, the next head_dim the gate.
+        let both = qkv[0].reshape(&[b, l, self.heads, 2 * d])?;
+        let halves = both.split_equal(2, -1)?;
+        let q = halves[0].transpose_axes(&[0, 2, 1, 3])?;
+        let gate = halves[1].reshape(&[b, l, -1])?;
+        let k = to_heads(&qkv[1], b, l, self.kv_heads, d)?;
+        let v = to_heads(&qkv[2], b, l, self.kv_heads, d)?;
+        // Per head, over head_dim: the same in either order of the axes.
+        let q = self.fast.rms_norm(&q, &self.q_norm)?;
+        let k = self.fast.rms_norm(&k, &self.k_norm)?;
+        // Positions continue where the cache ends: that is what makes one-token steps work.
+        let q = self.fast.rope(&q, &self.rope, offset)?;
+        let k = self.fast.rope(&k, &self.rope, offset)?;
+        Ok((q, k, v, gate))
+    }
+
+    fn requantize(&mut self, layout: Layout, dtype: Dtype) -> Result<()> {
+        self.qkv_proj = self.qkv_proj.requantize(layout, dtype)?;
+        self.o_proj = self.o_proj.requantize(layout, dtype)?;
+        Ok(())
+    }
+
+    fn nbytes(&self) -> usize {
+        self.qkv_proj.nbytes()
+            + self.o_proj.nbytes()
+            + self.q_norm.weight.nbytes()
+            + self.k_norm.weight.nbytes()
+    }
+}
+
+/// The SwiGLU feed-forward, `down_proj(silu(gate_proj(x)) · up_proj(x))` (mlx-lm's `MLP`);
+/// gate and up one stacked matmul.
+pub struct Mlp {
+    gate_up_proj: Fused,
+    down_proj: Linear,
+    fast: Rc<Fast>,
+}
+
+impl Mlp {
+    fn load(w: &mut Weights, p: &str, s: &Shape, fast: &Rc<Fast>) -> Result<Self> {
+        let q = s.quantization;
+        let parts = ["gate_proj", "up_proj"].map(|name| w.linear(&format!("{p}.{name}"), q));
+        Ok(Self {
+            gate_up_proj: Fused::build(parts.into_iter().collect::<Result<_>>()?, !w.lazy)?,
+            down_proj: w.linear(&format!("{p}.down_proj"), q)?,
+            fast: fast.clone(),
+        })
+    }
+
+    /// `h + mlp(x)` of the sublayer's input.
+    fn forward(&self, x: &Sublayer) -> Result<Array> {
+        let gate_up = self.fast.first_projection(x, &self.gate_up_proj)?;
+        self.fast
+            .swiglu_last_projection(x, &gate_up, &self.down_proj)
+    }
+
+    fn requantize(&mut self, layout: Layout, dtype: Dtype) -> Result<()> {
+        self.gate_up_proj = self.gate_up_proj.requantize(layout, dtype)?;
+        self.down_proj = self.down_proj.requantize(layout, dtype)?;
+        Ok(())
+    }
+
+    fn nbytes(&self) -> usize {
+        self.gate_up_proj.nbytes() + self.down_proj.nbytes()
+    }
 }
 
 /// What mixes information across positions in a block.
@@ -51,19 +188,21 @@ pub struct Block {
     mixer: Mixer,
     post_attention_layernorm: RmsNorm,
     mlp: Mlp,
+    fast: Rc<Fast>,
 }
 
 impl Block {
-    fn load(w: &mut Weights, p: &str, i: usize, shape: &DecoderShape) -> Result<Self> {
-        let (eps, q) = (shape.rms_norm_eps, shape.quantization);
-        let mixer = match shape.linear_layer(i) {
-            Some(delta) => Mixer::GatedDelta(GatedDeltaNet::load(
+    fn load(w: &mut Weights, p: &str, i: usize, shape: &Shape, fast: &Rc<Fast>) -> Result<Self> {
+        let eps = shape.rms_norm_eps;
+        let mixer = if shape.is_linear_layer(i) {
+            Mixer::GatedDelta(GatedDeltaNet::load(
                 w,
                 &format!("{p}.linear_attn"),
-                delta,
-                q,
-            )?),
-            None => Mixer::Attention(Attention::load(w, &format!("{p}.self_attn"), shape)?),
+                shape,
+                fast,
+            )?)
+        } else {
+            Mixer::Attention(Attention::load(w, &format!("{p}.self_attn"), shape, fast)?)
         };
         Ok(Block {
             input_layernorm: RmsNorm::load(w, &format!("{p}.input_layernorm"), eps)?,
@@ -73,22 +212,26 @@ impl Block {
                 &format!("{p}.post_attention_layernorm"),
                 eps,
             )?,
-            mlp: Mlp::load(w, &format!("{p}.mlp"), q)?,
+            mlp: Mlp::load(w, &format!("{p}.mlp"), shape, fast)?,
+            fast: fast.clone(),
         })
     }
 }
 
 impl Layer for Block {
-    fn forward(&self, h: &Array, cache: &mut LayerCache, k: &Kernels) -> Result<Array> {
-        let norm = &self.input_layernorm;
+    fn forward(&self, h: &Array, cache: &mut LayerCache) -> Result<Array> {
         let h = match (&self.mixer, cache) {
-            (Mixer::Attention(attn), LayerCache::Kv(kv)) => attn.residual(h, norm, kv, k)?,
+            (Mixer::Attention(attn), LayerCache::Kv(kv)) => {
+                attn.forward(&self.fast.pre_norm(h, &self.input_layernorm)?, kv)?
+            }
             (Mixer::GatedDelta(delta), LayerCache::Recurrent(state)) => {
-                h.add(delta.forward(&norm.forward(h)?, state, k)?)?
+                let normed = self.fast.rms_norm(h, &self.input_layernorm)?;
+                h.add(delta.forward(&normed, state)?)?
             }
             _ => bail!("a layer got the wrong kind of cache; make the caches with lm::make_prompt_cache(&model)"),
         };
-        self.mlp.residual(&h, &self.post_attention_layernorm, k)
+        self.mlp
+            .forward(&self.fast.pre_norm(&h, &self.post_attention_layernorm)?)
     }
 
     fn empty_cache(&self) -> LayerCache {
@@ -115,35 +258,6 @@ impl Layer for Block {
             + self.mlp.nbytes()
             + self.input_layernorm.weight.nbytes()
             + self.post_attention_layernorm.weight.nbytes()
-    }
-
-    fn mlp_mut(&mut self) -> &mut Mlp {
-        &mut self.mlp
-    }
-
-    fn attention_mut(&mut self) -> Option<&mut Attention> {
-        match &mut self.mixer {
-            Mixer::Attention(attn) => Some(attn),
-            _ => None,
-        }
-    }
-
-    fn gated_delta_mut(&mut self) -> Option<&mut GatedDeltaNet> {
-        match &mut self.mixer {
-            Mixer::GatedDelta(delta) => Some(delta),
-            _ => None,
-        }
-    }
-
-    fn norms_mut(&mut self) -> Vec<&mut RmsNorm> {
-        let mut norms = vec![
-            &mut self.input_layernorm,
-            &mut self.post_attention_layernorm,
-        ];
-        if let Mixer::Attention(attn) = &mut self.mixer {
-            norms.extend(attn.norms_mut());
-        }
-        norms
     }
 }
 
@@ -209,7 +323,7 @@ impl Config {
         Ok(parsed)
     }
 
-    pub fn shape(&self) -> Result<DecoderShape> {
+    pub fn shape(&self) -> Result<Shape> {
         ensure!(
             self.num_experts == 0,
             "this is a mixture-of-experts Qwen3.5 ({} experts); quest runs the dense ones only",
@@ -262,7 +376,10 @@ impl Config {
             "partial_rotary_factor {partial} of head_dim {head_dim} gives {rope_dims} rotary dimensions; \
              they must be even and between 2 and head_dim"
         );
-        Ok(DecoderShape {
+        Ok(Shape {
+            hidden_size: self.hidden_size,
+            intermediate_size: self.intermediate_size,
+            vocab_size: self.vocab_size,
             layers: self.num_hidden_layers,
             heads: self.num_attention_heads,
             kv_heads: self.num_key_value_heads,
@@ -276,14 +393,11 @@ impl Config {
             attention_output_gate: true,
             linear_attention: Some(LinearAttention {
                 full_attention_interval: self.full_attention_interval,
-                shape: GatedDeltaShape {
-                    key_heads: self.linear_num_key_heads,
-                    value_heads: self.linear_num_value_heads,
-                    key_head_dim: self.linear_key_head_dim,
-                    value_head_dim: self.linear_value_head_dim,
-                    conv_kernel: self.linear_conv_kernel_dim,
-                    rms_norm_eps: self.rms_norm_eps,
-                },
+                key_heads: self.linear_num_key_heads,
+                value_heads: self.linear_num_value_heads,
+                key_head_dim: self.linear_key_head_dim,
+                value_head_dim: self.linear_value_head_dim,
+                conv_kernel: self.linear_conv_kernel_dim,
             }),
             quantization: self.quantization,
         })

@@ -1,0 +1,442 @@
+//! `lm::fast`: what mlx-lm's model files reach through `mx.fast` — `rms_norm`, `rope`,
+//! `scaled_dot_product_attention` — and the other parts a learner may write (SwiGLU, the
+//! gated delta rule, a quantized matrix's product). The one place that decides, per call,
+//! whose code computes a part of the model: the learner's ([`Pieces`], counted on the way
+//! in), quest's CUDA kernels ([`crate::kernels`], CUDA builds only), or MLX's ops.
+//!
+//! A model holds one [`Fast`], built at load and shared by its blocks (an `Rc`: a model
+//! and its graphs stay on the thread of its stream), so a block calls
+//! `self.fast.rms_norm(h, &self.input_layernorm)` as mlx-lm's calls
+//! `mx.fast.rms_norm(h, w, eps)`, and no signature carries the kernels or the pieces.
+//!
+//! Each of quest's kernels is asked at one point below, named with the pieces its code
+//! takes the place of ([`Fast::quest_kernels`]): the one decision per kernel.
+
+use std::cell::{Cell, Ref, RefCell};
+use std::rc::Rc;
+
+use anyhow::Result;
+use mlx_rs::fast::ScaledDotProductAttentionMask;
+use mlx_rs::ops::quantized_matmul;
+use mlx_rs::Array;
+
+use super::cache::KvCache;
+use super::models::activations;
+use super::models::gated_delta_ops;
+use super::pieces::{Counted, Mask, Piece, Pieces};
+use super::weights::{Fused, Linear, RmsNorm};
+use crate::kernels::{Fold, HeadsSpec, Kernels};
+
+/// Which parts of a model the learner's pieces compute, and which of quest's kernels its
+/// graphs use: asked by every block of one model.
+pub struct Fast {
+    kernels: Cell<Kernels>,
+    /// The learner's pieces, counted ([`crate::lm::Model::with_pieces`]); `None`: quest's
+    /// own code, MLX's fused ops called directly, the path every model takes by default.
+    pieces: RefCell<Option<Counted>>,
+}
+
+/// RoPE's constants for one attention (mlx-lm's `nn.RoPE(dims, traditional, base)`).
+#[derive(Clone, Copy, Debug)]
+pub struct Rope {
+    /// How many leading channels of each head turn (Qwen3.5: a quarter).
+    pub dims: i32,
+    pub traditional: bool,
+    pub base: f32,
+}
+
+impl Fast {
+    /// The handle a model's blocks share, with `kernels` and no pieces. Only quest makes
+    /// one: a learner's code reaches a model's parts through its pieces, not this.
+    pub(crate) fn new(kernels: Kernels) -> Rc<Fast> {
+        Rc::new(Fast {
+            kernels: Cell::new(kernels),
+            pieces: RefCell::new(None),
+        })
+    }
+
+    /// Which of quest's kernels the graphs built from now on use.
+    pub fn kernels(&self) -> Kernels {
+        self.kernels.get()
+    }
+
+    pub fn set_kernels(&self, kernels: Kernels) {
+        self.kernels.set(kernels);
+    }
+
+    /// Every part the seam reaches calls `pieces` from now on.
+    pub(crate) fn set_pieces(&self, pieces: Counted) {
+        self.pieces.replace(Some(pieces));
+    }
+
+    /// The learner's pieces where they compute `piece`: the one decision, per piece,
+    /// between the learner's code and quest's. Today every piece of a model given pieces
+    /// goes through them (a method the learner did not write runs quest's default there,
+    /// counted as quest's own).
+    fn learners(&self, _piece: Piece) -> Option<Ref<'_, Counted>> {
+        Ref::filter_map(self.pieces.borrow(), Option::as_ref).ok()
+    }
+
+    /// quest's kernels for a call whose kernel code would take the place of `replaced`:
+    /// the one decision, per kernel. Today a model with pieces runs none of them
+    /// (`Kernels::FOR_PIECES`, set by `Model::with_pieces`), so `replaced` is not read yet.
+    /// To keep quest's kernels for the parts a learner did not write: `with_pieces` keeps
+    /// the model's kernels and says which pieces are the learner's, [`Fast::learners`]
+    /// answers only for those, and this answers `Kernels::FOR_PIECES` where one of
+    /// `replaced` is.
+    fn quest_kernels(&self, _replaced: &[Piece]) -> Kernels {
+        self.kernels.get()
+    }
+
+    /// `x / rms(x) · weight` over the last axis (mlx-lm's `nn.RMSNorm`): the learner's
+    /// [`Pieces::rms_norm`], else MLX's fused `fast::rms_norm`.
+    pub fn rms_norm(&self, x: &Array, norm: &RmsNorm) -> Result<Array> {
+        match self.learners(Piece::RmsNorm) {
+            Some(pieces) => pieces.rms_norm(x, &norm.weight, norm.eps),
+            None => Ok(mlx_rs::fast::rms_norm(x, Some(&norm.weight), norm.eps)?),
+        }
+    }
+
+    /// `x` (`[B, heads, L, head_dim]`) rotated to positions `offset..offset + L`: the
+    /// learner's [`Pieces::rope`], else MLX's fused `fast::rope`.
+    pub fn rope(&self, x: &Array, rope: &Rope, offset: i32) -> Result<Array> {
+        match self.learners(Piece::Rope) {
+            Some(pieces) => pieces.rope(x, rope.dims, rope.traditional, rope.base, offset),
+            None => Ok(mlx_rs::fast::rope(
+                x,
+                rope.dims,
+                rope.traditional,
+                rope.base,
+                1.0,
+                offset,
+                None,
+            )?),
+        }
+    }
+
+    /// `softmax(q·kᵀ·scale + mask) · v` per head, grouped-query: the learner's
+    /// [`Pieces::attention`], else MLX's fused `fast::scaled_dot_product_attention`.
+    pub fn scaled_dot_product_attention(
+        &self,
+        queries: &Array,
+        keys: &Array,
+        values: &Array,
+        scale: f32,
+        mask: Option<Mask>,
+    ) -> Result<Array> {
+        if let Some(pieces) = self.learners(Piece::Attention) {
+            return pieces.attention(queries, keys, values, scale, mask);
+        }
+        let mask = mask.map(|Mask::Causal| ScaledDotProductAttentionMask::Causal);
+        Ok(mlx_rs::fast::scaled_dot_product_attention(
+            queries, keys, values, scale, mask, None,
+        )?)
+    }
+
+    /// `silu(gate) · up`: the learner's [`Pieces::swiglu`], else quest's compiled gate.
+    pub fn swiglu(&self, gate: &Array, up: &Array) -> Result<Array> {
+        match self.learners(Piece::Swiglu) {
+            Some(pieces) => pieces.swiglu(gate, up),
+            None => Ok(activations::swiglu(gate, up)?),
+        }
+    }
+
+    /// Qwen3.5's gated delta rule over `L` tokens (see [`Pieces::gated_delta`]): the
+    /// learner's, else quest's, MLX's ops in mlx-lm's order.
+    pub fn gated_delta(
+        &self,
+        queries: &Array,
+        keys: &Array,
+        values: &Array,
+        g: &Array,
+        beta: &Array,
+        state: Array,
+    ) -> Result<(Array, Array)> {
+        match self.learners(Piece::GatedDelta) {
+            Some(pieces) => pieces.gated_delta(queries, keys, values, g, beta, state),
+            None => gated_delta_ops::recurrence(queries, keys, values, g, beta, state),
+        }
+    }
+
+    /// `x · Wᵀ (+ b)` for a projection of a block's attention or MLP: a quantized matrix
+    /// by the learner's [`Pieces::quantized_matmul`] where the model has pieces, else
+    /// [`Fast::linear_without_pieces`].
+    pub fn linear(&self, x: &Array, linear: &Linear) -> Result<Array> {
+        let Some(pieces) = self.learners(Piece::QuantizedMatmul) else {
+            return self.linear_without_pieces(x, linear);
+        };
+        let (y, bias) = match linear {
+            Linear::Dense { weight_t, bias } => (mlx_rs::ops::matmul(x, weight_t)?, bias),
+            Linear::Quantized {
+                weight,
+                scales,
+                biases,
+                bias,
+                group_size,
+                bits,
+            } => (
+                pieces.quantized_matmul(x, weight, scales, biases, *group_size, *bits)?,
+                bias,
+            ),
+        };
+        add_bias(y, bias.as_ref())
+    }
+
+    /// `x · Wᵀ (+ b)` for a matrix the pieces never reach (the output head, Qwen3.5's
+    /// gated-delta projections): a 4-bit matrix times one row in quest's matvec where it
+    /// runs, else MLX's matmul or quantized matmul.
+    pub fn linear_without_pieces(&self, x: &Array, linear: &Linear) -> Result<Array> {
+        let (y, bias) = match linear {
+            Linear::Dense { weight_t, bias } => (mlx_rs::ops::matmul(x, weight_t)?, bias),
+            Linear::Quantized {
+                weight,
+                scales,
+                biases,
+                bias,
+                group_size,
+                bits,
+            } => {
+                let kernels = self.quest_kernels(&[Piece::QuantizedMatmul]);
+                let by_kernel = kernels.project(
+                    x,
+                    weight,
+                    scales,
+                    biases,
+                    *group_size,
+                    *bits,
+                    &Fold::default(),
+                )?;
+                let y = match by_kernel {
+                    Some(y) => y,
+                    None => quantized_matmul(x, weight, scales, biases, true, *group_size, *bits)?,
+                };
+                (y, bias)
+            }
+        };
+        add_bias(y, bias.as_ref())
+    }
+
+    /// `x` through `linear` with `fold`'s ops around it: one kernel of quest's where it
+    /// applies (4-bit, no bias, one row, quest's matvec on), else the same ops one by
+    /// one — SwiGLU of `[gate | up]`, the norm, the product, the residual add.
+    fn linear_folded(&self, x: &Array, linear: &Linear, fold: &Fold) -> Result<Array> {
+        use Piece::{QuantizedMatmul, RmsNorm as Norm, Swiglu};
+        let replaced: &[Piece] = match (fold.norm.is_some(), fold.swiglu) {
+            (false, false) => &[QuantizedMatmul],
+            (true, false) => &[QuantizedMatmul, Norm],
+            (false, true) => &[QuantizedMatmul, Swiglu],
+            (true, true) => &[QuantizedMatmul, Norm, Swiglu],
+        };
+        if let Linear::Quantized {
+            weight,
+            scales,
+            biases,
+            bias: None,
+            group_size,
+            bits,
+        } = linear
+        {
+            let kernels = self.quest_kernels(replaced);
+            if let Some(y) = kernels.project(x, weight, scales, biases, *group_size, *bits, fold)? {
+                return Ok(y);
+            }
+        }
+        let mut x = x.clone();
+        if fold.swiglu {
+            let halves = x.split_equal(2, -1)?;
+            x = self.swiglu(&halves[0], &halves[1])?;
+        }
+        if let Some((weight, eps)) = fold.norm {
+            let norm = RmsNorm {
+                weight: weight.clone(),
+                eps,
+            };
+            x = self.rms_norm(&x, &norm)?;
+        }
+        let y = self.linear(&x, linear)?;
+        Ok(match fold.residual {
+            Some(r) => r.add(&y)?,
+            None => y,
+        })
+    }
+
+    /// Each part's output of linear layers that read the same input, in the order given.
+    pub fn fused(&self, x: &Array, fused: &Fused) -> Result<Vec<Array>> {
+        match fused {
+            Fused::One { linear, .. } => fused.split(&self.linear(x, linear)?),
+            Fused::Separate(parts) => parts.iter().map(|p| self.linear(x, p)).collect(),
+        }
+    }
+
+    /// The input of a residual sublayer, `h + f(norm(h))`: `h` read through `norm`. In a
+    /// decode step where quest's matvec runs, the norm is left to the sublayer's first
+    /// projection and the add to its last, one kernel each ([`Fast::first_projection`],
+    /// [`Fast::last_projection`]); anywhere else it is normed here.
+    pub fn pre_norm<'a>(&self, h: &'a Array, norm: &'a RmsNorm) -> Result<Sublayer<'a>> {
+        let kernels = self.quest_kernels(&[Piece::RmsNorm, Piece::QuantizedMatmul]);
+        let folded = h.shape().get(1) == Some(&1) && kernels.folds();
+        Ok(Sublayer {
+            stream: h,
+            norm,
+            normed: if folded {
+                None
+            } else {
+                Some(self.rms_norm(h, norm)?)
+            },
+        })
+    }
+
+    /// The sublayer's first projection (q/k/v, or gate/up), stacked: the norm folded in
+    /// where [`Fast::pre_norm`] left it.
+    pub fn first_projection<'f>(&self, x: &Sublayer, fused: &'f Fused) -> Result<Projected<'f>> {
+        let out = match fused {
+            Fused::One { linear, .. } => {
+                let fold = Fold {
+                    norm: x.folded_norm().map(|n| (&n.weight, n.eps)),
+                    ..Fold::default()
+                };
+                Out::Joined(self.linear_folded(x.input(), linear, &fold)?)
+            }
+            Fused::Separate(_) => Out::Parts(self.fused(&x.normed(self)?, fused)?),
+        };
+        Ok(Projected { out, fused })
+    }
+
+    /// `h + y · Wᵀ`: the sublayer's last projection and its residual add, the add folded
+    /// in where [`Fast::pre_norm`] left it.
+    pub fn last_projection(&self, x: &Sublayer, y: &Array, linear: &Linear) -> Result<Array> {
+        let fold = Fold {
+            residual: x.folded_residual(),
+            ..Fold::default()
+        };
+        let out = self.linear_folded(y, linear, &fold)?;
+        x.add_unless_folded(out)
+    }
+
+    /// `h + down(silu(gate) · up)` from the MLP's `[gate | up]` projection: SwiGLU folded
+    /// into the down projection's kernel where quest's matvec runs (a stacked `[gate | up]`,
+    /// no pieces), else the gate of each half and then the down projection.
+    pub fn swiglu_last_projection(
+        &self,
+        x: &Sublayer,
+        gate_up: &Projected,
+        down: &Linear,
+    ) -> Result<Array> {
+        if let (Out::Joined(joined), None) = (&gate_up.out, self.learners(Piece::Swiglu)) {
+            let fold = Fold {
+                swiglu: true,
+                residual: x.folded_residual(),
+                ..Fold::default()
+            };
+            let out = self.linear_folded(joined, down, &fold)?;
+            return x.add_unless_folded(out);
+        }
+        let parts = gate_up.parts()?;
+        let y = self.linear(&self.swiglu(&parts[0], &parts[1])?, down)?;
+        Ok(x.stream.add(&y)?)
+    }
+
+    /// A decode step's `[q, k, v]` heads from the stacked projection, q and k normed and
+    /// rotated to `offset`, in one kernel of quest's; `None`: not here.
+    pub fn heads(
+        &self,
+        qkv: &Projected,
+        spec: &HeadsSpec,
+        offset: i32,
+    ) -> Result<Option<[Array; 3]>> {
+        let Out::Joined(qkv) = &qkv.out else {
+            return Ok(None);
+        };
+        self.quest_kernels(&[Piece::RmsNorm, Piece::Rope])
+            .heads(qkv, spec, offset)
+    }
+
+    /// A decode step's attention from the stacked projection, the new key and value
+    /// written into `cache`, in one kernel of quest's; `None`: not here (the cache
+    /// untouched).
+    pub fn attend(
+        &self,
+        qkv: &Projected,
+        spec: &HeadsSpec,
+        cache: &mut KvCache,
+    ) -> Result<Option<Array>> {
+        let Out::Joined(qkv) = &qkv.out else {
+            return Ok(None);
+        };
+        self.quest_kernels(&[Piece::RmsNorm, Piece::Rope, Piece::Attention])
+            .attend(qkv, spec, cache)
+    }
+}
+
+fn add_bias(y: Array, bias: Option<&Array>) -> Result<Array> {
+    Ok(match bias {
+        Some(b) => y.add(b)?,
+        None => y,
+    })
+}
+
+/// A residual sublayer's input (from [`Fast::pre_norm`]): the residual stream `h`, its
+/// norm, and `norm(h)` unless a decode step folds the norm into the first projection.
+pub struct Sublayer<'a> {
+    stream: &'a Array,
+    norm: &'a RmsNorm,
+    normed: Option<Array>,
+}
+
+impl Sublayer<'_> {
+    /// `[B, L]` of the stream.
+    pub fn batch_and_length(&self) -> (i32, i32) {
+        (self.stream.shape()[0], self.stream.shape()[1])
+    }
+
+    /// What the first projection reads: `norm(h)`, or `h` where it folds the norm in.
+    fn input(&self) -> &Array {
+        self.normed.as_ref().unwrap_or(self.stream)
+    }
+
+    /// `norm(h)`, computed now where it was folded.
+    fn normed(&self, fast: &Fast) -> Result<Array> {
+        match &self.normed {
+            Some(normed) => Ok(normed.clone()),
+            None => fast.rms_norm(self.stream, self.norm),
+        }
+    }
+
+    fn folded_norm(&self) -> Option<&RmsNorm> {
+        self.normed.is_none().then_some(self.norm)
+    }
+
+    fn folded_residual(&self) -> Option<&Array> {
+        self.normed.is_none().then_some(self.stream)
+    }
+
+    /// `h + out`, unless the last projection added `h` already.
+    fn add_unless_folded(&self, out: Array) -> Result<Array> {
+        match self.normed {
+            None => Ok(out),
+            Some(_) => Ok(self.stream.add(out)?),
+        }
+    }
+}
+
+/// The first projection's output: one stacked product (for quest's kernels to read whole)
+/// or each part's where the parts could not be stacked.
+pub struct Projected<'f> {
+    out: Out,
+    fused: &'f Fused,
+}
+
+enum Out {
+    Joined(Array),
+    Parts(Vec<Array>),
+}
+
+impl Projected<'_> {
+    /// Each part's output (q, k, v or gate, up).
+    pub fn parts(&self) -> Result<Vec<Array>> {
+        match &self.out {
+            Out::Joined(joined) => self.fused.split(joined),
+            Out::Parts(parts) => Ok(parts.clone()),
+        }
+    }
+}
