@@ -33,6 +33,12 @@ pub struct Hello {
     /// (the piece check), where the exercise hands its pieces to the model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check: Option<crate::course::spec::Piece>,
+    /// The piece the lesson has the learner write: the model runs the learner's code for
+    /// it alone and keeps quest's own for every other part, kernels included, in the
+    /// learner's run and in its baseline alike. `None` (a run by hand, a lesson without a
+    /// piece): every piece the learner hands over runs, and none of quest's kernels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub piece: Option<crate::course::spec::Piece>,
     /// End the process once the piece check has answered: quest asked for it alone.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub check_alone: bool,
@@ -98,6 +104,11 @@ pub fn quest_pieces() -> bool {
         Some(hello) => hello.quest_pieces,
         None => crate::settings::PIECES.raw().as_deref() == Some("quest"),
     }
+}
+
+/// The piece the lesson has the learner write, as quest said on its line ([`Hello::piece`]).
+pub fn lesson_piece() -> Option<crate::course::spec::Piece> {
+    hello()?.piece
 }
 
 /// The piece quest asked this run to check first, and whether to end after it.

@@ -26,6 +26,7 @@ pub(crate) fn request(lesson: &Lesson, args: &RunArgs) -> RunRequest {
         prompt: lesson.spec.prompt.clone(),
         max_tokens: args.max_tokens.unwrap_or(lesson.spec.max_tokens).max(1),
         time_limit: args.time_limit.map(Duration::from_secs),
+        piece: lesson.spec.piece,
     }
 }
 
@@ -307,6 +308,12 @@ fn print_report(ctx: &Ctx, r: &Report) {
                 r.quest_kernels.join(", "),
                 ctx.ui("quest_kernels_compiled_here")
             )
+        };
+        // Some run, some are off for the learner's piece (`lm::fast`).
+        let kernels = if !r.quest_kernels.is_empty() && r.quest_kernels_for_pieces {
+            format!("{kernels}; {}", ctx.ui("quest_kernels_others_off"))
+        } else {
+            kernels
         };
         println!("{}: {kernels}", ctx.ui("quest_kernels"));
     }

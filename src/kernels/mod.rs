@@ -157,7 +157,8 @@ pub struct Kernels {
     /// Fold each sublayer's norm and residual add into its projections even where
     /// quest's matvec does not run (MLX's ops in the folded order): to check that order.
     fold_order: bool,
-    /// Off because the model runs a learner's pieces or decoder ([`Kernels::FOR_PIECES`]).
+    /// Some or all off because the model runs a learner's pieces or decoder
+    /// ([`Kernels::FOR_PIECES`], [`Kernels::off_for_a_piece`]).
     for_pieces: bool,
 }
 
@@ -178,7 +179,26 @@ impl Kernels {
         ..Kernels::NONE
     };
 
-    /// Whether they are off for a learner's pieces ([`Kernels::FOR_PIECES`]).
+    /// These kernels with `kernel` off because a learner's piece takes the place of part
+    /// of its code: the others stay as they are.
+    pub fn off_for_a_piece(mut self, kernel: Kernel) -> Self {
+        if self.on[kernel as usize] {
+            self.on[kernel as usize] = false;
+            self.for_pieces = true;
+        }
+        self
+    }
+
+    /// Every kernel on, whatever the backend: for tests of the decisions about them (off
+    /// CUDA none can run, and [`Kernels::with`] keeps them off).
+    #[cfg(test)]
+    pub(crate) const EVERY_ONE: Kernels = Kernels {
+        on: [true; Kernel::ALL.len()],
+        ..Kernels::NONE
+    };
+
+    /// Whether some are off for a learner's pieces ([`Kernels::FOR_PIECES`],
+    /// [`Kernels::off_for_a_piece`]).
     pub fn for_pieces(&self) -> bool {
         self.for_pieces
     }

@@ -929,8 +929,9 @@ pub struct Report {
     /// else MLX compiled them in this process.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub quest_kernels_kept: bool,
-    /// Whether quest's kernels were off because the model ran the learner's pieces or
-    /// decoder (`crate::kernels::Kernels::FOR_PIECES`), the baseline with quest's pieces too.
+    /// Whether some or all of quest's kernels were off because the model ran the learner's
+    /// piece (those whose code would take its place, `crate::lm::fast`) or decoder (all),
+    /// the baseline with quest's pieces too.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub quest_kernels_for_pieces: bool,
     /// What quest gave an exercise that computes values (see [`Exercise::report_values`]).

@@ -23,6 +23,9 @@ pub struct RunRequest {
     pub max_tokens: usize,
     /// Stop the exercise after this long (off when `None`).
     pub time_limit: Option<Duration>,
+    /// The piece the lesson has the learner write (its `piece:`), said on quest's line
+    /// ([`crate::line::Hello::piece`]): every other part keeps quest's code.
+    pub piece: Option<crate::course::spec::Piece>,
 }
 
 /// The floats of [`le_bytes`](super::exercise::le_bytes) (a trailing partial float is left
@@ -339,6 +342,10 @@ fn start(
     env: &[(&str, &str)],
     hello: crate::line::Hello,
 ) -> Result<(PathBuf, clock::Arrivals)> {
+    let hello = crate::line::Hello {
+        piece: request.piece,
+        ..hello
+    };
     let report_path = scratch("report", "json");
     let env: Vec<(&str, &str)> = env
         .iter()

@@ -25,16 +25,44 @@ use super::models::activations;
 use super::models::gated_delta_ops;
 use super::pieces::{Counted, Mask, Piece, Pieces};
 use super::weights::{Fused, Linear, RmsNorm};
-use crate::kernels::{Fold, HeadsSpec, Kernels};
+use crate::kernels::{Fold, HeadsSpec, Kernel, Kernels};
 
 /// Which parts of a model the learner's pieces compute, and which of quest's kernels its
 /// graphs use: asked by every block of one model.
 pub struct Fast {
     kernels: Cell<Kernels>,
-    /// The learner's pieces, counted ([`crate::lm::Model::with_pieces`]); `None`: quest's
-    /// own code, MLX's fused ops called directly, the path every model takes by default.
+    /// Which parts are the learner's to write ([`crate::lm::Model::with_pieces`]).
+    written: Cell<Written>,
+    /// The learner's pieces, counted; `None`: quest's own code, MLX's fused ops called
+    /// directly, the path every model takes by default (and the baseline a piece is
+    /// measured against).
     pieces: RefCell<Option<Counted>>,
 }
+
+/// Which parts of a model are the learner's to write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Written {
+    /// None: quest's code everywhere, its kernels as the model chose them.
+    Nothing,
+    /// One piece, the lesson's: the learner's code for it, quest's for every other part,
+    /// its kernels included wherever they do not take that piece's place.
+    One(Piece),
+    /// Every piece the learner's code hands over, and none of quest's kernels (a run by
+    /// hand, where no lesson says which piece is the learner's).
+    Every,
+}
+
+/// The pieces each of quest's kernels computes in every variant, whatever it folds in:
+/// a learner's piece among them turns it off (for the kernels' own reading, as the
+/// report names them; each call asks [`Fast::quest_kernels`] with what it folds).
+const KERNEL_COMPUTES: [(Kernel, &[Piece]); 3] = [
+    (Kernel::Matvec, &[Piece::QuantizedMatmul]),
+    (Kernel::Qkv, &[Piece::RmsNorm, Piece::Rope]),
+    (
+        Kernel::Attend,
+        &[Piece::RmsNorm, Piece::Rope, Piece::Attention],
+    ),
+];
 
 /// RoPE's constants for one attention (mlx-lm's `nn.RoPE(dims, traditional, base)`).
 #[derive(Clone, Copy, Debug)]
@@ -51,41 +79,66 @@ impl Fast {
     pub(crate) fn new(kernels: Kernels) -> Rc<Fast> {
         Rc::new(Fast {
             kernels: Cell::new(kernels),
+            written: Cell::new(Written::Nothing),
             pieces: RefCell::new(None),
         })
     }
 
-    /// Which of quest's kernels the graphs built from now on use.
+    /// Which of quest's kernels the graphs built from now on may use: the model's, less
+    /// those that take the place of a piece the learner writes.
     pub fn kernels(&self) -> Kernels {
-        self.kernels.get()
+        let kernels = self.kernels.get();
+        match self.written.get() {
+            Written::Nothing => kernels,
+            Written::Every => Kernels::FOR_PIECES,
+            Written::One(piece) => KERNEL_COMPUTES
+                .into_iter()
+                .filter(|(_, computes)| computes.contains(&piece))
+                .fold(kernels, |kernels, (kernel, _)| {
+                    kernels.off_for_a_piece(kernel)
+                }),
+        }
     }
 
     pub fn set_kernels(&self, kernels: Kernels) {
         self.kernels.set(kernels);
     }
 
-    /// Every part the seam reaches calls `pieces` from now on.
+    /// Which parts are the learner's to write, from now on.
+    pub(crate) fn set_written(&self, written: Written) {
+        self.written.set(written);
+    }
+
+    /// The parts that are the learner's call `pieces` from now on.
     pub(crate) fn set_pieces(&self, pieces: Counted) {
         self.pieces.replace(Some(pieces));
     }
 
     /// The learner's pieces where they compute `piece`: the one decision, per piece,
-    /// between the learner's code and quest's. Today every piece of a model given pieces
-    /// goes through them (a method the learner did not write runs quest's default there,
-    /// counted as quest's own).
-    fn learners(&self, _piece: Piece) -> Option<Ref<'_, Counted>> {
+    /// between the learner's code and quest's. Where every piece is the learner's, a
+    /// method the learner did not write runs quest's default there, counted as quest's own.
+    fn learners(&self, piece: Piece) -> Option<Ref<'_, Counted>> {
+        let theirs = match self.written.get() {
+            Written::Nothing => false,
+            Written::One(written) => written == piece,
+            Written::Every => true,
+        };
+        if !theirs {
+            return None;
+        }
         Ref::filter_map(self.pieces.borrow(), Option::as_ref).ok()
     }
 
     /// quest's kernels for a call whose kernel code would take the place of `replaced`:
-    /// the one decision, per kernel. Today a model with pieces runs none of them
-    /// (`Kernels::FOR_PIECES`, set by `Model::with_pieces`), so `replaced` is not read yet.
-    /// To keep quest's kernels for the parts a learner did not write: `with_pieces` keeps
-    /// the model's kernels and says which pieces are the learner's, [`Fast::learners`]
-    /// answers only for those, and this answers `Kernels::FOR_PIECES` where one of
-    /// `replaced` is.
-    fn quest_kernels(&self, _replaced: &[Piece]) -> Kernels {
-        self.kernels.get()
+    /// the one decision, per kernel. None where the learner writes one of `replaced` (or
+    /// every piece), the model's otherwise. The baseline (quest's own pieces, no learner's
+    /// code) decides the same way, so the two differ in the learner's piece alone.
+    fn quest_kernels(&self, replaced: &[Piece]) -> Kernels {
+        match self.written.get() {
+            Written::Nothing => self.kernels.get(),
+            Written::One(piece) if !replaced.contains(&piece) => self.kernels.get(),
+            Written::One(_) | Written::Every => Kernels::FOR_PIECES,
+        }
     }
 
     /// `x / rms(x) · weight` over the last axis (mlx-lm's `nn.RMSNorm`): the learner's
@@ -196,7 +249,8 @@ impl Fast {
                 group_size,
                 bits,
             } => {
-                let kernels = self.quest_kernels(&[Piece::QuantizedMatmul]);
+                // No learner's piece runs here: quest's matvec stays where it runs.
+                let kernels = self.quest_kernels(&[]);
                 let by_kernel = kernels.project(
                     x,
                     weight,
@@ -438,5 +492,66 @@ impl Projected<'_> {
             Out::Joined(joined) => self.fused.split(joined),
             Out::Parts(parts) => Ok(parts.clone()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lm::pieces::QuestPieces;
+
+    fn fast(written: Written) -> Rc<Fast> {
+        let fast = Fast::new(Kernels::EVERY_ONE);
+        fast.set_written(written);
+        fast.set_pieces(Counted(Box::new(QuestPieces)));
+        fast
+    }
+
+    /// A lesson's piece turns off the kernels whose code takes its place, and only those:
+    /// the rest of the model keeps quest's kernels, in the learner's run and its baseline.
+    #[test]
+    fn a_lessons_piece_turns_off_only_the_kernels_that_compute_it() {
+        let running = |written| fast(written).kernels().running();
+        assert_eq!(running(Written::Nothing), ["matvec", "qkv", "attend"]);
+        assert_eq!(running(Written::One(Piece::Rope)), ["matvec"]);
+        assert_eq!(running(Written::One(Piece::RmsNorm)), ["matvec"]);
+        assert_eq!(running(Written::One(Piece::Attention)), ["matvec", "qkv"]);
+        assert_eq!(
+            running(Written::One(Piece::QuantizedMatmul)),
+            ["qkv", "attend"]
+        );
+        for kept in [Piece::Swiglu, Piece::GatedDelta, Piece::Sample] {
+            assert_eq!(running(Written::One(kept)), ["matvec", "qkv", "attend"]);
+        }
+        assert!(running(Written::Every).is_empty());
+        assert!(fast(Written::One(Piece::Rope)).kernels().for_pieces());
+        assert!(!fast(Written::One(Piece::Swiglu)).kernels().for_pieces());
+
+        // Per call: a matvec that folds the norm in is off in the norm's lesson, the same
+        // matvec on an unnormed row is not.
+        let norm = fast(Written::One(Piece::RmsNorm));
+        let folded = [Piece::QuantizedMatmul, Piece::RmsNorm];
+        assert!(norm.quest_kernels(&folded).running().is_empty());
+        assert_eq!(
+            norm.quest_kernels(&[Piece::QuantizedMatmul])
+                .running()
+                .len(),
+            3
+        );
+        assert!(fast(Written::Every).quest_kernels(&[]).running().is_empty());
+    }
+
+    /// The learner's code computes the lesson's piece alone; run by hand, every piece.
+    #[test]
+    fn the_learners_code_runs_for_the_lessons_piece_alone() {
+        let rope = fast(Written::One(Piece::Rope));
+        assert!(rope.learners(Piece::Rope).is_some());
+        assert!(rope.learners(Piece::RmsNorm).is_none());
+        assert!(fast(Written::Every).learners(Piece::RmsNorm).is_some());
+        assert!(fast(Written::Nothing).learners(Piece::Rope).is_none());
+        let baseline = Fast::new(Kernels::EVERY_ONE);
+        baseline.set_written(Written::One(Piece::Rope));
+        assert!(baseline.learners(Piece::Rope).is_none());
+        assert_eq!(baseline.kernels().running(), ["matvec"]);
     }
 }

@@ -357,17 +357,23 @@ impl Model {
         Ok(())
     }
 
-    /// This model with `pieces` in it: every RMS norm of every layer — input,
-    /// post-attention, Qwen3's q/k norms, the final norm — calls `pieces.rms_norm`
-    /// (see [`crate::lm::pieces`]); everything else runs as before. quest's CUDA kernels
-    /// fold the norm into their own code, so a model with pieces runs MLX's ops there.
+    /// This model with `pieces` in it: the piece the lesson has the learner write (quest
+    /// says which on its line) calls the learner's code at every layer — e.g. every RMS
+    /// norm: input, post-attention, Qwen3's q/k norms, the final norm — and every other
+    /// part runs quest's code, its CUDA kernels included wherever one does not take that
+    /// piece's place (see [`crate::lm::fast`]). Run by hand, with no lesson to say, every
+    /// piece goes through `pieces` and none of quest's kernels runs.
     /// When quest asks for its own pieces on its line ([`crate::line::quest_pieces`];
     /// `QUEST_PIECES=quest` run by hand) it keeps them: the baseline quest measures a
     /// learner's piece against, in the learner's own binary.
     pub fn with_pieces(self, pieces: impl crate::lm::Pieces + 'static) -> Self {
-        // Either way MLX's ops run where quest's CUDA kernels would: the baseline is the
-        // same process but for the pieces, what a lesson measures against.
-        self.fast.set_kernels(Kernels::FOR_PIECES);
+        // Either way the same kernels run: the baseline is the same process but for the
+        // learner's piece, what a lesson measures against.
+        self.fast.set_written(
+            crate::line::lesson_piece().map_or(crate::lm::fast::Written::Every, |piece| {
+                crate::lm::fast::Written::One(piece)
+            }),
+        );
         if crate::line::quest_pieces() {
             return self;
         }
