@@ -204,6 +204,9 @@ pub struct Model {
     fed: RefCell<Vec<Fed>>,
     /// After [`Model::record_layers`]: each forward call's hidden state after every layer.
     layers: RefCell<Option<Layers>>,
+    /// Whether it ran its warm-up ([`Model::warm_up`]): a model given pieces then runs it
+    /// again through them, their first calls too being paid before the prompt.
+    warmed: std::cell::Cell<bool>,
 }
 
 /// Hidden states read back from forward calls: call × layer × width.
@@ -240,6 +243,7 @@ impl Model {
             decoder: (architecture.build)(config, weights, &fast)?,
             fast,
             fed: RefCell::new(Vec::new()),
+            warmed: std::cell::Cell::new(false),
             layers: RefCell::new(None),
         })
     }
@@ -318,7 +322,17 @@ impl Model {
         let logits = self.forward(&Array::from_slice(&[0i32], &[1, 1]), &mut cache)?;
         mlx_rs::transforms::eval([&logits])?;
         self.fed.borrow_mut().clear();
+        self.warmed.set(true);
         Ok(())
+    }
+
+    /// The warm-up again where it ran at load: a model's path changed (its pieces, the
+    /// kernels kept for the other parts), and the new path's first calls are paid once too.
+    fn warm_up_again(&self) {
+        if self.warmed.get() {
+            // An error here is the forward's own, met again at the prompt and said there.
+            let _ = self.warm_up();
+        }
     }
 
     /// Every forward call so far, in order: when, and how many rows and positions.
@@ -375,6 +389,7 @@ impl Model {
             }),
         );
         if crate::line::quest_pieces() {
+            self.warm_up_again();
             return self;
         }
         // quest's line may ask for the piece check first (`quest run`, `quest submit`):
@@ -383,6 +398,7 @@ impl Model {
         // Every call into the learner's pieces is counted on its way in, by quest's code.
         self.fast
             .set_pieces(crate::lm::pieces::Counted(Box::new(pieces)));
+        self.warm_up_again();
         self
     }
 
