@@ -14,7 +14,8 @@
 # The learner's path, every step a fresh process as the learner runs it (MODEL, TOKENS,
 # ROUNDS default random:qwen3-8b, 64, 5):
 #   flow           quest list; `quest run mlx-path` (the starting hand loop), the edit (the
-#                  solution copied over the exercise), run again, `quest submit` (before and
+#                  solution with a line of the learner's own, `learners_own`: carry it as
+#                  COURSE's exercise, so that it is prebuilt), run again, `quest submit` (before and
 #                  after interleaved), `quest card` with submit's medians; then run and
 #                  submit on the real SmolLM2-135M when carried (MODELS=smollm2-135m-instruct
 #                  in carry.sh). BENCH=1 (default) adds `quest bench mlx-path` on both models
@@ -138,6 +139,12 @@ trap finish EXIT
 trap 'exit 143' TERM
 step() { echo; echo "== $* ($(date -u +%T))"; }
 rounds() { echo "${ROUNDS:-$1}"; } # ROUNDS, else this subcommand's default
+# The learner's edit where a flow measures the solution's arithmetic: the solution with a
+# line of the learner's own, since quest refuses the solution copied as it is
+# (check::same_as_solution), as the tests' `learners_own` does. $1: <lesson>/<file>.
+learners_own() {
+  { cat "solutions/$1"; printf '\n// A line of the learner'"'"'s own.\nconst _MINE: () = ();\n'; } > "exercises/$1"
+}
 last_bin() { echo "${BINS:-quest}" | awk '{print $NF}'; }
 mlx_ops=(QUEST_QMV=mlx QUEST_QKV=mlx QUEST_ATTEND=mlx)
 smollm2() { [ -d "${QUEST_CACHE:-}/models/smollm2-135m-instruct" ]; }
@@ -172,7 +179,7 @@ submit_and_card() {
 learner_flow() {
   local r=$1
   quest run mlx-path --no-lesson --model "$MODEL" --max-tokens "$T" 2>&1 | tee "$o/flow-run-before.txt" | tail -6
-  cp solutions/mlx-path/decode_loop.rs exercises/mlx-path/decode_loop.rs
+  learners_own mlx-path/decode_loop.rs
   quest run mlx-path --no-lesson --model "$MODEL" --max-tokens "$T" 2>&1 | tee "$o/flow-run-after.txt" | tail -6
   submit_and_card flow-submit.txt flow-card.txt "$r"
 }
@@ -232,9 +239,10 @@ flow() {
   step quest list
   quest list 2>&1 | tee "$o/list.txt"
   step "quest run mlx-path --model $MODEL (the starting hand loop)"
+  quest reset mlx-path --yes > /dev/null
   quest run mlx-path --no-lesson --model "$MODEL" --max-tokens "$T" 2>&1 | tee "$o/run-before.txt"
   step "the learner's edit"
-  cp solutions/mlx-path/decode_loop.rs exercises/mlx-path/decode_loop.rs
+  learners_own mlx-path/decode_loop.rs
   quest run mlx-path --no-lesson --model "$MODEL" --max-tokens "$T" 2>&1 | tee "$o/run-after.txt"
   step "quest submit mlx-path --model $MODEL, then quest card"
   submit_and_card submit-8b.txt card.txt "$r"
@@ -311,7 +319,7 @@ kept-defaults() {
   timed_run run3-mlx-ops "${mlx_ops[@]}"
   timed_run run4-kept TERM=dumb
   step "the learner's flow"
-  cp solutions/mlx-path/decode_loop.rs exercises/mlx-path/decode_loop.rs
+  learners_own mlx-path/decode_loop.rs
   submit_and_card flow-submit.txt flow-card.txt "$r"
   step "one warmed process: quest fit --peer (MLX compiles quest's kernels from source once)"
   fit_peer fit-peer.txt 3
@@ -554,7 +562,7 @@ PY
 ceiling() {
   step "decode-ceiling, the learner's path"
   quest run decode-ceiling --no-lesson 2>&1 | tee "$o/ceiling-run-before.txt" | tail -14
-  cp solutions/decode-ceiling/ceiling.rs exercises/decode-ceiling/ceiling.rs
+  learners_own decode-ceiling/ceiling.rs
   quest run decode-ceiling --no-lesson 2>&1 | tee "$o/ceiling-run-after.txt" | tail -16
   local term binds
   term=$(larger "$o/ceiling-run-after.txt" fixed_term_ms fixed bytes_term_ms bytes)
