@@ -1,6 +1,7 @@
 //! What an exercise asks quest to measure here (`measure_decode`, `measure_slope`), and
-//! the typed inputs it is handed (`Shape`: a config's numbers; `ByteSizes`: bytes per
-//! weight and per float), which it reports with its values.
+//! the typed inputs it is handed (`Shape`: the learner's view of the model's one shape,
+//! as its architecture read the config; `ByteSizes`: bytes per weight and per float),
+//! which it reports with its values.
 
 use anyhow::{bail, ensure, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -9,12 +10,15 @@ use serde_json::Value;
 use crate::bench::{loops, rates, slope};
 use crate::device::Backend;
 use crate::lab::Exercise;
+use crate::lm::models;
 use crate::lm::random;
 use crate::lm::Hold;
 use crate::stats::median;
 
-/// A model's shape: the numbers its `config.json` gives, as a learner counts bytes with them
-/// (built from the same config as the model quest runs, [`random::PublicShape`]).
+/// The learner's view of the model's one [`models::Shape`]: the numbers its `config.json`
+/// gives, as its architecture read them to build the model quest runs (the same reading,
+/// [`models::shape_of`], never a second one), named and counted as a learner counts bytes
+/// with them. Exercises receive it serialized; its fields and their names stay as they are.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Shape {
     pub name: String,
@@ -39,28 +43,35 @@ pub struct Shape {
 }
 
 impl Shape {
-    /// The shape of `config` (a `config.json` as quest's random models take it).
+    /// The shape of `config` (a `config.json` as quest's random models take it), named
+    /// `name`: the model's [`models::Shape`], read by the architecture its `model_type`
+    /// names ([`models::shape_of`]), so its defaults are the model's own.
     pub fn from_config(name: &str, config: &Value) -> Result<Self> {
-        let n = |key: &str| {
-            config[key]
-                .as_u64()
-                .with_context(|| format!("{name}: the config has no `{key}`"))
+        // The model's reading is the one truth, its defaults included: where a config
+        // leaves a key out, this says what the model quest runs does (Qwen3.5: untied,
+        // full attention every 4th layer; llama: as many KV heads as query heads), not
+        // what a second reading would guess. quest's public shapes give every key.
+        let (model_type, shape) =
+            models::shape_of(config).with_context(|| format!("{name}: reading its config"))?;
+        let count = |key: &str, value: i64| {
+            u64::try_from(value).with_context(|| format!("{name}: `{key}` is {value}, not a count"))
         };
-        let model_type = config["model_type"].as_str().unwrap_or_default().to_owned();
-        let (hidden_size, heads) = (n("hidden_size")?, n("num_attention_heads")?);
         Ok(Shape {
             name: name.to_owned(),
-            qk_norm: model_type == "qwen3" || model_type == "qwen3_5",
-            full_attention_interval: config["full_attention_interval"].as_u64().unwrap_or(1),
             model_type,
-            hidden_size,
-            num_hidden_layers: n("num_hidden_layers")?,
-            num_attention_heads: heads,
-            num_key_value_heads: n("num_key_value_heads")?,
-            head_dim: config["head_dim"].as_u64().unwrap_or(hidden_size / heads),
-            intermediate_size: n("intermediate_size")?,
-            vocab_size: n("vocab_size")?,
-            tie_word_embeddings: config["tie_word_embeddings"].as_bool().unwrap_or(true),
+            hidden_size: count("hidden_size", shape.hidden_size.into())?,
+            num_hidden_layers: shape.layers as u64,
+            num_attention_heads: count("num_attention_heads", shape.heads.into())?,
+            num_key_value_heads: count("num_key_value_heads", shape.kv_heads.into())?,
+            head_dim: count("head_dim", shape.head_dim.into())?,
+            intermediate_size: count("intermediate_size", shape.intermediate_size.into())?,
+            vocab_size: count("vocab_size", shape.vocab_size.into())?,
+            tie_word_embeddings: shape.tie_word_embeddings,
+            qk_norm: shape.qk_norm,
+            full_attention_interval: shape
+                .linear_attention
+                .as_ref()
+                .map_or(1, |linear| linear.full_attention_interval as u64),
         })
     }
 }
@@ -307,5 +318,35 @@ mod tests {
                 .full_attention_interval,
             4
         );
+    }
+
+    /// Every public shape reads as its config spells it (no key of theirs left to a
+    /// default): the numbers a learner is handed are the config's own.
+    #[test]
+    fn every_public_shape_reads_as_its_config_says() {
+        for public in random::SHAPES.iter().chain(random::HYBRID_SHAPES) {
+            let config = (public.config)();
+            let shape = Shape::from_config(public.name, &config).unwrap();
+            let key = |k: &str| config[k].as_u64().unwrap();
+            let head_dim = config["head_dim"]
+                .as_u64()
+                .unwrap_or(key("hidden_size") / key("num_attention_heads"));
+            let model_type = config["model_type"].as_str().unwrap();
+            let spelled = Shape {
+                name: public.name.to_owned(),
+                model_type: model_type.to_owned(),
+                hidden_size: key("hidden_size"),
+                num_hidden_layers: key("num_hidden_layers"),
+                num_attention_heads: key("num_attention_heads"),
+                num_key_value_heads: key("num_key_value_heads"),
+                head_dim,
+                intermediate_size: key("intermediate_size"),
+                vocab_size: key("vocab_size"),
+                tie_word_embeddings: config["tie_word_embeddings"].as_bool().unwrap(),
+                qk_norm: model_type != "llama",
+                full_attention_interval: config["full_attention_interval"].as_u64().unwrap_or(1),
+            };
+            assert_eq!(shape, spelled, "{}", public.name);
+        }
     }
 }

@@ -128,11 +128,20 @@ impl LinearAttention {
     }
 }
 
+/// The `model_type` `config` names and the [`Shape`] its architecture reads from it,
+/// without building a model: the one reading of a `config.json`, dispatched as
+/// [`Model::from_config`] dispatches (what [`Model::from_config`] builds from, what
+/// `random` lists tensors from and what physics' `Shape` shows a learner).
+pub fn shape_of(config: &serde_json::Value) -> Result<(String, Shape)> {
+    let (architecture, model_type) = architecture(config)?;
+    Ok((model_type, (architecture.shape)(config)?))
+}
+
 impl Shape {
-    /// The shape `config` describes, read by the architecture its `model_type` names.
+    /// The shape `config` describes, read by the architecture its `model_type` names
+    /// ([`shape_of`] without the name).
     pub fn of_config(config: &serde_json::Value) -> Result<Shape> {
-        let (architecture, _) = architecture(config)?;
-        (architecture.shape)(config)
+        shape_of(config).map(|(_, shape)| shape)
     }
 
     /// Whether layer `i` is a gated delta (linear-attention) layer.
