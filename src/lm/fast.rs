@@ -218,56 +218,39 @@ impl Fast {
         let Some(pieces) = self.learners(Piece::QuantizedMatmul) else {
             return self.linear_without_pieces(x, linear);
         };
-        let (y, bias) = match linear {
-            Linear::Dense { weight_t, bias } => (mlx_rs::ops::matmul(x, weight_t)?, bias),
-            Linear::Quantized {
-                weight,
-                scales,
-                biases,
-                bias,
-                group_size,
-                bits,
-            } => (
-                pieces.quantized_matmul(x, weight, scales, biases, *group_size, *bits)?,
-                bias,
-            ),
-        };
-        add_bias(y, bias.as_ref())
+        product(x, linear, |q| {
+            pieces.quantized_matmul(x, q.weight, q.scales, q.biases, q.group_size, q.bits)
+        })
     }
 
     /// `x · Wᵀ (+ b)` for a matrix the pieces never reach (the output head, Qwen3.5's
     /// gated-delta projections): a 4-bit matrix times one row in quest's matvec where it
     /// runs, else MLX's matmul or quantized matmul.
     pub fn linear_without_pieces(&self, x: &Array, linear: &Linear) -> Result<Array> {
-        let (y, bias) = match linear {
-            Linear::Dense { weight_t, bias } => (mlx_rs::ops::matmul(x, weight_t)?, bias),
-            Linear::Quantized {
-                weight,
-                scales,
-                biases,
-                bias,
-                group_size,
-                bits,
-            } => {
-                // No learner's piece runs here: quest's matvec stays where it runs.
-                let kernels = self.quest_kernels(&[]);
-                let by_kernel = kernels.project(
+        product(x, linear, |q| {
+            // No learner's piece runs here: quest's matvec stays where it runs.
+            let by_kernel = self.quest_kernels(&[]).project(
+                x,
+                q.weight,
+                q.scales,
+                q.biases,
+                q.group_size,
+                q.bits,
+                &Fold::default(),
+            )?;
+            match by_kernel {
+                Some(y) => Ok(y),
+                None => Ok(quantized_matmul(
                     x,
-                    weight,
-                    scales,
-                    biases,
-                    *group_size,
-                    *bits,
-                    &Fold::default(),
-                )?;
-                let y = match by_kernel {
-                    Some(y) => y,
-                    None => quantized_matmul(x, weight, scales, biases, true, *group_size, *bits)?,
-                };
-                (y, bias)
+                    q.weight,
+                    q.scales,
+                    q.biases,
+                    true,
+                    q.group_size,
+                    q.bits,
+                )?),
             }
-        };
-        add_bias(y, bias.as_ref())
+        })
     }
 
     /// `x` through `linear` with `fold`'s ops around it: one kernel of quest's where it
@@ -420,6 +403,44 @@ impl Fast {
         self.quest_kernels(&[Piece::RmsNorm, Piece::Rope, Piece::Attention])
             .attend(qkv, spec, cache)
     }
+}
+
+/// A quantized matrix's parts, as a product of it is handed them.
+struct Quantized<'a> {
+    weight: &'a Array,
+    scales: &'a Array,
+    biases: &'a Array,
+    group_size: i32,
+    bits: i32,
+}
+
+/// `x · Wᵀ (+ b)`: MLX's matmul for a dense matrix, `quantized` for a quantized one.
+fn product(
+    x: &Array,
+    linear: &Linear,
+    quantized: impl FnOnce(Quantized) -> Result<Array>,
+) -> Result<Array> {
+    let (y, bias) = match linear {
+        Linear::Dense { weight_t, bias } => (mlx_rs::ops::matmul(x, weight_t)?, bias),
+        Linear::Quantized {
+            weight,
+            scales,
+            biases,
+            bias,
+            group_size,
+            bits,
+        } => (
+            quantized(Quantized {
+                weight,
+                scales,
+                biases,
+                group_size: *group_size,
+                bits: *bits,
+            })?,
+            bias,
+        ),
+    };
+    add_bias(y, bias.as_ref())
 }
 
 fn add_bias(y: Array, bias: Option<&Array>) -> Result<Array> {
