@@ -72,8 +72,8 @@ pub enum CallsProblem {
 /// Whether `calls` (quest's seam's counts, from quest's line) show that the model called
 /// the learner's `piece` in every layer and quest's own never ran: `None` where they do.
 pub fn piece_calls_problem(
-    piece: crate::lm::Piece,
-    calls: Option<&std::collections::BTreeMap<crate::lm::Piece, crate::lm::Calls>>,
+    piece: crate::course::spec::Piece,
+    calls: Option<&std::collections::BTreeMap<crate::course::spec::Piece, crate::lm::Calls>>,
     layers: usize,
 ) -> Option<CallsProblem> {
     let Some(calls) = calls else {
@@ -90,7 +90,7 @@ pub fn piece_calls_problem(
         return Some(CallsProblem::NeverCalled);
     }
     // A sampler is called once a step, not once a layer.
-    let layers = if piece == crate::lm::Piece::Sample {
+    let layers = if piece == crate::course::spec::Piece::Sample {
         1
     } else {
         layers
@@ -674,7 +674,8 @@ mod tests {
 
     #[test]
     fn a_piece_counts_only_where_the_model_called_the_learners_in_every_layer() {
-        use crate::lm::{Calls, Piece};
+        use crate::course::spec::Piece;
+        use crate::lm::Calls;
         let counted = |seam, quest| {
             let mut calls = std::collections::BTreeMap::new();
             calls.insert(Piece::Rope, Calls { seam, quest });

@@ -85,7 +85,7 @@ impl Peer {
             Some(_) => format!("peer-venv-{}", crate::device::blas::BUILT_WITH),
             None => "peer-venv".to_owned(),
         };
-        let dir = crate::lm::fetch::cache_dir()?.join(name);
+        let dir = crate::settings::cache_dir()?.join(name);
         let python = dir.join("bin/python");
         let ready = || {
             Command::new(&python)

@@ -5,12 +5,12 @@
 use std::path::Path;
 
 use anyhow::Result;
+use quest::course::spec::Piece;
 use quest::course::Lesson;
 use quest::grade::CallsProblem;
 use quest::lab::runner::RunRequest;
 use quest::lab::Report;
 use quest::lm::piece_check::{Outcome, Row, Verdict};
-use quest::lm::Piece;
 use quest::submission::PieceJudged;
 
 use super::Ctx;

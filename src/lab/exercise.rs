@@ -502,7 +502,7 @@ impl Exercise {
             let row = last.as_dtype(mlx_rs::Dtype::Float32)?;
             // Counted on its way in, as the model's seam counts its pieces.
             if !crate::line::quest_pieces() {
-                crate::lm::pieces::seam_called(crate::lm::Piece::Sample);
+                crate::lm::pieces::seam_called(crate::course::spec::Piece::Sample);
             }
             let tokens = sampler.sample(&row, &sampling, draws, &this)?;
             anyhow::ensure!(
@@ -902,7 +902,7 @@ pub struct Report {
     /// How often the model called each piece, as quest's seam counted and sent it on
     /// quest's line (set by quest, never read from a file; `None` where none was sent).
     #[serde(skip)]
-    pub calls: Option<BTreeMap<crate::lm::Piece, crate::lm::Calls>>,
+    pub calls: Option<BTreeMap<crate::course::spec::Piece, crate::lm::Calls>>,
     /// The generated tokens (of row 0, in a batch).
     pub tokens: Vec<u32>,
     /// How many sequences were decoded together (1 in reports from before batches).

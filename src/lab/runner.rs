@@ -315,7 +315,7 @@ pub fn run_with_env(binary: &Path, request: &RunRequest, env: &[(&str, &str)]) -
 pub fn check_piece(
     binary: &Path,
     request: &RunRequest,
-    piece: crate::lm::Piece,
+    piece: crate::course::spec::Piece,
 ) -> Result<Option<crate::lm::piece_check::Verdict>> {
     let hello = crate::line::Hello {
         check: Some(piece),

@@ -23,8 +23,9 @@ use mlx_rs::Array;
 use super::cache::KvCache;
 use super::models::activations;
 use super::models::gated_delta_ops;
-use super::pieces::{Counted, Mask, Piece, Pieces};
+use super::pieces::{Counted, Mask, Pieces};
 use super::weights::{Fused, Linear, RmsNorm};
+use crate::course::spec::Piece;
 use crate::kernels::{Fold, HeadsSpec, Kernel, Kernels};
 
 /// Which parts of a model the learner's pieces compute, and which of quest's kernels its

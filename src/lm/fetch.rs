@@ -29,7 +29,7 @@ pub const SMOLLM2: KnownModel = KnownModel {
     sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
 };
 
-pub use crate::settings::cache_dir;
+use crate::settings::cache_dir;
 
 /// The model's file, downloading and verifying it first if it is not cached yet.
 pub fn ensure(model: &KnownModel) -> Result<PathBuf> {

@@ -19,7 +19,8 @@ use mlx_rs::ops::{abs, max, subtract};
 use mlx_rs::{Array, Dtype};
 use serde::{Deserialize, Serialize};
 
-use crate::lm::pieces::{quest_runs, Mask, Piece, Pieces, QuestPieces};
+use crate::course::spec::Piece;
+use crate::lm::pieces::{quest_runs, Mask, Pieces, QuestPieces};
 use crate::lm::sample::{Sampler, Sampling};
 
 /// What the piece check found, one row per shape.

@@ -150,7 +150,7 @@ pub struct QuestPieces;
 
 impl Pieces for QuestPieces {}
 
-pub use crate::course::spec::Piece;
+use crate::course::spec::Piece;
 
 /// How often the model called a piece through the seam, and how often quest's own op ran
 /// for it (a trait default, or quest's pieces called from inside the learner's), counted

@@ -117,7 +117,7 @@ pub trait Sampler {
         draws: i32,
         key: &Array,
     ) -> Result<Array> {
-        crate::lm::pieces::quest_ran(crate::lm::Piece::Sample);
+        crate::lm::pieces::quest_ran(crate::course::spec::Piece::Sample);
         quest_sample(logits, sampling, draws, key)
     }
 }
