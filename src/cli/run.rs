@@ -290,32 +290,7 @@ fn print_report(ctx: &Ctx, r: &Report) {
         println!("{}: {}", ctx.ui("blas"), r.blas);
     }
     if r.backend == quest::device::Backend::Cuda {
-        let kernels = if r.quest_kernels.is_empty() && r.quest_kernels_for_pieces {
-            ctx.ui("quest_kernels_pieces").to_owned()
-        } else if r.quest_kernels.is_empty() && r.quest_kernels_kept {
-            ctx.ui("quest_kernels_off").to_owned()
-        } else if r.quest_kernels.is_empty() {
-            ctx.ui("quest_kernels_none").to_owned()
-        } else if r.quest_kernels_kept {
-            format!(
-                "{} ({})",
-                r.quest_kernels.join(", "),
-                ctx.ui("quest_kernels_kept")
-            )
-        } else {
-            format!(
-                "{} ({})",
-                r.quest_kernels.join(", "),
-                ctx.ui("quest_kernels_compiled_here")
-            )
-        };
-        // Some run, some are off for the learner's piece (`lm::fast`).
-        let kernels = if !r.quest_kernels.is_empty() && r.quest_kernels_for_pieces {
-            format!("{kernels}; {}", ctx.ui("quest_kernels_others_off"))
-        } else {
-            kernels
-        };
-        println!("{}: {kernels}", ctx.ui("quest_kernels"));
+        println!("{}: {}", ctx.ui("quest_kernels"), kernels_said(ctx, r));
     }
     if !r.values.is_empty() {
         // It timed no decode of its own: its values are checked next.
@@ -420,6 +395,35 @@ fn print_report(ctx: &Ctx, r: &Report) {
     }
     if r.backend == quest::device::Backend::Cuda {
         println!("{}", ctx.ui("cuda_first_run"));
+    }
+}
+
+/// Which of quest's CUDA kernels the run used, and why the others did not run.
+fn kernels_said(ctx: &Ctx, r: &Report) -> String {
+    let kernels = if r.quest_kernels.is_empty() && r.quest_kernels_for_pieces {
+        ctx.ui("quest_kernels_pieces").to_owned()
+    } else if r.quest_kernels.is_empty() && r.quest_kernels_kept {
+        ctx.ui("quest_kernels_off").to_owned()
+    } else if r.quest_kernels.is_empty() {
+        ctx.ui("quest_kernels_none").to_owned()
+    } else if r.quest_kernels_kept {
+        format!(
+            "{} ({})",
+            r.quest_kernels.join(", "),
+            ctx.ui("quest_kernels_kept")
+        )
+    } else {
+        format!(
+            "{} ({})",
+            r.quest_kernels.join(", "),
+            ctx.ui("quest_kernels_compiled_here")
+        )
+    };
+    // Some run, some are off for the learner's piece (`lm::fast`).
+    if !r.quest_kernels.is_empty() && r.quest_kernels_for_pieces {
+        format!("{kernels}; {}", ctx.ui("quest_kernels_others_off"))
+    } else {
+        kernels
     }
 }
 
