@@ -190,6 +190,18 @@ pub(crate) fn seam_called(piece: Piece) {
     bump(&SEAM_CALLS, piece);
 }
 
+/// Runs `f` with neither counter moving: what it calls is not the run quest judges (the
+/// warm-up a model with pieces runs before the prompt). Counted there, a warm-up alone
+/// would give the calls a decode on another model never made.
+pub(crate) fn uncounted<T>(f: impl FnOnce() -> T) -> T {
+    let seam = SEAM_CALLS.with(|c| c.get());
+    let quest = QUEST_RAN.with(|c| c.get());
+    let out = f();
+    SEAM_CALLS.with(|c| c.set(seam));
+    QUEST_RAN.with(|c| c.set(quest));
+    out
+}
+
 /// Every piece's calls so far on this thread, the one the model ran on (pieces never
 /// called left out).
 pub fn calls() -> std::collections::BTreeMap<Piece, Calls> {

@@ -582,6 +582,20 @@ fn rows() -> Vec<Row> {
                     masked: false,
                 },
                 Refusal {
+                    what: "the norm handed to one model, the tokens decoded by another",
+                    edit: |s| {
+                        s.solution.replace(
+                            "    let model = model.with_pieces(MyNorm);\n",
+                            "    let _yours = model.with_pieces(MyNorm);\n    let (model, _) = lm::load(&run.model)?;\n",
+                        )
+                    },
+                    command: "submit",
+                    stdout: &["The model never called your `rms_norm` in this run"],
+                    stderr: &[],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
                     what: "MLX's fused norm through its `_device` variant",
                     edit: |s| {
                         s.solution.replace(

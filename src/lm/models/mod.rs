@@ -340,7 +340,7 @@ impl Model {
     fn warm_up_again(&self) {
         if self.warmed.get() {
             // An error here is the forward's own, met again at the prompt and said there.
-            let _ = self.warm_up();
+            let _ = crate::lm::pieces::uncounted(|| self.warm_up());
         }
     }
 
