@@ -65,6 +65,15 @@ const KERNEL_COMPUTES: [(Kernel, &[Piece]); 3] = [
     ),
 ];
 
+/// What `kernel` computes in every variant ([`KERNEL_COMPUTES`]): the one list a call of it
+/// and the report both read.
+fn computes(kernel: Kernel) -> &'static [Piece] {
+    KERNEL_COMPUTES
+        .iter()
+        .find(|(k, _)| *k == kernel)
+        .map_or(&[], |(_, pieces)| pieces)
+}
+
 /// RoPE's constants for one attention (mlx-lm's `nn.RoPE(dims, traditional, base)`).
 #[derive(Clone, Copy, Debug)]
 pub struct Rope {
@@ -385,7 +394,7 @@ impl Fast {
         let Out::Joined(qkv) = &qkv.out else {
             return Ok(None);
         };
-        self.quest_kernels(&[Piece::RmsNorm, Piece::Rope])
+        self.quest_kernels(computes(Kernel::Qkv))
             .heads(qkv, spec, offset)
     }
 
@@ -401,7 +410,7 @@ impl Fast {
         let Out::Joined(qkv) = &qkv.out else {
             return Ok(None);
         };
-        self.quest_kernels(&[Piece::RmsNorm, Piece::Rope, Piece::Attention])
+        self.quest_kernels(computes(Kernel::Attend))
             .attend(qkv, spec, cache)
     }
 }
