@@ -104,6 +104,18 @@
 #                  the device's nvcc): launch shapes, prefetch depth, chunk sums, loads and
 #                  a split of k across blocks (gathered in global memory or a cluster),
 #                  on every matrix of a Qwen3-8B and a Qwen3-0.6B step, against a copy.
+#   steps          where a decode step's time goes, on STEPS_SHAPES (default all six), one
+#                  build: `quest fit --peer` (ROUNDS 5: quest's pipelined loop beside mlx-lm's
+#                  generate_step, the copy bandwidth measured in the same process, the host's
+#                  split: building the graph, then async_eval); then `quest fit` traced with
+#                  CUPTI (TRACE_LIB: docs/gpu/trace_build.sh's folder; docs/gpu/cupti_trace.cpp),
+#                  kernels only, then with the host's CUDA driver calls, each read by
+#                  trace_steps.py (GPU busy µs a step by kernel kind, the GPU's idle µs, the
+#                  driver's µs a step); then PASSES (default 2) alternated `quest fit`
+#                  processes of AB_OFF and AB_ON (default: the defaults before quest kept its
+#                  kernels in every process and committed a step's graph once, against the
+#                  defaults), medians in ab-medians.txt. Each part under LIMIT s (300);
+#                  PARTS (default "peer trace ab") picks the parts.
 #   profile        GPU time per kernel kind with ncu (NCU_SHAPES, default
 #                  "Qwen3-8B Qwen3-0.6B", NCU_TIMEOUT s each, default 200) over `quest fit
 #                  --max-tokens 3 --rounds 1` with the last binary of BINS; ncu_per_token.py
@@ -112,7 +124,7 @@ set -uo pipefail
 [ $# -gt 0 ] || { sed -n '2,/^set -uo/p' "$0" | sed '$d'; exit 2; }
 subcommands=" flow fresh kept kept-defaults ceiling compile streams ops-cost custom-kernel host-or-device rms-norm rope attention dequant-matvec
   linear-attention your-model mlp sampling fit qmv fits alt-qmv alt peer peers kernels check journey bench batch
-  bits slope slope-attend sweep qmv-sweep profile "
+  bits slope slope-attend sweep qmv-sweep steps profile "
 for sub in "$@"; do
   case $subcommands in
     *[[:space:]]"$sub"[[:space:]]*) ;;
@@ -653,6 +665,72 @@ qmv-sweep() {
   nvcc -O3 -std=c++17 -arch=sm_90 -o "$o/qmv4_sweep" "$HERE/qmv4_sweep.cu" 2>&1 | tee "$o/qmv-sweep-build.txt" &&
     "$o/qmv4_sweep" 2>&1 | tee "$o/qmv-sweep.txt"
   rm -f "$o/qmv4_sweep"
+}
+
+steps() {
+  local r shapes lib n setting
+  r=$(rounds 5)
+  shapes=${STEPS_SHAPES:-SmolLM2-135M,SmolLM2-360M,Qwen3-0.6B,Qwen3-1.7B,Qwen3-4B,Qwen3-8B}
+  lib=$(realpath "${TRACE_LIB:?TRACE_LIB: the folder docs/gpu/trace_build.sh made, carried}")/libcupti_trace.so
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv > "$o/gpu.txt" 2>&1
+  local parts=" ${PARTS:-peer trace ab} "
+  if [[ $parts == *" peer "* ]]; then
+    step "quest fit --peer --shapes $shapes ($r rounds)"
+    QUEST_PEER_PYTHON=python3 timeout "${LIMIT:-300}" quest fit --peer --shapes "$shapes" --max-tokens "$T" \
+      --rounds "$r" 2>&1 | grep -v '^quest:' | tee "$o/fit-peer.txt"
+    cp target/quest-bench/fit-cuda.json "$o/fit-peer.json" 2>/dev/null
+  fi
+  [[ $parts == *" trace "* ]] && for traced in kernels driver; do
+    step "quest fit traced by CUPTI ($traced)"
+    # shellcheck disable=SC2046 # QUEST_TRACE_DRIVER=1, or nothing
+    env CUDA_INJECTION64_PATH="$lib" QUEST_TRACE_OUT="$o/trace-$traced.csv" \
+      $([ $traced = driver ] && echo QUEST_TRACE_DRIVER=1) timeout "${LIMIT:-300}" \
+      quest fit --shapes "$shapes" --max-tokens "$T" --rounds 1 2>&1 | grep -v '^quest:' | tee "$o/fit-$traced.txt"
+    python3 "$HERE/trace_steps.py" "$o/trace-$traced.csv" --shapes "$shapes" --json "$o/steps-$traced.json" |
+      tee "$o/steps-$traced.txt"
+    gzip -f "$o/trace-$traced.csv"
+  done
+  [[ $parts == *" ab "* ]] || return 0
+  local off=${AB_OFF:-QUEST_KERNEL_CACHE=fresh QUEST_GRAPH_COMMIT=mlx} on=${AB_ON:- }
+  step "A/B, alternated: OFF \`$off\`, ON \`$on\`, ${PASSES:-2} passes"
+  for pass in $(seq "${PASSES:-2}"); do
+    n=0
+    for setting in "$off" "$on"; do
+      n=$((n + 1))
+      echo "-- pass $pass $([ $n = 1 ] && echo OFF || echo ON): $setting"
+      # shellcheck disable=SC2086 # a setting is several assignments
+      env $setting timeout "${LIMIT:-300}" quest fit --shapes "$shapes" --max-tokens "$T" --rounds 1 2>&1 |
+        grep -v '^quest:'
+    done
+  done 2>&1 | tee "$o/ab.txt"
+  python3 - "$o/ab.txt" "$off" "$on" <<'PY' | tee "$o/ab-medians.txt"
+# A fit table's row: shape, layout, MB/token, hand, pipelined, …; the host table's row:
+# shape, build, eval, host, wall, µs/layer (six fields, the first a shape).
+import re, statistics, sys
+side, tok, host = None, {}, {}
+for line in open(sys.argv[1]):
+    m = re.match(r"-- pass \d+ (OFF|ON)", line)
+    if m:
+        side = m.group(1)
+        continue
+    f = line.split()
+    if side and len(f) >= 9 and f[1] == "quantized":
+        tok.setdefault((f[0], side), []).append(float(f[4]))
+    elif side and len(f) == 6 and re.match(r"(SmolLM|Qwen)", f[0]):
+        host.setdefault((f[0], side), []).append(float(f[5]))
+shapes = list(dict.fromkeys(k[0] for k in tok))
+print(f"{'shape':<14} {'OFF tok/s':>10} {'ON tok/s':>10} {'ON/OFF':>7} {'OFF µs/layer':>13} {'ON µs/layer':>12}  rounds")
+for s in shapes:
+    a, b = tok.get((s, "OFF"), []), tok.get((s, "ON"), [])
+    if not a or not b:
+        print(s, "incomplete")
+        continue
+    ha, hb = host.get((s, "OFF"), [0]), host.get((s, "ON"), [0])
+    print(f"{s:<14} {statistics.median(a):>10.1f} {statistics.median(b):>10.1f} "
+          f"{'×%.3f' % (statistics.median(b) / statistics.median(a)):>7} {statistics.median(ha):>13.1f} "
+          f"{statistics.median(hb):>12.1f}  {len(a)}/{len(b)}: OFF {a} ON {b}")
+print(f"OFF ran `{sys.argv[2].strip()}`, ON `{sys.argv[3].strip() or 'the defaults'}`; medians of the pipelined loop's tok/s and of the host's µs a layer")
+PY
 }
 
 profile() {

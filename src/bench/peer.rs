@@ -296,6 +296,10 @@ impl Peer {
         if let Some(n) = self.threads {
             command.env("OPENBLAS_NUM_THREADS", n.to_string());
         }
+        // mlx-lm as its users run it: with MLX's own limits on a CUDA graph.
+        for name in crate::device::graph_commit::set_by_quest() {
+            command.env_remove(name);
+        }
         command
     }
 

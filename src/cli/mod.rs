@@ -263,6 +263,11 @@ pub fn main() -> ExitCode {
         .get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     runner::end_children_on_signal();
+    // Before MLX's first GPU work, which reads MLX's limits on a CUDA graph.
+    if let Err(error) = quest::device::graph_commit::set_for_this_process() {
+        eprintln!("quest: {error:#}");
+        return ExitCode::FAILURE;
+    }
     if let Some(layout) = cli.weights {
         // Read by `lm::load` here and in the exercise binaries quest starts.
         std::env::set_var(quest::settings::WEIGHTS.name, layout.as_str());

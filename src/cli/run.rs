@@ -419,12 +419,27 @@ fn kernels_said(ctx: &Ctx, r: &Report) -> String {
             ctx.ui("quest_kernels_compiled_here")
         )
     };
-    // Some run, some are off for the learner's piece (`lm::fast`).
-    if !r.quest_kernels.is_empty() && r.quest_kernels_for_pieces {
-        format!("{kernels}; {}", ctx.ui("quest_kernels_others_off"))
-    } else {
-        kernels
+    // Some run, some are off for the learner's piece (`lm::fast`); a kernel can be both,
+    // off for the piece's calls and still computing others (the matvec, the output head).
+    if r.quest_kernels.is_empty() || r.quest_kernels_off.is_empty() {
+        return kernels;
     }
+    let off = r.quest_kernels_off.join(", ");
+    let mut said = format!(
+        "{kernels}; {}",
+        ctx.ui_with("quest_kernels_others_off", &[("kernels", &off)])
+    );
+    let partly: Vec<&str> = r
+        .quest_kernels_off
+        .iter()
+        .filter(|k| r.quest_kernels.contains(k))
+        .map(String::as_str)
+        .collect();
+    if !partly.is_empty() {
+        said.push_str("; ");
+        said.push_str(&ctx.ui_with("quest_kernels_partly", &[("kernels", &partly.join(", "))]));
+    }
+    said
 }
 
 pub(crate) fn reset(ctx: &Ctx, id: &str, yes: bool) -> Result<()> {

@@ -3,6 +3,7 @@
 //! else of quest's but the settings table, and every other room may ask it.
 
 pub mod blas;
+pub mod graph_commit;
 
 use mlx_rs::Dtype;
 use serde::{Deserialize, Serialize};

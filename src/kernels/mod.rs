@@ -18,10 +18,9 @@
 //! it on disk ([`precompiled`]), and hands MLX the compiled kernel.
 //!
 //! Where they are on by default (`auto`): where they are kept compiled ([`kept_compiled`]),
-//! and in a process that warms its graphs up before its clocks start ([`Process::Warmed`]:
-//! `quest fit`, `kernel`, `slope`, `batch`; there MLX compiles them from source once, which
-//! cost the host less per call while each call of a kept kernel handed MLX its whole CUBIN;
-//! `QUEST_KERNEL_CACHE=everywhere` runs the kept kernels there too, to measure that again).
+//! in every process, handed to MLX by key; and, where they cannot be kept, in a process
+//! that warms its graphs up before its clocks start ([`Process::Warmed`]: `quest fit`,
+//! `kernel`, `slope`, `batch`), where MLX compiles them from source once.
 //! Elsewhere every new process would pay the compile again, which cannot pay
 //! (docs/benchmarks.md has the numbers), and MLX's ops run.
 
@@ -220,7 +219,7 @@ impl Kernels {
         let auto = process == Process::Warmed || kept;
         let mut kernels = Kernels {
             hand_compiled: kept
-                && (process == Process::Fresh || cache == precompiled::KernelCache::Everywhere),
+                && (process == Process::Fresh || cache == precompiled::KernelCache::On),
             ..Kernels::NONE
         };
         for kernel in Kernel::ALL {

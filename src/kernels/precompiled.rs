@@ -311,11 +311,14 @@ pub fn compiler() -> Option<&'static Compiler> {
 /// Where quest runs its kernels kept compiled (`QUEST_KERNEL_CACHE`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KernelCache {
-    /// In the processes that start their clocks with their first graph (an exercise);
-    /// those that warm up first let MLX compile from source once.
+    /// In every process: handed over by key, a kept kernel costs the host less a call than
+    /// MLX's compile from source, whose text MLX hashes at every launch (on an H100,
+    /// Qwen3-0.6B's host time a layer 41.3 → 29.4 µs: docs/gpu/2026-12-06-qmv-applied/).
     On,
-    /// In every process, those that warm up first too: to measure one against the other.
-    Everywhere,
+    /// Only in the processes that start their clocks with their first graph (an exercise);
+    /// those that warm up first let MLX compile from source once, as before kept kernels
+    /// were handed over by key (for measuring one against the other).
+    Fresh,
     /// In none: MLX compiles them from source in every process.
     Off,
 }
@@ -325,11 +328,9 @@ impl std::str::FromStr for KernelCache {
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
             "on" => Ok(KernelCache::On),
-            "everywhere" => Ok(KernelCache::Everywhere),
+            "fresh" => Ok(KernelCache::Fresh),
             "off" => Ok(KernelCache::Off),
-            other => Err(format!(
-                "unknown choice `{other}`; use on, everywhere or off"
-            )),
+            other => Err(format!("unknown choice `{other}`; use on, fresh or off")),
         }
     }
 }
@@ -616,7 +617,7 @@ mod tests {
             .parse::<Handoff>()
             .unwrap_err()
             .contains("use key or bytes"));
-        assert_eq!("everywhere".parse(), Ok(KernelCache::Everywhere));
+        assert_eq!("fresh".parse(), Ok(KernelCache::Fresh));
         assert!("yes".parse::<KernelCache>().is_err());
     }
 

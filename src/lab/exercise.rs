@@ -136,6 +136,7 @@ impl Exercise {
             rows.iter().map(Vec::len).collect::<Vec<_>>()
         );
         let kernels = model.kernels();
+        let kernel_use = model.kernel_use();
         let (weights, weight_bytes) = model.weights();
         let fed = model.fed();
         let (prefill_fed, steps_fed) = timer.split_fed(&fed);
@@ -187,7 +188,12 @@ impl Exercise {
             text: text.to_owned(),
             weights,
             weight_bytes_per_token: weight_bytes,
-            quest_kernels: kernels.running().into_iter().map(str::to_owned).collect(),
+            quest_kernels: kernel_use.ran.iter().map(|k| (*k).to_owned()).collect(),
+            quest_kernels_off: kernel_use
+                .off_for_piece
+                .iter()
+                .map(|k| (*k).to_owned())
+                .collect(),
             quest_kernels_kept: kernels.kept(),
             quest_kernels_for_pieces: kernels.for_pieces(),
             inputs: serde_json::Value::Null,
@@ -665,6 +671,7 @@ impl Exercise {
             weights: String::new(),
             weight_bytes_per_token: 0,
             quest_kernels: Vec::new(),
+            quest_kernels_off: Vec::new(),
             quest_kernels_kept: false,
             quest_kernels_for_pieces: false,
             inputs: serde_json::to_value(inputs)?,
@@ -924,6 +931,11 @@ pub struct Report {
     /// default in an exercise, a new process each run, where MLX would compile them again.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub quest_kernels: Vec<String>,
+    /// quest's kernels the model had on and turned off where their code would take the
+    /// place of the learner's piece (in its run and the baseline alike). A kernel can be in
+    /// both lists: the matvec still computes the output head, which no piece computes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub quest_kernels_off: Vec<String>,
     /// Whether quest kept its kernels compiled for this process (`crate::kernels::precompiled`): then
     /// those that ran were read from disk (only a first run on a machine compiles them);
     /// else MLX compiled them in this process.
@@ -1080,6 +1092,7 @@ mod tests {
             weights: "dense-f32".into(),
             weight_bytes_per_token: 540_000_000,
             quest_kernels: vec![],
+            quest_kernels_off: vec![],
             quest_kernels_kept: false,
             quest_kernels_for_pieces: false,
             inputs: serde_json::Value::Null,

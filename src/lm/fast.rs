@@ -38,6 +38,20 @@ pub struct Fast {
     /// directly, the path every model takes by default (and the baseline a piece is
     /// measured against).
     pieces: RefCell<Option<Counted>>,
+    /// Which of quest's kernels computed a call since the model was made: what a run says
+    /// ran ([`Fast::kernel_use`]), call by call rather than from the settings (the matvec
+    /// still computes the output head where the learner's product takes the layers').
+    ran: Cell<[bool; Kernel::ALL.len()]>,
+}
+
+/// What a run says of quest's kernels.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KernelUse {
+    /// Those that computed at least one call.
+    pub ran: Vec<&'static str>,
+    /// Those the model had on and turned off where their code would take the place of the
+    /// learner's piece.
+    pub off_for_piece: Vec<&'static str>,
 }
 
 /// Which parts of a model are the learner's to write.
@@ -91,7 +105,35 @@ impl Fast {
             kernels: Cell::new(kernels),
             written: Cell::new(Written::Nothing),
             pieces: RefCell::new(None),
+            ran: Cell::new([false; Kernel::ALL.len()]),
         })
+    }
+
+    /// `y`, with `kernel` recorded as having computed a call when it did (`Some`).
+    fn ran<T>(&self, kernel: Kernel, y: Option<T>) -> Option<T> {
+        if y.is_some() {
+            let mut ran = self.ran.get();
+            ran[kernel as usize] = true;
+            self.ran.set(ran);
+        }
+        y
+    }
+
+    /// Which of quest's kernels computed a call, and which are off for the learner's piece.
+    pub fn kernel_use(&self) -> KernelUse {
+        let (ran, own, now) = (self.ran.get(), self.kernels.get(), self.kernels());
+        KernelUse {
+            ran: Kernel::ALL
+                .into_iter()
+                .filter(|k| ran[*k as usize])
+                .map(Kernel::name)
+                .collect(),
+            off_for_piece: Kernel::ALL
+                .into_iter()
+                .filter(|k| own.uses(*k) && !now.uses(*k))
+                .map(Kernel::name)
+                .collect(),
+        }
     }
 
     /// Which of quest's kernels the graphs built from now on may use: the model's, less
@@ -248,7 +290,7 @@ impl Fast {
                 q.bits,
                 &Fold::default(),
             )?;
-            match by_kernel {
+            match self.ran(Kernel::Matvec, by_kernel) {
                 Some(y) => Ok(y),
                 None => Ok(quantized_matmul(
                     x,
@@ -284,7 +326,8 @@ impl Fast {
         } = linear
         {
             let kernels = self.quest_kernels(replaced);
-            if let Some(y) = kernels.project(x, weight, scales, biases, *group_size, *bits, fold)? {
+            let y = kernels.project(x, weight, scales, biases, *group_size, *bits, fold)?;
+            if let Some(y) = self.ran(Kernel::Matvec, y) {
                 return Ok(y);
             }
         }
@@ -394,8 +437,10 @@ impl Fast {
         let Out::Joined(qkv) = &qkv.out else {
             return Ok(None);
         };
-        self.quest_kernels(computes(Kernel::Qkv))
-            .heads(qkv, spec, offset)
+        let heads = self
+            .quest_kernels(computes(Kernel::Qkv))
+            .heads(qkv, spec, offset)?;
+        Ok(self.ran(Kernel::Qkv, heads))
     }
 
     /// A decode step's attention from the stacked projection, the new key and value
@@ -410,8 +455,10 @@ impl Fast {
         let Out::Joined(qkv) = &qkv.out else {
             return Ok(None);
         };
-        self.quest_kernels(computes(Kernel::Attend))
-            .attend(qkv, spec, cache)
+        let out = self
+            .quest_kernels(computes(Kernel::Attend))
+            .attend(qkv, spec, cache)?;
+        Ok(self.ran(Kernel::Attend, out))
     }
 }
 

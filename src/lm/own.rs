@@ -12,6 +12,7 @@ use anyhow::{ensure, Result};
 use mlx_rs::Array;
 
 use super::cache::LayerCache;
+use super::fast::KernelUse;
 use super::models::{llama, Fed, Model};
 use super::weights::{Linear, Quantization, Weights};
 use super::{Hold, Layout, ModelSource, Tokenizer};
@@ -36,6 +37,11 @@ pub trait Forward {
     fn kernels(&self) -> Kernels {
         Kernels::FOR_PIECES
     }
+    /// Which of quest's kernels computed a call, and which were off for the learner's
+    /// piece: none in a decoder of the learner's.
+    fn kernel_use(&self) -> KernelUse {
+        KernelUse::default()
+    }
     /// Every forward call it ran, in order (none recorded).
     fn fed(&self) -> Vec<Fed> {
         Vec::new()
@@ -58,6 +64,9 @@ impl Forward for Model {
     }
     fn kernels(&self) -> Kernels {
         Model::kernels(self)
+    }
+    fn kernel_use(&self) -> KernelUse {
+        Model::kernel_use(self)
     }
     fn fed(&self) -> Vec<Fed> {
         Model::fed(self)

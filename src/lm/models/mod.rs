@@ -262,6 +262,12 @@ impl Model {
         self.fast.kernels()
     }
 
+    /// Which of quest's kernels computed a call so far, and which are off for the
+    /// learner's piece.
+    pub fn kernel_use(&self) -> crate::lm::fast::KernelUse {
+        self.fast.kernel_use()
+    }
+
     /// Runs the graphs built from now on with `kernels` (a benchmark that warms up, or
     /// one kernel against MLX's ops in one run).
     pub fn set_kernels(&self, kernels: Kernels) {
