@@ -578,6 +578,13 @@ mod tests {
     use super::*;
     use crate::lm::pieces::QuestPieces;
 
+    impl KernelUse {
+        fn with_off(mut self, off: &[&'static str]) -> Self {
+            self.off_for_piece = off.to_vec();
+            self
+        }
+    }
+
     fn fast(written: Written) -> Rc<Fast> {
         let fast = Fast::new(Kernels::EVERY_ONE);
         fast.set_written(written);
@@ -617,6 +624,32 @@ mod tests {
             3
         );
         assert!(fast(Written::Every).quest_kernels(&[]).running().is_empty());
+    }
+
+    /// A run says the kernels that computed a call, not those the settings turned on, and
+    /// the ones off for the learner's piece: the matvec can be both (the output head).
+    #[test]
+    fn a_run_says_the_kernels_that_computed_a_call() {
+        let dequant = fast(Written::One(Piece::QuantizedMatmul));
+        assert_eq!(
+            dequant.kernel_use(),
+            KernelUse::default().with_off(&["matvec"])
+        );
+        assert_eq!(dequant.ran(Kernel::Qkv, None::<()>), None);
+        assert_eq!(dequant.ran(Kernel::Matvec, Some(())), Some(()));
+        assert_eq!(dequant.ran(Kernel::Attend, Some(())), Some(()));
+        assert_eq!(
+            dequant.kernel_use(),
+            KernelUse {
+                ran: vec!["matvec", "attend"],
+                off_for_piece: vec!["matvec"],
+            }
+        );
+        assert_eq!(
+            fast(Written::One(Piece::Rope)).kernel_use().off_for_piece,
+            ["qkv", "attend"]
+        );
+        assert_eq!(fast(Written::Nothing).kernel_use(), KernelUse::default());
     }
 
     /// The learner's code computes the lesson's piece alone; run by hand, every piece.

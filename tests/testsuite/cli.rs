@@ -6,7 +6,7 @@ use crate::common;
 use std::path::Path;
 use std::process::Output;
 
-use common::{home, quest};
+use common::{home, quest, quest_command};
 
 fn stdout(o: &Output) -> String {
     common::text(o).0
@@ -289,4 +289,30 @@ fn kernel_and_peer_comparisons_refuse_what_they_cannot_compare() {
         assert!(!out.status.success(), "{args:?}: {}", stdout(&out));
         assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
     }
+}
+
+/// A mistyped `QUEST_GRAPH_COMMIT` stops quest at once, naming the variable and its
+/// choices, on any build (a CPU build reads it too, and sets nothing).
+#[test]
+fn a_mistyped_graph_commit_choice_is_named() {
+    let h = home("graph-commit");
+    let out = quest_command()
+        .args(["list"])
+        .env("QUEST_HOME", &h)
+        .env("QUEST_GRAPH_COMMIT", "once")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("QUEST_GRAPH_COMMIT=once") && err.contains("use step or mlx"),
+        "{err}"
+    );
+    let ok = quest_command()
+        .args(["list"])
+        .env("QUEST_HOME", &h)
+        .env("QUEST_GRAPH_COMMIT", "mlx")
+        .output()
+        .unwrap();
+    assert!(ok.status.success(), "{}", stderr(&ok));
 }
