@@ -63,6 +63,12 @@ static void write_kernel(const KERNEL_RECORD *k) {
   free(plain);
 }
 
+// A copy or a set: the GPU busy moving bytes, as a kernel is.
+template <typename Record> static void write_move(const Record *m, const char *what) {
+  fprintf(out, "m,%llu,%llu,%u,%u,%s\n", (unsigned long long)m->start, (unsigned long long)m->end,
+          m->streamId, m->correlationId, what);
+}
+
 static void CUPTIAPI completed(CUcontext context, uint32_t stream, uint8_t *buffer,
                               size_t size, size_t valid) {
   std::lock_guard<std::mutex> guard(out_lock);
@@ -74,20 +80,14 @@ static void CUPTIAPI completed(CUcontext context, uint32_t stream, uint8_t *buff
       write_kernel(reinterpret_cast<KERNEL_RECORD *>(record));
       break;
 #ifdef MEMCPY_RECORD
-    case CUPTI_ACTIVITY_KIND_MEMCPY: {
-      auto *m = reinterpret_cast<MEMCPY_RECORD *>(record);
-      fprintf(out, "m,%llu,%llu,%u,%u,copy\n", (unsigned long long)m->start,
-              (unsigned long long)m->end, m->streamId, m->correlationId);
+    case CUPTI_ACTIVITY_KIND_MEMCPY:
+      write_move(reinterpret_cast<MEMCPY_RECORD *>(record), "copy");
       break;
-    }
 #endif
 #ifdef MEMSET_RECORD
-    case CUPTI_ACTIVITY_KIND_MEMSET: {
-      auto *m = reinterpret_cast<MEMSET_RECORD *>(record);
-      fprintf(out, "m,%llu,%llu,%u,%u,set\n", (unsigned long long)m->start,
-              (unsigned long long)m->end, m->streamId, m->correlationId);
+    case CUPTI_ACTIVITY_KIND_MEMSET:
+      write_move(reinterpret_cast<MEMSET_RECORD *>(record), "set");
       break;
-    }
 #endif
     case CUPTI_ACTIVITY_KIND_DRIVER:
     case CUPTI_ACTIVITY_KIND_RUNTIME: {

@@ -24,6 +24,9 @@ g++ -std=c++17 -O2 -shared -fPIC -Wall -Werror \
   -Wl,-rpath,'$ORIGIN' -o "$DEST/libcupti_trace.so"
 cp "$WORK/w/nvidia/cu13/lib/libcupti.so.13" "$DEST/"
 top=$(git -C "$HERE" rev-parse --show-toplevel)
-rel=${DEST#"$top"/}
-grep -qxF "/$rel/" "$top/.git/info/exclude" || echo "/$rel/" >> "$top/.git/info/exclude"
+case $DEST in
+  "$top"/*) # inside the checkout: kept out of git, as carry.sh keeps its parts
+    rel=${DEST#"$top"/}
+    grep -qxF "/$rel/" "$top/.git/info/exclude" || echo "/$rel/" >> "$top/.git/info/exclude" ;;
+esac
 ls -la "$DEST"

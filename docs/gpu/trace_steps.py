@@ -20,25 +20,17 @@ import re
 import statistics
 import sys
 
+import ncu_per_token  # beside this file
+
 
 def kind(name):
     """A kernel's family: quest's kernels by what they compute, MLX's by their name
-    without template arguments, parameters and namespaces."""
+    without template arguments, parameters and namespaces (ncu_per_token.kind)."""
     for key, family in (("qmv4", "quest matvec"), ("quest_attend", "quest attend"),
                         ("quest_qkv", "quest qkv"), ("arg_reduce", "argmax")):
         if key in name:
             return family
-    name = re.sub(r"\(.*$", "", name)
-    depth, out = 0, []
-    for ch in name:
-        if ch == "<":
-            depth += 1
-        elif ch == ">":
-            depth -= 1
-        elif depth == 0:
-            out.append(ch)
-    name = re.sub(r"^void\s*", "", "".join(out).strip())
-    return "mlx " + (name.split("::")[-1][:50] or "?")
+    return "mlx " + ncu_per_token.kind(name)[:50]
 
 
 def read(path):

@@ -296,23 +296,21 @@ fn kernel_and_peer_comparisons_refuse_what_they_cannot_compare() {
 #[test]
 fn a_mistyped_graph_commit_choice_is_named() {
     let h = home("graph-commit");
-    let out = quest_command()
-        .args(["list"])
-        .env("QUEST_HOME", &h)
-        .env("QUEST_GRAPH_COMMIT", "once")
-        .output()
-        .unwrap();
+    let list = |choice: &str| {
+        quest_command()
+            .args(["list"])
+            .env("QUEST_HOME", &h)
+            .env("QUEST_GRAPH_COMMIT", choice)
+            .output()
+            .unwrap()
+    };
+    let out = list("once");
     assert!(!out.status.success());
     let err = stderr(&out);
     assert!(
         err.contains("QUEST_GRAPH_COMMIT=once") && err.contains("use step or mlx"),
         "{err}"
     );
-    let ok = quest_command()
-        .args(["list"])
-        .env("QUEST_HOME", &h)
-        .env("QUEST_GRAPH_COMMIT", "mlx")
-        .output()
-        .unwrap();
+    let ok = list("mlx");
     assert!(ok.status.success(), "{}", stderr(&ok));
 }
