@@ -59,7 +59,7 @@ fn an_untraced_figure_fails_the_authors_check() {
         text.replace(
             traced,
             "That host work comes once per token and grows with the number of layers: \
-             measured on an NVIDIA H200, about 113 µs per layer.",
+             measured on an NVIDIA H200, about 113.4 µs per layer.",
         ),
     )
     .unwrap();
@@ -67,7 +67,7 @@ fn an_untraced_figure_fails_the_authors_check() {
     let (stdout, _) = crate::common::text(&out);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(
-        stdout.contains("mlx-path/en.md") && stdout.contains("`113 µs`"),
+        stdout.contains("mlx-path/en.md") && stdout.contains("`113.4 µs`"),
         "{stdout}"
     );
 }
