@@ -671,7 +671,6 @@ steps() {
   local r shapes lib n setting
   r=$(rounds 5)
   shapes=${STEPS_SHAPES:-SmolLM2-135M,SmolLM2-360M,Qwen3-0.6B,Qwen3-1.7B,Qwen3-4B,Qwen3-8B}
-  lib=$(realpath "${TRACE_LIB:?TRACE_LIB: the folder docs/gpu/trace_build.sh made, carried}")/libcupti_trace.so
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv > "$o/gpu.txt" 2>&1
   local parts=" ${PARTS:-peer trace ab} "
   if [[ $parts == *" peer "* ]]; then
@@ -680,16 +679,19 @@ steps() {
       --rounds "$r" 2>&1 | grep -v '^quest:' | tee "$o/fit-peer.txt"
     cp target/quest-bench/fit-cuda.json "$o/fit-peer.json" 2>/dev/null
   fi
-  [[ $parts == *" trace "* ]] && for traced in kernels driver; do
-    step "quest fit traced by CUPTI ($traced)"
-    # shellcheck disable=SC2046 # QUEST_TRACE_DRIVER=1, or nothing
-    env CUDA_INJECTION64_PATH="$lib" QUEST_TRACE_OUT="$o/trace-$traced.csv" \
-      $([ $traced = driver ] && echo QUEST_TRACE_DRIVER=1) timeout "${LIMIT:-300}" \
-      quest fit --shapes "$shapes" --max-tokens "$T" --rounds 1 2>&1 | grep -v '^quest:' | tee "$o/fit-$traced.txt"
-    python3 "$HERE/trace_steps.py" "$o/trace-$traced.csv" --shapes "$shapes" --json "$o/steps-$traced.json" |
-      tee "$o/steps-$traced.txt"
-    gzip -f "$o/trace-$traced.csv"
-  done
+  if [[ $parts == *" trace "* ]]; then
+    lib=$(realpath "${TRACE_LIB:?TRACE_LIB: the folder docs/gpu/trace_build.sh made, carried}")/libcupti_trace.so
+    for traced in kernels driver; do
+      step "quest fit traced by CUPTI ($traced)"
+      # shellcheck disable=SC2046 # QUEST_TRACE_DRIVER=1, or nothing
+      env CUDA_INJECTION64_PATH="$lib" QUEST_TRACE_OUT="$o/trace-$traced.csv" \
+        $([ $traced = driver ] && echo QUEST_TRACE_DRIVER=1) timeout "${LIMIT:-300}" \
+        quest fit --shapes "$shapes" --max-tokens "$T" --rounds 1 2>&1 | grep -v '^quest:' | tee "$o/fit-$traced.txt"
+      python3 "$HERE/trace_steps.py" "$o/trace-$traced.csv" --shapes "$shapes" --json "$o/steps-$traced.json" |
+        tee "$o/steps-$traced.txt"
+      gzip -f "$o/trace-$traced.csv"
+    done
+  fi
   [[ $parts == *" ab "* ]] || return 0
   local off=${AB_OFF:-QUEST_KERNEL_CACHE=fresh QUEST_GRAPH_COMMIT=mlx} on=${AB_ON:- }
   step "A/B, alternated: OFF \`$off\`, ON \`$on\`, ${PASSES:-2} passes"

@@ -82,27 +82,26 @@ def busy_ns(start, end, ks):
 
 
 def summarize(run, driver, label):
+    steps = run[1:]  # the first step's window holds the prompt's tail
+    n = len(steps)
     spans, busys, by_kind = [], [], collections.defaultdict(list)
-    for start, end, ks in run[1:]:  # the first step's window holds the prompt's tail
+    names = collections.defaultdict(lambda: [0, 0])  # name: [ns, calls] over the run
+    for start, end, ks in steps:
         spans.append(end - start)
         busys.append(busy_ns(start, end, ks))
         per = collections.Counter()
         for k_start, k_end, _, _, name in ks:
             per[kind(name)] += k_end - k_start
+            names[name][0] += k_end - k_start
+            names[name][1] += 1
         for family in set(per) | set(by_kind):
             by_kind[family].append(per.get(family, 0))
     med = lambda xs: statistics.median(xs) / 1e3  # µs
-    names = collections.defaultdict(lambda: [0, 0])
-    for start, end, ks in run[1:]:
-        for k_start, k_end, _, _, name in ks:
-            names[name][0] += k_end - k_start
-            names[name][1] += 1
-    n = len(run) - 1
     out = {
         "run": label,
         "by_name": {name: {"us_per_call": ns / calls / 1e3, "calls_per_step": calls / n}
                     for name, (ns, calls) in sorted(names.items(), key=lambda kv: -kv[1][0])},
-        "steps": len(run) - 1,
+        "steps": n,
         "kernels_per_step": len(run[-1][2]),
         "step_us": med(spans),
         "busy_us": med(busys),
@@ -111,7 +110,7 @@ def summarize(run, driver, label):
     }
     if driver:
         # The host's window: from the first launch of the run's kernels to the last's.
-        corrs = {k[3] for _, _, ks in run[1:] for k in ks}
+        corrs = {k[3] for _, _, ks in steps for k in ks}
         launches = [d for d in driver if d[3] in corrs]
         if launches:
             h0, h1 = launches[0][0], max(d[1] for d in launches)
@@ -121,7 +120,6 @@ def summarize(run, driver, label):
                 if h0 <= d_start <= h1:
                     calls[name] += d_end - d_start
                     count[name] += 1
-            n = len(run) - 1
             out["host_window_us_per_step"] = (h1 - h0) / 1e3 / n
             out["driver_us_per_step"] = sum(calls.values()) / 1e3 / n
             out["driver_by_call"] = {name: {"us_per_step": ns / 1e3 / n, "calls_per_step": count[name] / n}
@@ -165,13 +163,12 @@ def main():
             calls = r.get("driver_by_call", {})
             print(f"{r['run']:<26} " + ", ".join(
                 f"{n} {c['us_per_step']:.1f} ({c['calls_per_step']:.1f})" for n, c in list(calls.items())[:6]))
-    if rows:
+    pipelined = [r for r in rows if r["run"].endswith("pipelined")]
+    if pipelined:
+        last = pipelined[-1]
         print("\nquest's 4-bit matvec by matrix, the last pipelined run (N rows × K columns, group 32):"
               " µs a call, and its bytes (half a byte a weight, a float16 scale and bias a group) over that time")
-        for r in rows:
-            if r["run"].endswith("pipelined"):
-                last = r
-        for name, d in last.get("by_name", {}).items():
+        for name, d in last["by_name"].items():
             m = re.search(r"qmv4_N(\d+)_K(\d+)_GROUP(\d+)", name)
             if m:
                 n, k, g = map(int, m.groups())
