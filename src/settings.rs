@@ -1,6 +1,6 @@
 //! Every `QUEST_*` variable quest reads, in one table: its name, when it is read, what it
 //! means and its default. The code reads a setting through its entry here (never
-//! `std::env::var("QUEST_…")` elsewhere), the README's table is written from [`ALL`]
+//! `std::env::var("QUEST_…")` elsewhere), the settings table of docs/USAGE.md is written from [`ALL`]
 //! (`quest dev update`, checked by a test), and `quest --help` lists them from it.
 //!
 //! A default that depends on the machine (the backend, the CPU count) is named here in
@@ -27,7 +27,7 @@ pub enum When {
 pub struct Setting {
     pub name: &'static str,
     pub when: When,
-    /// What it chooses, for the README and `--help` (Markdown, one line).
+    /// What it chooses, for docs/USAGE.md and `--help` (Markdown, one line).
     pub meaning: &'static str,
     /// Its value when unset: a value the code parses, or (`computed: true`) words for what
     /// the code computes.
@@ -77,7 +77,7 @@ macro_rules! settings {
             default: $default,
             computed: settings!(@computed $($computed)?),
         };)*
-        /// Every setting, in the order the README lists them.
+        /// Every setting, in the order docs/USAGE.md lists them.
         pub const ALL: &[&Setting] = &[$(&$id),*];
     };
     (@computed) => { false };
@@ -221,7 +221,7 @@ pub fn cache_dir() -> Result<PathBuf> {
         .join("quest"))
 }
 
-/// The README's table of settings, written from [`ALL`]: a row per setting, its default
+/// The settings table of docs/USAGE.md, written from [`ALL`]: a row per setting, its default
 /// with it.
 pub fn readme_table() -> String {
     let mut table = String::from("| variable | read | meaning | default |\n|---|---|---|---|\n");
@@ -241,9 +241,12 @@ pub fn readme_table() -> String {
     table
 }
 
+/// The document whose settings table `quest dev update` writes, from the repository's root.
+pub const TABLE_FILE: &str = "docs/USAGE.md";
+
 /// The settings for `quest --help`: a line each, name and default.
 pub fn help() -> String {
-    let mut text = String::from("Settings (environment; README.md says more):\n");
+    let mut text = String::from("Settings (environment; docs/USAGE.md says more):\n");
     for s in ALL.iter().filter(|s| s.when != When::Exercise) {
         let default = if s.computed {
             s.default.to_owned()
@@ -292,14 +295,14 @@ mod tests {
     }
 
     #[test]
-    fn the_readme_table_is_written_from_the_settings() {
-        let readme = std::fs::read_to_string(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"),
+    fn the_usage_table_is_written_from_the_settings() {
+        let usage = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(TABLE_FILE),
         )
         .unwrap();
         assert!(
-            readme.contains(&readme_table()),
-            "README.md's settings table is not the one `quest dev update` writes from src/settings.rs; run `cargo run -- dev update`"
+            usage.contains(&readme_table()),
+            "{TABLE_FILE}'s settings table is not the one `quest dev update` writes from src/settings.rs; run `cargo run -- dev update`"
         );
     }
 

@@ -33,6 +33,14 @@ pub enum DevCommand {
     /// found, with its unit, in a result file the lesson names (or listed as derived,
     /// quoted or given in its `figures:`). Fast: builds and runs nothing.
     Figures,
+    /// How long each lesson is to read and how much of the answer its hint holds: the
+    /// words `quest run` shows by default, the mean and longest sentence, the learner's
+    /// lines each hint level holds, against the course's targets (fails past them).
+    /// Fast: builds and runs nothing.
+    Words {
+        /// The lessons (ids); none: every lesson.
+        lessons: Vec<String>,
+    },
     /// Write `exercises/Cargo.toml` (one binary per exercise) from the course, and the
     /// README's table of settings from src/settings.rs.
     Update,
@@ -81,6 +89,7 @@ pub enum DevCommand {
 pub fn run(root: &Path, command: &DevCommand) -> Result<()> {
     let course = Course::load(&root.join("lessons"))?;
     match command {
+        DevCommand::Words { lessons } => words(&course, lessons),
         DevCommand::Prebuild {
             lessons,
             out,
@@ -162,7 +171,7 @@ pub fn run(root: &Path, command: &DevCommand) -> Result<()> {
             std::fs::write(&path, exercises_manifest(&course)?)
                 .with_context(|| format!("writing {}", path.display()))?;
             println!("wrote {}", path.display());
-            let readme = root.join("README.md");
+            let readme = root.join(quest::settings::TABLE_FILE);
             if readme.is_file() {
                 let text = std::fs::read_to_string(&readme)?;
                 std::fs::write(&readme, with_settings_table(&text)?)
@@ -234,7 +243,10 @@ fn with_settings_table(readme: &str) -> Result<String> {
     const START: &str = "<!-- settings: written by `quest dev update` from src/settings.rs -->\n";
     const END: &str = "<!-- /settings -->";
     let (Some(a), Some(b)) = (readme.find(START), readme.find(END)) else {
-        anyhow::bail!("README.md has no settings markers ({START:?} … {END:?})");
+        anyhow::bail!(
+            "{} has no settings markers ({START:?} … {END:?})",
+            quest::settings::TABLE_FILE
+        );
     };
     Ok(format!(
         "{}{START}{}{}",
@@ -245,6 +257,51 @@ fn with_settings_table(readme: &str) -> Result<String> {
 }
 
 /// `exercises/Cargo.toml` as the course makes it.
+/// `quest dev words`: a line a lesson, then every target missed; an error if any is.
+fn words(course: &Course, only: &[String]) -> Result<()> {
+    use quest::course::readability::{self, TARGETS};
+    let ids: Vec<String> = if only.is_empty() {
+        course.lesson_ids().map(str::to_owned).collect()
+    } else {
+        only.to_vec()
+    };
+    println!(
+        "{:<18} {:>6} {:>6} {:>8} {:>12} {:>8}",
+        "lesson", "words", "mean", "longest", "hint lines", "learner"
+    );
+    let mut missed = Vec::new();
+    for id in &ids {
+        course.ensure_known_lesson(id, Lang::En)?;
+        let lesson = course.lesson(id, Lang::En)?;
+        let code = readability::lesson_code(&lesson)?;
+        let found = readability::measure(
+            &lesson,
+            code.as_ref().map(|(s, e)| (s.as_str(), e.as_str())),
+            &TARGETS,
+        );
+        println!(
+            "{:<18} {:>6} {:>6.1} {:>8} {:>12} {:>8}",
+            id,
+            found.words,
+            found.mean_sentence,
+            found.longest_words(),
+            found.most_lines_in_a_level(),
+            found
+                .learner_lines
+                .map_or("-".to_owned(), |n| n.to_string())
+        );
+        missed.extend(found.problems.iter().map(|p| format!("{id}: {p}")));
+    }
+    if missed.is_empty() {
+        println!("every lesson within the targets");
+        return Ok(());
+    }
+    for problem in &missed {
+        println!("{problem}");
+    }
+    bail!("{} targets missed", missed.len())
+}
+
 pub fn exercises_manifest(course: &Course) -> Result<String> {
     let mut text = String::from(
         "# Written by `quest dev update` from lessons/*/lesson.yaml; `quest dev check` keeps it current.\n\

@@ -47,8 +47,12 @@ enum Command {
         #[command(flatten)]
         run: RunArgs,
         /// Skip the lesson text; only build and run.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "lesson_text")]
         no_lesson: bool,
+        /// Show the whole lesson again, with what its figures rest on (its appendix).
+        /// Without it, the first run shows the lesson and later runs its tasks.
+        #[arg(long = "lesson", id = "lesson_text")]
+        lesson_text: bool,
     },
     /// List the lessons.
     List {
@@ -369,7 +373,15 @@ fn dispatch(cli: Cli) -> Result<()> {
             lesson,
             run,
             no_lesson,
-        } => run_lesson(&learner_ctx(lang)?, &lesson, &run, no_lesson),
+            lesson_text,
+        } => {
+            let show = match (no_lesson, lesson_text) {
+                (true, _) => None,
+                (false, true) => Some(render::Show::WithAppendix),
+                (false, false) => Some(render::Show::Lesson),
+            };
+            run_lesson(&learner_ctx(lang)?, &lesson, &run, show)
+        }
         Command::Submit {
             lesson,
             run,
@@ -548,11 +560,32 @@ fn serve_course(lang: Option<&str>, port: u16, open: bool) -> Result<()> {
     serve::serve(ctx, chosen, port, open)
 }
 
-fn run_lesson(ctx: &Ctx, id: &str, run: &RunArgs, no_lesson: bool) -> Result<()> {
+/// `show`: `None` shows nothing; `Show::Lesson` the lesson the first time and its tasks
+/// after, once the progress file says it was read; never a hint.
+fn run_lesson(ctx: &Ctx, id: &str, run: &RunArgs, show: Option<render::Show>) -> Result<()> {
     let lesson = ctx.lesson(id)?;
     ctx.warn_if_stale(&lesson);
-    if !no_lesson {
-        print!("{}", render::terminal(&lesson, &ctx.course, &ctx.options()));
+    if let Some(show) = show {
+        let mut store = quest::progress::Store::open_default()?;
+        let read = store.state().lesson(id).is_some_and(|r| r.has_read());
+        let show = if show == render::Show::Lesson && read {
+            render::Show::Tasks
+        } else {
+            show
+        };
+        print!(
+            "{}",
+            render::terminal(&lesson, &ctx.course, show, &ctx.options())
+        );
+        if show == render::Show::Tasks {
+            println!("{}\n", ctx.ui_with("run_tasks_only", &[("id", id)]));
+        }
+        if !read {
+            store.update(|state| {
+                state.lesson_mut(id).read = true;
+                Ok(())
+            })?;
+        }
     }
     run_and_record(ctx, &lesson, run)
 }

@@ -41,6 +41,10 @@ pub struct Term {
     /// Also checked in inline code and `text` blocks.
     #[serde(default)]
     pub in_code: bool,
+    /// A refused form counts only where a word ends in it (no Hangul syllable after it):
+    /// the endings of a speech register (`습니다`), not the same syllables mid-word.
+    #[serde(default)]
+    pub word_end: bool,
 }
 
 /// A glossary term rendered another way, at a byte offset of the text checked.
@@ -89,7 +93,12 @@ impl Glossary {
         let mut hits = Vec::new();
         for term in self.terms.iter().filter(|term| term.in_code || !code) {
             for form in &term.refused {
-                for at in occurrences(&lowered, &form.to_ascii_lowercase(), &term.except) {
+                let ends_a_word = |at: &usize| {
+                    let next = lowered[at + form.len()..].chars().next();
+                    !term.word_end || !next.is_some_and(|c| ('\u{AC00}'..='\u{D7A3}').contains(&c))
+                };
+                let found = occurrences(&lowered, &form.to_ascii_lowercase(), &term.except);
+                for at in found.into_iter().filter(ends_a_word) {
                     hits.push(Hit {
                         at,
                         found: text[at..at + form.len()].to_owned(),
@@ -407,6 +416,22 @@ mod tests {
             .iter()
             .map(|hit| format!("{} → {}", hit.found, hit.term.ko))
             .collect()
+    }
+
+    /// The register is the glossary's too: polite and formal endings are refused where a
+    /// word ends in them, the same syllables inside a word are not.
+    #[test]
+    fn the_register_is_plain_speech() {
+        assert_eq!(
+            found("이건 레슨입니다.", ""),
+            ["입니다 → 반말 (-해, -야, -지)"]
+        );
+        assert_eq!(
+            found("한 번 더 해 보세요", ""),
+            ["세요 → 반말 (-해, -야, -지)"]
+        );
+        assert!(found("이건 레슨이야. 해 봐.", "").is_empty());
+        assert!(found("세요소", "").is_empty());
     }
 
     /// The renderings the course once mixed, each refused with the glossary's term.

@@ -150,6 +150,20 @@ impl Lesson {
         self.sections.iter().find(|section| section.id == id)
     }
 
+    /// What `quest run` shows of the lesson by default: every section before the hint
+    /// (the intro, the tasks, the teaching sections), never the hint or the appendix.
+    pub fn default_markdown(&self) -> &str {
+        let end = self
+            .section("hint")
+            .map_or(self.body().len(), |hint| hint.range.start);
+        &self.body()[..end]
+    }
+
+    /// The appendix (`{#appendix}`, after the hint), if the lesson has one.
+    pub fn appendix(&self) -> Option<&Section> {
+        self.section(sections::APPENDIX)
+    }
+
     /// The Markdown of one section, its heading included.
     pub fn section_markdown(&self, section: &Section) -> &str {
         &self.body()[section.range.clone()]
@@ -271,6 +285,36 @@ impl Lesson {
         }
         Ok(())
     }
+
+    /// The hint is the last section a learner reads in order; only the appendix may follow
+    /// it, and the appendix follows nothing else. Checked by the author's readability check
+    /// (`quest dev words`), not at load: a section out of place is hidden, never fatal.
+    pub fn check_after_hint(&self) -> Result<()> {
+        let hint_at = self.sections.iter().position(|s| s.id == "hint");
+        for (at, section) in self.sections.iter().enumerate() {
+            let after_hint = hint_at.is_some_and(|hint| at > hint);
+            let is_appendix = section.id == sections::APPENDIX;
+            if after_hint && (!is_appendix || at != self.sections.len() - 1) {
+                bail!(
+                    "{}:{}: `{}` follows the hint: only one section may, the last, \
+                     `## … {{#{}}}` (what the figures rest on); move this one above the hint \
+                     or into the appendix as a `###`",
+                    self.path.display(),
+                    section.line,
+                    section.id,
+                    sections::APPENDIX
+                );
+            }
+            if is_appendix && !after_hint {
+                bail!(
+                    "{}:{}: the appendix comes last, after the hint",
+                    self.path.display(),
+                    section.line
+                );
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Splits `---\n<yaml>---\n<body>` into the YAML and the body's byte offset.
@@ -300,6 +344,33 @@ mod tests {
 
     fn error_of(result: Result<Lesson>) -> String {
         format!("{:#}", result.unwrap_err())
+    }
+
+    /// Only the appendix may follow the hint; the default text stops at the hint.
+    #[test]
+    fn only_the_appendix_follows_the_hint() {
+        let good = load_fixture("good", Lang::En).unwrap();
+        let error = format!("{:#}", good.check_after_hint().unwrap_err());
+        assert!(
+            error.contains("`on-this-machine` follows the hint"),
+            "{error}"
+        );
+        let source = good.source.replace("{#on-this-machine}", "{#appendix}");
+        let lesson = Lesson::parse(&good.path, source, good.spec.clone()).unwrap();
+        lesson.check_after_hint().unwrap();
+        assert!(lesson.appendix().is_some());
+        let shown = lesson.default_markdown();
+        assert!(
+            shown.contains("{#exercise}") && !shown.contains("{#hint}"),
+            "{shown}"
+        );
+        let source = good.source.replace("{#the-loop}", "{#appendix}");
+        let lesson = Lesson::parse(&good.path, source, good.spec.clone()).unwrap();
+        let error = format!("{:#}", lesson.check_after_hint().unwrap_err());
+        assert!(
+            error.contains("follows the hint") || error.contains("comes last"),
+            "{error}"
+        );
     }
 
     #[test]

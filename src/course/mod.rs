@@ -10,6 +10,7 @@ pub mod glossary;
 mod hints;
 mod lang;
 mod lesson;
+pub mod readability;
 mod sections;
 pub mod spec;
 mod translation;
@@ -30,7 +31,8 @@ pub use lesson::{
     FrontMatter, Lesson, QuestionText, Quote, DRAWS_MESSAGE, LOGITS_MESSAGE, TOKENS_MESSAGE,
 };
 pub use sections::{
-    markdown_options, parse_info, CodeBlock, Section, EXERCISE_ATTR, INTRO, REQUIRED_SECTIONS,
+    markdown_options, parse_info, CodeBlock, Section, APPENDIX, EXERCISE_ATTR, INTRO,
+    REQUIRED_SECTIONS,
 };
 pub use spec::{LessonSpec, Metric};
 pub use translation::{sha256_hex, source_hash, TranslationStatus};

@@ -13,6 +13,11 @@ pub const INTRO: &str = "intro";
 /// Anything else a lesson says is its own choice of sections.
 pub const REQUIRED_SECTIONS: [&str; 3] = [INTRO, "exercise", "hint"];
 
+/// The optional last section, after the hint: what the lesson's figures rest on (how they
+/// were measured, the GPU's readings, a kernel's history). `quest run --lesson` shows it and
+/// the web page folds it; a plain `quest run` does not.
+pub const APPENDIX: &str = "appendix";
+
 /// The info-string attribute that marks the exercise's code block.
 pub const EXERCISE_ATTR: &str = "exercise";
 

@@ -62,6 +62,21 @@ pub struct LessonRecord {
     /// The furthest hint level `quest hint` has shown (1 for the first); 0: none yet.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub hint_level: u32,
+    /// `quest run` has shown the whole lesson once; later runs show its tasks.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub read: bool,
+}
+
+impl LessonRecord {
+    /// The lesson has been shown in full: by a run that said so, or, in a file written
+    /// before runs said it, by any recorded run (every run then showed the whole lesson).
+    pub fn has_read(&self) -> bool {
+        self.read || !self.runs.is_empty()
+    }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 fn is_zero(n: &u32) -> bool {

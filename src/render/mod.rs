@@ -42,16 +42,40 @@ impl RenderOptions {
     }
 }
 
-/// The whole lesson: title, its minutes and tags, opening quote, then the body.
+/// How much of a lesson the terminal shows. The hint is never part of it: `quest hint`
+/// gives it, one level at a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Show {
+    /// Everything before the hint: the intro, the tasks, the teaching sections.
+    Lesson,
+    /// The lesson and its appendix (what its figures rest on).
+    WithAppendix,
+    /// The title and the tasks alone: what a run shows once the lesson has been read.
+    Tasks,
+}
+
+/// The lesson as `show` asks: title, its minutes and tags, opening quote, then the body.
 /// `course` gives the reader's wording of the minutes.
-pub fn terminal(lesson: &Lesson, course: &Course, options: &RenderOptions) -> String {
+pub fn terminal(lesson: &Lesson, course: &Course, show: Show, options: &RenderOptions) -> String {
     let mut writer = Writer::new(options);
     writer.title(&lesson.meta.title);
     writer.byline(&byline(lesson, course, options.lang));
-    if let Some(quote) = &lesson.meta.quote {
-        writer.quote(quote);
+    match show {
+        Show::Tasks => {
+            if let Some(tasks) = lesson.section("exercise") {
+                writer.markdown(lesson.section_markdown(tasks));
+            }
+        }
+        Show::Lesson | Show::WithAppendix => {
+            if let Some(quote) = &lesson.meta.quote {
+                writer.quote(quote);
+            }
+            writer.markdown(lesson.default_markdown());
+            if let (Show::WithAppendix, Some(appendix)) = (show, lesson.appendix()) {
+                writer.markdown(lesson.section_markdown(appendix));
+            }
+        }
     }
-    writer.markdown(lesson.body());
     writer.finish()
 }
 

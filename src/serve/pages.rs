@@ -329,6 +329,12 @@ pub fn lesson_page(
                 ui(course, "web_show_hint", lang),
                 hint_html(course, &lesson, lang).unwrap_or(html)
             );
+        } else if section.id == crate::course::APPENDIX {
+            let _ = write!(
+                body,
+                r#"<details class="appendix" id="appendix-box"><summary>{}</summary>{html}</details>"#,
+                ui(course, "web_show_appendix", lang),
+            );
         } else {
             let _ = write!(
                 body,

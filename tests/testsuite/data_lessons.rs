@@ -37,6 +37,46 @@ fn course_with_data_lessons(name: &str) -> PathBuf {
     root
 }
 
+/// `quest run` shows the lesson once: the first run the whole lesson (its tasks on top),
+/// later runs the tasks alone, `--lesson` the lesson again with its appendix; no run
+/// ever prints a level of the hint.
+#[test]
+fn run_shows_the_lesson_once_and_never_the_hint() {
+    let root = course_with_data_lessons("shown-once");
+    let home = home("data-shown-once");
+    let quest = |args: &[&str]| quest_in(&root, &home, args);
+    let intro = "Every step of this loop sleeps.";
+    let task = "Take the sleep out";
+    let hint = "Remove the sleep.";
+    let appendix = "The sleep is the whole step here.";
+
+    let out = quest(&["--lang", "en", "run", "sleepy", "--max-tokens", "2"]);
+    let (first, stderr) = text(&out);
+    assert!(out.status.success(), "{first}{stderr}");
+    assert!(first.contains(intro) && first.contains(task), "{first}");
+    assert!(
+        !first.contains(hint) && !first.contains(appendix),
+        "{first}"
+    );
+
+    let out = quest(&["run", "sleepy", "--max-tokens", "2"]);
+    let (later, stderr) = text(&out);
+    assert!(out.status.success(), "{later}{stderr}");
+    assert!(later.contains(task) && !later.contains(intro), "{later}");
+    assert!(later.contains("quest run sleepy --lesson"), "{later}");
+    assert!(!later.contains(hint), "{later}");
+
+    let out = quest(&["run", "sleepy", "--lesson", "--max-tokens", "2"]);
+    let (again, stderr) = text(&out);
+    assert!(out.status.success(), "{again}{stderr}");
+    assert!(again.contains(intro) && again.contains(appendix), "{again}");
+    assert!(!again.contains(hint), "{again}");
+
+    // The hint stays where it was: one level at a time, on request.
+    let out = quest(&["hint", "sleepy"]);
+    assert!(text(&out).0.contains(hint), "{}", text(&out).0);
+}
+
 #[test]
 fn a_lesson_made_of_data_runs_submits_and_completes() {
     let root = course_with_data_lessons("data");

@@ -25,6 +25,28 @@ fn every_lesson_loads_in_every_language() {
     }
 }
 
+/// A lesson a learner reads in minutes, with a hint that teaches instead of handing the
+/// answer over: every lesson's default text (what `quest run` shows, before the hint) and
+/// hint, computed from the files against the course's targets (`quest dev words` prints
+/// the same numbers).
+#[test]
+fn every_lesson_reads_in_minutes_and_its_hint_leaves_the_code_to_the_learner() {
+    use quest::course::readability::{self, TARGETS};
+    let course = Course::load(&lessons_dir()).unwrap();
+    let mut missed = Vec::new();
+    for id in course.lesson_ids() {
+        let lesson = course.lesson(id, Lang::En).unwrap();
+        let code = readability::lesson_code(&lesson).unwrap();
+        let found = readability::measure(
+            &lesson,
+            code.as_ref().map(|(s, e)| (s.as_str(), e.as_str())),
+            &TARGETS,
+        );
+        missed.extend(found.problems.iter().map(|p| format!("{id}: {p}")));
+    }
+    assert!(missed.is_empty(), "{}", missed.join("\n"));
+}
+
 /// The whole author's check: every starting code and solution built, and run where the
 /// lesson judges by numbers. Most of ten minutes on two cores, so part of the course
 /// walk that `.ci/run` runs; what it proves for one lesson is proven in the plain run by

@@ -282,7 +282,7 @@ fn list_json_has_every_lesson_with_its_status() {
 }
 
 /// Each lesson, in each language: its title, its code captioned and highlighted, the
-/// hint folded, the exercise's commands, the learner's numbers.
+/// hint and the appendix folded, the exercise's commands, the learner's numbers.
 #[test]
 fn every_lesson_renders_in_both_languages() {
     let site = site_of(&repo().join("lessons"));
@@ -302,6 +302,10 @@ fn every_lesson_renders_in_both_languages() {
             let levels = lesson.hints().unwrap().levels.len();
             let folded = page.matches(r#"<details class="hint-level">"#).count();
             assert_eq!(folded, if levels > 1 { levels } else { 0 }, "{at}");
+            // What the figures rest on, folded: there when the lesson has it, never open.
+            let appendix = page.contains(r#"<details class="appendix""#);
+            assert_eq!(appendix, lesson.appendix().is_some(), "{at}: appendix");
+            assert!(!page.contains(r#"<details class="appendix" open"#), "{at}");
             assert!(
                 page.contains(&format!("quest card {id}")),
                 "{at}: the card command"
