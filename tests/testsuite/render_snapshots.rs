@@ -44,3 +44,45 @@ fn no_line_is_wider_than_80_columns_outside_code() {
         }
     }
 }
+
+/// No way `quest run` shows a lesson prints a level of its hint: for every lesson, in
+/// both languages, the longest line each hint level renders to appears in none of them.
+#[test]
+fn no_run_of_any_lesson_prints_its_hint() {
+    let lessons = Path::new(env!("CARGO_MANIFEST_DIR")).join("lessons");
+    let course = Course::load(&lessons).expect("the course loads");
+    let options = |lang| RenderOptions {
+        width: 80,
+        color: false,
+        lang,
+    };
+    for id in course.lesson_ids() {
+        for lang in Lang::ALL {
+            let lesson = course.lesson(id, lang).unwrap();
+            let shown: Vec<String> = [
+                render::Show::Lesson,
+                render::Show::WithAppendix,
+                render::Show::Tasks,
+            ]
+            .into_iter()
+            .map(|show| render::terminal(&lesson, &course, show, &options(lang)))
+            .collect();
+            for level in lesson.hints().expect("every lesson has a hint").levels {
+                let text = render::markdown(level.markdown, &options(lang));
+                let Some(longest) = text.lines().map(str::trim).max_by_key(|l| l.len()) else {
+                    continue;
+                };
+                if longest.len() < 20 {
+                    continue;
+                }
+                for output in &shown {
+                    assert!(
+                        !output.contains(longest),
+                        "{id} ({lang}): a run shows the hint's \"{}\": {longest}",
+                        level.title
+                    );
+                }
+            }
+        }
+    }
+}
