@@ -8,7 +8,8 @@
 //   rms_norm(x) = x · 1 / sqrt(mean(x²) + eps) · weight
 //
 // `x` is [.., D] (a block's [B, L, 576] in SmolLM2; Qwen3's per-head norms [B, L, heads,
-// 128]); `weight` is [D]; the result has x's shape and dtype.
+// 128]) in the model's dtype (float32 on the CPU, float16 on a GPU); `weight` is [D]. The
+// mean of the squares is taken in float32; the result has x's shape and dtype.
 
 use anyhow::Result;
 use mlx_rs::Array;
@@ -19,7 +20,7 @@ struct MyNorm;
 
 impl Pieces for MyNorm {
     fn rms_norm(&self, x: &Array, weight: &Array, eps: f32) -> Result<Array> {
-        todo!("the mean of x² over the last axis, then x · rsqrt(that + eps) · weight")
+        todo!("your norm: the lesson's tasks say what to write")
     }
 }
 

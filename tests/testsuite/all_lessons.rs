@@ -526,10 +526,23 @@ fn rows() -> Vec<Row> {
             // The mean of the squares as a sum over n, then a square root and a division:
             // another order of the same arithmetic (6.2e-5 from quest's at most, measured).
             honest: |s| {
-                s.solution.replace(
-                    "        let mean_square = x.square()?.mean_axis(-1, true)?;\n        let inverse_rms = mean_square.add(Array::from_f32(eps))?.rsqrt()?;\n        Ok(x.multiply(&inverse_rms)?.multiply(weight)?)",
-                    "        let n = *x.shape().last().unwrap() as f32;\n        let mean_square = x.multiply(x)?.sum_axis(-1, true)?.divide(Array::from_f32(n))?;\n        let rms = mean_square.add(Array::from_f32(eps))?.sqrt()?;\n        Ok(x.divide(&rms)?.multiply(weight)?)",
-                )
+                s.solution
+                    .replace(
+                        "let squares = x.square()?;",
+                        "let n = *x.shape().last().unwrap() as f32;\n        let squares = x.multiply(&x)?;",
+                    )
+                    .replace(
+                        "let mean_square = squares.mean_axis(-1, true)?;",
+                        "let mean_square = squares.sum_axis(-1, true)?.divide(Array::from_f32(n))?;",
+                    )
+                    .replace(
+                        "let inverse_rms = mean_square.add(Array::from_f32(eps))?.rsqrt()?;",
+                        "let rms = mean_square.add(Array::from_f32(eps))?.sqrt()?;",
+                    )
+                    .replace(
+                        "let normed = x.multiply(&inverse_rms)?;",
+                        "let normed = x.divide(&rms)?;",
+                    )
             },
             refusals: &[
                 Refusal {
@@ -559,8 +572,8 @@ fn rows() -> Vec<Row> {
                     what: "the weight left out: the piece check finds it before the model runs",
                     edit: |s| {
                         s.solution.replace(
-                            "Ok(x.multiply(&inverse_rms)?.multiply(weight)?)",
-                            "let _ = weight;\n        Ok(x.multiply(&inverse_rms)?)",
+                            "Ok(normed.multiply(weight)?)",
+                            "let _ = weight;\n        Ok(normed)",
                         )
                     },
                     command: "submit",
@@ -599,8 +612,8 @@ fn rows() -> Vec<Row> {
                     what: "MLX's fused norm through its `_device` variant",
                     edit: |s| {
                         s.solution.replace(
-                            "Ok(x.multiply(&inverse_rms)?.multiply(weight)?)",
-                            "let _ = inverse_rms;\n        Ok(mlx_rs::fast::rms_norm_device(x, weight, eps, mlx_rs::Stream::new())?)",
+                            "Ok(normed.multiply(weight)?)",
+                            "let _ = normed;\n        Ok(mlx_rs::fast::rms_norm_device(&x, weight, eps, mlx_rs::Stream::new())?)",
                         )
                     },
                     command: "submit",
@@ -615,8 +628,8 @@ fn rows() -> Vec<Row> {
                         format!(
                             "use mlx_rs::fast::rms_norm as norm;\n{}",
                             s.solution.replace(
-                                "Ok(x.multiply(&inverse_rms)?.multiply(weight)?)",
-                                "let _ = inverse_rms;\n        Ok(norm(x, Some(weight), eps)?)",
+                                "Ok(normed.multiply(weight)?)",
+                                "let _ = normed;\n        Ok(norm(&x, Some(weight), eps)?)",
                             )
                         )
                     },
