@@ -15,7 +15,8 @@
 //   out = x · Wᵀ                                  [B, L, out], in x's dtype
 //
 // `quest::lab::bits::{right_shift, bitwise_and}` are MLX's shift and mask on integer
-// arrays (mlx-rs has no safe ones).
+// arrays, wrapped for the exercise; `floor_divide` and `remainder` by powers of two do
+// the same on unsigned words.
 
 use anyhow::Result;
 use mlx_rs::Array;
@@ -34,7 +35,7 @@ impl Pieces for MyMatvec {
         group_size: i32,
         bits: i32,
     ) -> Result<Array> {
-        todo!("unpack every value from its word, scale · q + bias per group, then x · Wᵀ")
+        todo!("your 4-bit matvec: the lesson's tasks say what to write")
     }
 }
 
