@@ -10,11 +10,13 @@
 //! times quest shows and awards are its clock's, the exercise's own timer's ride along
 //! ([`Report::own`]). Run by hand, it uses the defaults below and prints its numbers.
 //!
-//! Two files: `exercise.rs`, what runs inside the exercise's process ([`Exercise`],
-//! [`Timer`], [`Report`], the journey's loop), its items re-exported here so that an
-//! exercise's `quest::lab::…` paths hold; and [`runner`], quest's side, which builds the
-//! exercise, starts it and reads back what it wrote. The runner uses the exercise's side,
-//! never the other way.
+//! The exercise's side: `exercise.rs`, what runs inside the exercise's process
+//! ([`Exercise`], [`Timer`], [`Report`], the journey's loop), its items re-exported here so
+//! that an exercise's `quest::lab::…` paths hold; `ops.rs`, what one op costs the host
+//! ([`graph_ops`], [`host_cost_per_op`]); [`bits`], the bit operations a quantized
+//! exercise unpacks with. quest's side: [`runner`], which builds the exercise, starts it
+//! and reads back what it wrote, and [`clock`], which times what arrives. quest's side
+//! uses the exercise's, never the other way.
 
 pub mod bits;
 pub mod clock;

@@ -351,4 +351,164 @@ mod tests {
         );
         assert_eq!(file_of(split("lm::Pieces")).as_deref(), Some("lm::pieces"));
     }
+
+    /// Files whose comments still hold measurements, edited on another branch: their
+    /// figures move to docs once that branch is merged. Each is named with its reason.
+    const HISTORY_LEFT: &[(&str, &str)] = &[(
+        "kernels/matvec.rs",
+        "edited on another branch; cleaned after merge",
+    )];
+
+    /// What a comment line says that belongs in docs, not in the source: an issue number,
+    /// a date, a measured rate (tok/s, TB/s, GB/s, MB/s, ms per token) or a measured ratio
+    /// (`×1.2`). Inline code (an example of a format) and `docs/…` paths (where the
+    /// evidence is) are not read. `next` is the start of the following comment line, so a
+    /// number and its unit split across lines are read together.
+    fn history_in(line: &str, next: &str) -> Option<&'static str> {
+        let prose = |text: &str| -> String {
+            let outside_code: String = text.split('`').step_by(2).collect();
+            outside_code
+                .split_whitespace()
+                .filter(|word| !word.contains("docs/"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let text = prose(line) + " " + &prose(next);
+        let lower = text.to_lowercase();
+        if lower.match_indices("issue #").any(|(at, m)| {
+            lower[at + m.len()..]
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_digit())
+        }) {
+            return Some("an issue number");
+        }
+        let chars: Vec<char> = text.chars().collect();
+        let is_date = |at: usize| {
+            let shape = "dddd-dd-dd";
+            let fits = shape.chars().enumerate().all(|(i, s)| {
+                chars.get(at + i).is_some_and(|&c| match s {
+                    'd' => c.is_ascii_digit(),
+                    _ => c == s,
+                })
+            });
+            let joined =
+                |c: Option<&char>| c.is_some_and(|c| c.is_alphanumeric() || "-/".contains(*c));
+            fits && !joined(at.checked_sub(1).and_then(|b| chars.get(b)))
+                && !joined(chars.get(at + shape.len()))
+        };
+        if (0..chars.len()).any(is_date) {
+            return Some("a date");
+        }
+        if chars
+            .windows(2)
+            .any(|w| w[0] == '×' && w[1].is_ascii_digit())
+        {
+            return Some("a measured ratio");
+        }
+        let words: Vec<&str> = text.split_whitespace().collect();
+        let is_number = |word: &str| {
+            let word = word.trim_start_matches(['+', '~', '≈', '(']);
+            word.chars().any(|c| c.is_ascii_digit())
+                && word
+                    .chars()
+                    .all(|c| c.is_ascii_digit() || ".–-%".contains(c))
+        };
+        const RATES: &[&str] = &[
+            "tok/s",
+            "tokens/s",
+            "TB/s",
+            "GB/s",
+            "MB/s",
+            "ms/token",
+            "ms per token",
+            "µs per token",
+        ];
+        let rate = (0..words.len()).any(|i| {
+            let after = words[i + 1..words.len().min(i + 4)].join(" ");
+            is_number(words[i]) && RATES.iter().any(|unit| after.starts_with(unit))
+        });
+        rate.then_some("a measured rate")
+    }
+
+    /// Source comments say what the code is and why; the history — issue numbers, dates,
+    /// what was measured before and after — lives in docs/ (docs/README.md maps it). Tests'
+    /// comments may do arithmetic on their own data and are not read.
+    #[test]
+    fn source_comments_hold_no_history() {
+        let mut found = Vec::new();
+        let mut still_held = BTreeSet::new();
+        for (rel, text) in super::rust_sources() {
+            let rel = rel.to_string_lossy().replace('\\', "/");
+            let mut lines = text.lines().enumerate().peekable();
+            while let Some((number, line)) = lines.next() {
+                let is_tests = line.starts_with("#[cfg(")
+                    && line.contains("test")
+                    && lines
+                        .peek()
+                        .is_some_and(|(_, l)| l.starts_with("mod tests"));
+                if is_tests {
+                    lines.by_ref().find(|(_, l)| *l == "}");
+                    continue;
+                }
+                let comment = |l: &str| {
+                    l.trim_start()
+                        .strip_prefix("//")
+                        .map(|c| c.trim_start_matches(['/', '!']).to_owned())
+                };
+                let Some(this) = comment(line) else { continue };
+                let next = lines
+                    .peek()
+                    .and_then(|(_, l)| comment(l))
+                    .map(|c| c.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+                    .unwrap_or_default();
+                if let Some(what) = history_in(&this, &next) {
+                    if HISTORY_LEFT.iter().any(|(file, _)| *file == rel) {
+                        still_held.insert(rel.clone());
+                    } else {
+                        found.push(format!("src/{rel}:{}: {what}: {}", number + 1, line.trim()));
+                    }
+                }
+            }
+        }
+        assert!(
+            found.is_empty(),
+            "history in source comments (move it to its docs/ folder):\n{}",
+            found.join("\n")
+        );
+        let clean: Vec<&str> = HISTORY_LEFT
+            .iter()
+            .map(|(file, _)| *file)
+            .filter(|file| !still_held.contains(*file))
+            .collect();
+        assert!(
+            clean.is_empty(),
+            "no history left in {clean:?}: take it off HISTORY_LEFT"
+        );
+    }
+
+    #[test]
+    fn history_is_read_in_comments() {
+        let refused = [
+            ("fixed in issue #12", ""),
+            ("measured 2026-12-01", ""),
+            ("×1.04–1.54 MLX's ops", ""),
+            ("1.67 TB/s against MLX's", ""),
+            ("2 threads decoded at 2–3", "tok/s, 1 thread"),
+            ("+1.3 ms per token per 1000 positions", ""),
+        ];
+        for (line, next) in refused {
+            assert!(history_in(line, next).is_some(), "{line} {next}");
+        }
+        let kept = [
+            "a figure such as `13.6 tok/s` or `×1.59`",
+            "measured in docs/gpu/2026-12-01-attend/",
+            "the line's value at context 0, ms per token",
+            "4096 × 4096 in groups of 64",
+            "decode tok/s on quest's clock",
+        ];
+        for line in kept {
+            assert_eq!(history_in(line, ""), None, "{line}");
+        }
+    }
 }

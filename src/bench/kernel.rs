@@ -76,9 +76,8 @@ pub fn compare(
     }
     let (mut mlx, mut quest) = (Vec::new(), Vec::new());
     // After each switch a short run first: MLX caches the CUDA graphs of a step, and the
-    // other kernel's step is another graph (without this, the first run after a switch
-    // paid for it: quest's kernel measured ×0.74–0.99 here against ×1.10–1.17 from
-    // separate processes, docs/gpu/2026-12-01-qmv-uncentred).
+    // other kernel's step is another graph, so the first run after a switch pays for
+    // building it (docs/gpu/2026-12-01-qmv-uncentred/).
     let settle = options.max_tokens.min(8);
     for _ in 0..options.rounds {
         for (choice, runs) in [(Impl::Mlx, &mut mlx), (Impl::Quest, &mut quest)] {

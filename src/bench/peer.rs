@@ -170,8 +170,8 @@ impl Peer {
         let script = std::env::temp_dir().join(format!("quest_peer_{}.py", std::process::id()));
         std::fs::write(&script, SCRIPT)?;
         // The Rust side's OpenBLAS thread count, as for the venv: left to OpenBLAS's default
-        // (every core), a peer on OpenBLAS ran mlx-lm with two threads against quest's one
-        // here and read ×0.81 for what is the same work (a Python on another BLAS ignores it).
+        // (every core), a peer on OpenBLAS would run mlx-lm with more threads than quest and
+        // compare unlike work (a Python on another BLAS ignores it).
         Ok(Self {
             python,
             script,

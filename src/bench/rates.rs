@@ -50,8 +50,7 @@ impl Rates {
 
 /// (rows, columns) of the matrices the CPU's bandwidth is read through: the MLP's of
 /// SmolLM2-135M, SmolLM2-360M and Qwen3-0.6B. The BLAS reads narrow matrices faster than
-/// wide ones here (6.8 GB/s at 576 columns, 4.5 at 2048, 1.4 through one 1 GiB matrix, on
-/// one core: docs/cpu/2026-12-02-rates/), and the smallest shapes decode fastest: their
+/// wide ones (docs/cpu/2026-12-02-rates/), and the smallest shapes decode fastest: their
 /// widths are the ones to bound.
 const CPU_MATRICES: [(i32, i32); 3] = [(1536, 576), (2560, 960), (3072, 1024)];
 /// Passes through each width's matrices: the best is kept, so more passes come closer to

@@ -13,9 +13,8 @@
 //! `OPENBLAS_NUM_THREADS` is set, OpenBLAS's own reading of it is kept. Half, because MLX's
 //! CPU stream runs on a thread of its own beside the host loop, and OpenBLAS's threads
 //! spin while they wait: with as many BLAS threads as CPUs, anything else running on the
-//! machine stalls them (measured on 2 vCPUs under a parallel build: 2 threads decoded at
-//! 2–3 tok/s, 1 thread at 6–9); on an idle machine the second thread gains a few percent
-//! (docs/benchmarks.md). A small model's matrices gain nothing from more than 8.
+//! machine stalls them, while on an idle machine a second thread gains only a little
+//! (docs/cpu/2026-12-01-openblas-dense/, "Threads"). A small model's matrices gain nothing from more than 8.
 
 use std::path::PathBuf;
 use std::sync::OnceLock;

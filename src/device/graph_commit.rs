@@ -4,10 +4,9 @@
 //! 1000 "MB" of its nodes' inputs (elements, the weights included; compute capability 9.0),
 //! and at the end of every `async_eval` (mlx/backend/cuda/device.cpp, `get_graph_limits`;
 //! `CommandEncoder::needs_commit`). A decode step with quest's kernels is five nodes a
-//! layer, so a Qwen3-8B step was committed about twice. quest raises both limits, so that a
-//! step's graph is committed once, at its `async_eval`: measured on an H100 beside MLX's
-//! limits (docs/gpu/2026-12-06-qmv-applied/, `commit/`), 3.5 µs a layer less host time on
-//! Qwen3-0.6B and 10.6 on Qwen3-8B.
+//! layer, so a Qwen3-8B step is committed about twice under MLX's limits. quest raises both
+//! limits, so that a step's graph is committed once, at its `async_eval`: one commit a
+//! step costs the host less time a layer (docs/gpu/2026-12-06-qmv-applied/, `commit/`).
 
 use std::sync::OnceLock;
 

@@ -1,12 +1,13 @@
 //! A decode step's attention in one CUDA kernel, the cache write included.
 //!
 //! On the GPU a decode step of a model up to 4B is as fast as the host can record and launch
-//! its graph, a few microseconds an op (docs/benchmarks.md). After the fused q/k/v
-//! projection, attention was seven nodes a layer: quest's q/k/v kernel ([`super::heads`]), two cache
-//! writes (`slice_update`), two cache views, MLX's attention and a reshape. This kernel is
-//! one: from the projection's row it makes the heads as [`super::heads`] does (the same code), writes
-//! the new key and value into the cache's buffers, and attends over every position, the new
-//! one included, to `[B, 1, heads · head_dim]`.
+//! its graph, a few microseconds an op (docs/gpu/2026-12-06-step-timeline/). With MLX's ops,
+//! attention after the fused q/k/v projection is seven nodes a layer: quest's q/k/v kernel
+//! ([`super::heads`]), two cache writes (`slice_update`), two cache views, MLX's attention
+//! and a reshape. This kernel is one: from the projection's row it makes the heads as
+//! [`super::heads`] does (the same code), writes the new key and value into the cache's
+//! buffers, and attends over every position, the new one included, to
+//! `[B, 1, heads · head_dim]`.
 //!
 //! **The write is in place.** An MLX kernel cannot write into its inputs by contract (its
 //! arrays are values), and MLX's `slice_update` can write in place only a buffer nothing else
@@ -23,13 +24,12 @@
 //! The attention: a block per query head and sequence, eight lanes per cached position,
 //! sixteen lane groups with two positions each in flight, an online softmax in float32,
 //! combined across the block at the end. Meant for short histories: from
-//! [`MAX_POSITIONS`] on, MLX's attention runs instead (measured, see there). Float16, the heads [`super::heads`] takes; anything else, and every backend but
-//! CUDA, runs MLX's ops.
+//! [`MAX_POSITIONS`] on, MLX's attention runs instead (see there). Float16, the heads
+//! [`super::heads`] takes; anything else, and every backend but CUDA, runs MLX's ops.
 //!
-//! Measured on the H200 (docs/gpu/2026-12-01-attend): on SmolLM2's real
-//! weights the same greedy token as MLX's ops at 63 of 63 steps, logits within 1.15e-2;
-//! ×1.04–1.54 MLX's ops on all six shapes in one interleaved run. On by default on CUDA;
-//! `QUEST_ATTEND=mlx` turns it off ([`super::Kernels`]).
+//! On by default on CUDA, where it checked against MLX's ops on real weights and was
+//! faster on every shape measured (docs/gpu/2026-12-01-attend/); `QUEST_ATTEND=mlx` turns
+//! it off ([`super::Kernels`]).
 
 use std::cell::RefCell;
 
@@ -43,9 +43,8 @@ use super::CacheWrite;
 
 /// The longest history this kernel attends over. One block per head walks the whole
 /// history, so its time grows faster with it than MLX's attention, which splits a long one
-/// across blocks: on the H200 (`quest slope`, alternated processes, docs/gpu/2026-12-01-attend) quest's was
-/// ahead at 512 positions on Qwen3-0.6B and 8B; on the 8B behind at 1024 (×0.89–0.95) and
-/// 2000 (×0.77): +1.3 ms per token per 1000 positions against MLX's +0.4.
+/// across blocks: 512 is the longest context at which `quest slope` measured this kernel
+/// ahead on both Qwen3-0.6B and Qwen3-8B (docs/gpu/2026-12-01-attend/).
 pub const MAX_POSITIONS: i32 = 512;
 
 /// Threads per block: the q, k and v heads take a warp each, then all attend.

@@ -1,10 +1,11 @@
 //! A decode step's query, key and value heads in one CUDA kernel.
 //!
 //! On the GPU, models up to 4B decode at a pace the host sets: every op of the graph costs
-//! MLX a few microseconds to record and launch, kernel or not (docs/benchmarks.md). After
-//! the fused q/k/v projection, MLX's ops need a split, three reshapes, Qwen3's two per-head
-//! norms and two RoPEs (four kernels); this one kernel reads the projection's row and
-//! writes q and k normed and rotated, and v, as `[B, heads, 1, head_dim]`.
+//! MLX a few microseconds to record and launch, kernel or not
+//! (docs/gpu/2026-12-06-step-timeline/). After the fused q/k/v projection, MLX's ops need a
+//! split, three reshapes, Qwen3's two per-head norms and two RoPEs (four kernels); this one
+//! kernel reads the projection's row and writes q and k normed and rotated, and v, as
+//! `[B, heads, 1, head_dim]`.
 //!
 //! The arithmetic is MLX's, in MLX's order: the norm in float32 then `w * half(x · r)` in
 //! float16 (`rms_norm`), the rotation of `x[i]` with `x[i + D/2]` by
@@ -14,12 +15,9 @@
 //!
 //! Used for one position per sequence (decode), float16, head dims that are a multiple of
 //! 64 (up to 256), RoPE over the whole head; everything else, and every backend but CUDA,
-//! runs MLX's ops. On by default on CUDA; `QUEST_QKV=mlx` turns it off (read once;
-//! [`super::Kernels`]).
-//!
-//! Measured on the H200 (docs/gpu/2026-12-01-qkv): on SmolLM2's real
-//! weights the logits are MLX's to the bit (63 of 63 steps); on the Qwen3 shapes (the norm
-//! path) within 8.2e-3; decode ×0.96–1.54 MLX's ops in two interleaved runs over six shapes.
+//! runs MLX's ops. On by default on CUDA, where its logits are MLX's to the bit on
+//! SmolLM2's real weights (docs/gpu/2026-12-01-qkv/); `QUEST_QKV=mlx` turns it off (read
+//! once; [`super::Kernels`]).
 
 use std::cell::RefCell;
 

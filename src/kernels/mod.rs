@@ -22,7 +22,7 @@
 //! that warms its graphs up before its clocks start ([`Process::Warmed`]: `quest fit`,
 //! `kernel`, `slope`, `batch`), where MLX compiles them from source once.
 //! Elsewhere every new process would pay the compile again, which cannot pay
-//! (docs/benchmarks.md has the numbers), and MLX's ops run.
+//! (docs/gpu/2026-12-01-fresh/ has the numbers), and MLX's ops run.
 
 pub mod attend;
 pub mod custom;
