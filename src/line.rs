@@ -138,7 +138,7 @@ pub fn send_step(kind: &str, ids: &[u32]) {
 /// Tells quest's clock that a forward call was asked for, as quest's model (or quest's
 /// wrapper around a decoder of the learner's) starts building its graph. The judged code
 /// cannot move this mark later than the compute it asks for, so quest bounds the decode by
-/// it whatever the code does with its tokens' hand-overs ([`crate::lab::clock`]).
+/// it whatever the code does with its tokens' hand-overs (`lab::clock`).
 pub fn asked() {
     if connected() {
         send("asked");

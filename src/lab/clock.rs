@@ -562,6 +562,8 @@ mod tests {
                 arrival(700.1, Sent::Token, 8),
                 arrival(800.1, Sent::Token, 9),
             ],
+            // The prefill's call, then each step's once the token before it was read.
+            asked_ms: vec![500.2, 600.2, 700.2],
             done_ms: Some(800.2),
             ..Default::default()
         }
