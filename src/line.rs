@@ -9,7 +9,8 @@
 //! quest → exercise, one JSON line each: [`Hello`] as soon as the exercise starts, then
 //! the prompt (a string) once the exercise says `ready`. Exercise → quest, a line each:
 //! `loaded` (the model built, its warm-up forward next, where asked); `checked <verdict>`
-//! (the piece check's); `ready`; `first <ids>`, `token <ids>` (one step's token for every row, handed to the
+//! (the piece check's); `ready`; `asked` (quest's model asked for a forward call, about to
+//! build its graph: no step's compute starts before it, [`asked`]); `first <ids>`, `token <ids>` (one step's token for every row, handed to the
 //! timer as it came); `rest <ids>` (a step's tokens handed over by the report, all at
 //! once); `done` (the timer's mark); `calls <counts>` (the seam's); `end`.
 
@@ -131,6 +132,16 @@ pub fn send_step(kind: &str, ids: &[u32]) {
     if connected() {
         let ids: Vec<String> = ids.iter().map(u32::to_string).collect();
         send(&format!("{kind} {}", ids.join(" ")));
+    }
+}
+
+/// Tells quest's clock that a forward call was asked for, as quest's model (or quest's
+/// wrapper around a decoder of the learner's) starts building its graph. The judged code
+/// cannot move this mark later than the compute it asks for, so quest bounds the decode by
+/// it whatever the code does with its tokens' hand-overs (`lab::clock`).
+pub fn asked() {
+    if connected() {
+        send("asked");
     }
 }
 

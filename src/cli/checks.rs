@@ -86,7 +86,13 @@ pub(crate) fn say_progress(ctx: &Ctx, progress: Progress) {
 pub(crate) fn say_passed(ctx: &Ctx, lesson: &Lesson, passed: &Passed) {
     let ok = |text: &str| println!("  ✓ {text}");
     match passed {
-        Passed::NotAsked | Passed::Copied | Passed::Build | Passed::Behaviour => {}
+        Passed::NotAsked
+        | Passed::Copied
+        | Passed::Build
+        | Passed::Behaviour { held_back: None } => {}
+        Passed::Behaviour {
+            held_back: Some(held),
+        } => println!("  ! {}", super::run::held_back_said(ctx, held)),
         Passed::Rules => ok(ctx.ui("submit_code_ok")),
         Passed::Piece(verdict) => {
             if let Some(piece) = lesson.spec.piece {

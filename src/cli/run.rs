@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::{bail, Context, Result};
 
 use quest::course::Lesson;
-use quest::lab::clock::Disagreement;
+use quest::lab::clock::{Disagreement, HeldBack};
 use quest::lab::runner::{self, RunRequest};
 use quest::lab::Report;
 use quest::submission::PieceJudged;
@@ -270,6 +270,36 @@ pub(crate) fn disagreement_said(ctx: &Ctx, disagreement: &Disagreement) -> Strin
     }
 }
 
+/// A first token that reached quest's clock after the decode had begun, said with what
+/// quest timed instead.
+pub(crate) fn held_back_said(ctx: &Ctx, held: &HeldBack) -> String {
+    let between = format!("{:.1}", held.between_ms);
+    let decode = format!("{:.1}", held.decode_ms);
+    let clock = format!("{:.2}", held.clock_tok_s);
+    let ttft = format!("{:.1}", held.ttft_ms);
+    match held.asked_before {
+        Some(asked) => ctx.ui_with(
+            "clock_held_back",
+            &[
+                ("ttft", &ttft),
+                ("asked", &asked.to_string()),
+                ("between", &between),
+                ("decode", &decode),
+                ("clock", &clock),
+            ],
+        ),
+        None => ctx.ui_with(
+            "clock_held_back_unmarked",
+            &[
+                ("ttft", &ttft),
+                ("between", &between),
+                ("decode", &decode),
+                ("clock", &clock),
+            ],
+        ),
+    }
+}
+
 fn print_report(ctx: &Ctx, r: &Report) {
     let tokens = |n: usize| ctx.ui_with("tokens", &[("n", &n.to_string())]);
     println!();
@@ -359,6 +389,9 @@ fn print_report(ctx: &Ctx, r: &Report) {
     }
     if let Some(text) = disagreement_text(ctx, r) {
         println!("{text}");
+    }
+    if let Some(held) = &r.held_back {
+        println!("{}", held_back_said(ctx, held));
     }
     if r.batch > 1 {
         let per_seq = r

@@ -11,6 +11,14 @@
 //! `stream_generate` times the tokens it yields to its caller. The learner's own
 //! [`crate::lab::Timer`] stays their instrument: its `done` mark travels too, so quest can
 //! say where the two disagree and why.
+//!
+//! Where a token is handed over is the exercise's choice, so the decode is not timed by
+//! the hand-overs alone: quest's model marks each forward call as it is asked for
+//! ([`crate::line::asked`]), which no step's compute can precede, and [`clocked`] bounds
+//! the decode by those marks ([`decode_tok_s`]). Moving, delaying or batching any
+//! hand-over then never makes a decode faster than its compute: a first token held back
+//! lengthens the time to first token, the decode stays what it was, and the run is named
+//! for it ([`HeldBack`]).
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -52,7 +60,12 @@ pub struct Arrivals {
     pub ready_ms: Option<f64>,
     /// quest sent the prompt (its clock's zero for the time to first token).
     pub prompt_sent_ms: Option<f64>,
+    /// Each step's tokens, in the order of the steps: the first token first, wherever it
+    /// arrived among the others.
     pub steps: Vec<Arrival>,
+    /// Each forward call quest's model was asked for, as it began building the call's
+    /// graph (the warm-up's are not marked).
+    pub asked_ms: Vec<f64>,
     /// The exercise's timer marked done.
     pub done_ms: Option<f64>,
     /// The piece check's verdict, as the exercise's end of the line sent it (JSON).
@@ -71,11 +84,35 @@ pub struct Clocked {
     pub warm_up_ms: f64,
     /// From sending the prompt to the first token's arrival.
     pub ttft_ms: f64,
-    /// Steps after the first, every row counted, over the time from the first step's
-    /// arrival to the last's (0 with fewer than two steps).
+    /// Steps after the first, every row counted, over a time that holds their compute
+    /// whatever the hand-overs did ([`decode_tok_s`]; 0 with fewer than two steps).
     pub decode_tok_s: f64,
-    /// Between the arrivals of the steps the exercise's timer marked one by one.
+    /// Between the arrivals of the steps the exercise's timer marked one by one, in order,
+    /// where the first token was not held back.
     pub token_ms: Vec<f64>,
+    /// The first token reached the clock after the decode had begun.
+    pub held_back: Option<HeldBack>,
+}
+
+/// A run whose first token reached quest's clock after its decode had begun: its time to
+/// first token holds decode steps, and the time between its first and last arrivals is
+/// shorter than its decode. quest's decode rate is bounded by the steps asked for, so the
+/// hold gains nothing; this names it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HeldBack {
+    /// Forward calls asked for after the prefill's first and before the first token
+    /// arrived; `None` where the model marked no call (the decode is then timed from the
+    /// prompt).
+    pub asked_before: Option<usize>,
+    /// The time to first token quest measured.
+    pub ttft_ms: f64,
+    /// From the first token's arrival to the last's, the decode as the hand-overs would
+    /// time it (0 where the first token arrived last).
+    pub between_ms: f64,
+    /// The decode on quest's clock: the time its rate is over.
+    pub decode_ms: f64,
+    /// quest's decode rate.
+    pub clock_tok_s: f64,
 }
 
 /// Why quest's clock cannot time a run whose report says it decoded tokens.
@@ -174,15 +211,22 @@ pub fn clocked(arrivals: &Arrivals, rows: &[Vec<u32>]) -> Result<Option<Clocked>
         }
     }
     let first = arrivals.steps[0].at_ms;
-    let last = arrivals.steps[steps - 1].at_ms;
-    let decode_tok_s = if steps > 1 && last > first {
-        ((steps - 1) * rows.len()) as f64 * 1e3 / (last - first)
-    } else {
-        0.0
-    };
-    // Per-token times only where every token after the first was marked as it came: a
-    // report's hand-over arrives all at once and times nothing.
-    let marked = arrivals.steps.iter().skip(1).all(|a| a.sent == Sent::Token);
+    let last = last_arrival(arrivals, steps);
+    let later = (steps - 1) * rows.len();
+    let asked: Vec<f64> = arrivals
+        .asked_ms
+        .iter()
+        .copied()
+        .filter(|&at| at >= sent && at <= last)
+        .collect();
+    let decode_tok_s = decode_tok_s(&asked, sent, first, last, steps, rows.len());
+    let held_back = held_back(&asked, sent, first, last, later, decode_tok_s);
+    // Per-token times only where every token after the first was marked as it came, in
+    // order, after a first token not held back: a report's hand-over arrives all at once
+    // and times nothing.
+    let marked = arrivals.steps.iter().skip(1).all(|a| a.sent == Sent::Token)
+        && arrivals.steps.windows(2).all(|p| p[0].at_ms <= p[1].at_ms)
+        && held_back.is_none();
     let token_ms = if marked {
         arrivals
             .steps
@@ -199,7 +243,85 @@ pub fn clocked(arrivals: &Arrivals, rows: &[Vec<u32>]) -> Result<Option<Clocked>
         ttft_ms: first - sent,
         decode_tok_s,
         token_ms,
+        held_back,
     }))
+}
+
+/// When the last of the first `steps` steps arrived: the decode's end.
+fn last_arrival(arrivals: &Arrivals, steps: usize) -> f64 {
+    arrivals.steps[..steps]
+        .iter()
+        .map(|a| a.at_ms)
+        .fold(f64::NEG_INFINITY, f64::max)
+}
+
+/// quest's decode rate: the `steps - 1` steps after the first, each of `rows` tokens, over
+/// a time that holds their compute wherever the exercise handed its tokens over. `asked`:
+/// when each forward call after the prompt (`sent`) was asked for, up to the last token's
+/// arrival (`last`); `first`: the first token's arrival.
+///
+/// A step computes after its call is asked for and before its token (or a later one)
+/// arrives. The prefill is the first call, so no decode step starts before the second:
+/// from the earlier of that call and the first token's arrival to the last arrival holds
+/// every step. A loop that asks for step 1 before reading token 0 (mlx-lm's pipeline)
+/// would have its prefill in that time, so the rate is also taken from the first arrival,
+/// counting only the steps asked for after it (those before may have run before it), and
+/// the larger of the two kept: each is a rate the compute reached. Without any call
+/// marked (a loop with no model of quest's), the decode is timed from the prompt.
+pub fn decode_tok_s(
+    asked: &[f64],
+    sent: f64,
+    first: f64,
+    last: f64,
+    steps: usize,
+    rows: usize,
+) -> f64 {
+    if steps < 2 {
+        return 0.0;
+    }
+    let rate = |tokens: usize, from: f64| {
+        if tokens > 0 && last > from {
+            tokens as f64 * 1e3 / (last - from)
+        } else {
+            0.0
+        }
+    };
+    let later = steps - 1;
+    let Some(&second_call) = asked.get(1) else {
+        return rate(later * rows, sent.min(first));
+    };
+    let from_calls = rate(later * rows, first.min(second_call));
+    let asked_before = asked[1..].iter().filter(|&&at| at < first).count();
+    let from_first = rate(later.saturating_sub(asked_before) * rows, first);
+    from_calls.max(from_first)
+}
+
+/// The first token held back: its arrivals' decode time (`last - first`) shorter than
+/// quest's for the `later` tokens beyond [`agree`]ment.
+fn held_back(
+    asked: &[f64],
+    sent: f64,
+    first: f64,
+    last: f64,
+    later: usize,
+    clock_tok_s: f64,
+) -> Option<HeldBack> {
+    if later == 0 || clock_tok_s <= 0.0 {
+        return None;
+    }
+    let clock_ms = later as f64 * 1e3 / clock_tok_s;
+    let arrivals_ms = last - first;
+    if arrivals_ms >= clock_ms || agree(arrivals_ms.max(0.0), clock_ms) {
+        return None;
+    }
+    Some(HeldBack {
+        asked_before: (asked.len() >= 2)
+            .then(|| asked[1..].iter().filter(|&&at| at < first).count()),
+        ttft_ms: first - sent,
+        between_ms: arrivals_ms.max(0.0),
+        decode_ms: clock_ms,
+        clock_tok_s,
+    })
 }
 
 /// Where the exercise's own timer and quest's clock disagree, and why.
@@ -243,7 +365,10 @@ pub fn disagreement(
         return None;
     }
     let first = arrivals.steps.first()?.at_ms;
-    let last = arrivals.steps.get(steps - 1)?.at_ms;
+    if arrivals.steps.len() < steps {
+        return None;
+    }
+    let last = last_arrival(arrivals, steps);
     // The decode's length, in ms, that a rate over these steps means.
     let length = |tok_s: f64| ((steps - 1) * rows) as f64 * 1e3 / tok_s;
     let own_ms = if own_tok_s > 0.0 {
@@ -373,7 +498,24 @@ impl Clock {
                         seen.calls = Some(rest.to_owned());
                         None
                     }
-                    "first" if seen.steps.is_empty() => Some(Sent::First),
+                    "asked" => {
+                        seen.asked_ms.push(at_ms);
+                        None
+                    }
+                    // The first token is step 0 wherever it arrives among the others.
+                    "first" if seen.steps.iter().all(|a| a.sent != Sent::First) => {
+                        if let Some(ids) = ids() {
+                            seen.steps.insert(
+                                0,
+                                Arrival {
+                                    at_ms,
+                                    sent: Sent::First,
+                                    ids,
+                                },
+                            );
+                        }
+                        None
+                    }
                     "token" => Some(Sent::Token),
                     "rest" => Some(Sent::Rest),
                     // `end`, and anything else: nothing to time.
@@ -420,6 +562,8 @@ mod tests {
                 arrival(700.1, Sent::Token, 8),
                 arrival(800.1, Sent::Token, 9),
             ],
+            // The prefill's call, then each step's once the token before it was read.
+            asked_ms: vec![500.2, 600.2, 700.2],
             done_ms: Some(800.2),
             ..Default::default()
         }
@@ -513,5 +657,192 @@ mod tests {
             disagreement(&honest(), &times, 30.0, 3, 1),
             Some(Disagreement::Rewritten { .. })
         ));
+    }
+
+    /// A decode's compute, in ms after the prompt was sent: when each forward call was
+    /// asked for (the prefill's first), when each step's compute began and when each
+    /// token existed, for a loop of `shape`.
+    struct Schedule {
+        asked: Vec<f64>,
+        began: Vec<f64>,
+        ready: Vec<f64>,
+    }
+
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    enum Shape {
+        /// Reads each token, then asks for the next step (the hand loop).
+        Synced,
+        /// Asks for step k + 1 before reading token k (mlx-lm's pipeline).
+        Pipelined,
+        /// Reads the first token, asks for every step, reads the rest at the end.
+        AtTheEnd,
+    }
+
+    const BUILD: f64 = 0.4;
+    const STEP: f64 = 10.0;
+    const PREFILL: f64 = 120.0;
+
+    fn schedule(shape: Shape, n: usize) -> Schedule {
+        let mut asked = vec![0.0];
+        let mut began = vec![BUILD];
+        let mut ready = vec![BUILD + PREFILL];
+        for k in 1..n {
+            let ask = match shape {
+                Shape::Synced => ready[k - 1] + 0.05,
+                Shape::Pipelined if k == 1 => asked[0] + BUILD,
+                Shape::Pipelined => (asked[k - 1] + BUILD).max(ready[k - 2]),
+                Shape::AtTheEnd if k == 1 => ready[0],
+                Shape::AtTheEnd => asked[k - 1] + BUILD,
+            };
+            asked.push(ask);
+            began.push((ask + BUILD).max(ready[k - 1]));
+            ready.push(began[k] + STEP);
+        }
+        Schedule {
+            asked,
+            began,
+            ready,
+        }
+    }
+
+    /// Where each token is handed to quest's clock.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    enum HandOver {
+        /// Each as the loop has it on the host (the loop's own reads).
+        AsRead,
+        /// The first token held back until after the last.
+        FirstHeldBack,
+        /// The later tokens handed over together after the last is ready.
+        BatchedLate,
+        /// Everything handed over at the end.
+        AllLate,
+    }
+
+    fn arrivals(s: &Schedule, shape: Shape, hand: HandOver, done_ms: f64) -> Arrivals {
+        let n = s.ready.len();
+        let end = s.ready[n - 1] + 0.01;
+        let read = |k: usize| match shape {
+            Shape::AtTheEnd if k > 0 => end,
+            _ => s.ready[k],
+        };
+        let at = |k: usize| match (hand, k) {
+            (HandOver::AsRead, k) => read(k),
+            (HandOver::FirstHeldBack, 0) | (HandOver::AllLate, _) => end + 0.02,
+            (HandOver::FirstHeldBack, k) => read(k),
+            (HandOver::BatchedLate, 0) => read(0),
+            (HandOver::BatchedLate, _) => end + 0.01,
+        };
+        let later = if shape == Shape::AtTheEnd && hand == HandOver::AsRead {
+            Sent::Rest
+        } else {
+            Sent::Token
+        };
+        Arrivals {
+            // A warm-up before the prompt is no call of the run's.
+            asked_ms: std::iter::once(-5.0)
+                .chain(s.asked.iter().copied())
+                .collect(),
+            ready_ms: Some(-0.1),
+            prompt_sent_ms: Some(0.0),
+            steps: (0..n)
+                .map(|k| arrival(at(k), if k == 0 { Sent::First } else { later }, k as u32))
+                .collect(),
+            done_ms: Some(done_ms),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn no_hand_over_makes_a_decode_faster_than_its_compute() {
+        let n = 32;
+        let rows = [(0..n as u32).collect::<Vec<_>>()];
+        for shape in [Shape::Synced, Shape::Pipelined, Shape::AtTheEnd] {
+            let s = schedule(shape, n);
+            // The decode's compute: from the first step's start to the last token.
+            let compute_tok_s = (n - 1) as f64 * 1e3 / (s.ready[n - 1] - s.began[1]);
+            let timed = |hand: HandOver, done: f64| {
+                clocked(&arrivals(&s, shape, hand, done), &rows)
+                    .unwrap()
+                    .unwrap()
+            };
+            let honest = timed(HandOver::AsRead, s.ready[n - 1] + 0.05);
+            for hand in [
+                HandOver::AsRead,
+                HandOver::FirstHeldBack,
+                HandOver::BatchedLate,
+                HandOver::AllLate,
+            ] {
+                // `done` anywhere, before the loop or long after it: the same clock.
+                let runs = [-1.0, s.ready[0], 1e6].map(|done| timed(hand, done));
+                assert!(runs.iter().all(|r| *r == runs[0]), "{shape:?} {hand:?}");
+                let run = &runs[0];
+                let what = format!("{shape:?}, {hand:?}: {run:?} against {compute_tok_s}");
+                assert!(run.decode_tok_s <= compute_tok_s * (1.0 + 1e-12), "{what}");
+                // Nothing gained over the same loop handing its tokens over as it reads
+                // them, beyond the microseconds a hand-over takes.
+                assert!(
+                    run.decode_tok_s <= honest.decode_tok_s * 1.001,
+                    "{what} vs {honest:?}"
+                );
+                if matches!(hand, HandOver::FirstHeldBack | HandOver::AllLate) {
+                    // The hold is in the time to first token, and named.
+                    assert!(run.ttft_ms > honest.ttft_ms + 0.9 * (n - 1) as f64 * STEP);
+                    assert!(run.token_ms.is_empty(), "{what}");
+                    let held = run.held_back.as_ref().expect(&what);
+                    assert_eq!(held.asked_before, Some(n - 1), "{what}");
+                    assert!(held.between_ms < 0.1 * held.decode_ms, "{what}");
+                } else {
+                    assert_eq!(run.held_back, None, "{what}");
+                }
+            }
+            // Handed over as read, the loop is timed as before: from the first arrival
+            // (mlx-lm's pipeline: one step fewer, the one asked for before it).
+            let arrivals_tok_s = (n - 1) as f64 * 1e3 / (s.ready[n - 1] - s.ready[0]);
+            let expected = match shape {
+                Shape::Pipelined => arrivals_tok_s * (n - 2) as f64 / (n - 1) as f64,
+                _ => arrivals_tok_s,
+            };
+            let ended = if shape == Shape::AtTheEnd { 0.01 } else { 0.0 };
+            let expected =
+                expected * (s.ready[n - 1] - s.ready[0]) / (s.ready[n - 1] + ended - s.ready[0]);
+            assert!(
+                (honest.decode_tok_s / expected - 1.0).abs() < 1e-9,
+                "{shape:?}: {honest:?}, {expected}"
+            );
+            assert!((honest.ttft_ms - s.ready[0]).abs() < 1e-9);
+        }
+    }
+
+    #[test]
+    fn a_loop_with_no_call_marked_is_timed_from_the_prompt() {
+        // Six steps of 40 ms with nothing of quest's asked for: the sleepy fixture.
+        let ready: Vec<f64> = (0..6).map(|k| 0.05 + 40.0 * k as f64).collect();
+        let rows = [(0..6).collect::<Vec<u32>>()];
+        let mut honest = Arrivals {
+            ready_ms: Some(-0.1),
+            prompt_sent_ms: Some(0.0),
+            steps: ready
+                .iter()
+                .enumerate()
+                .map(|(k, &at)| {
+                    arrival(at, if k == 0 { Sent::First } else { Sent::Token }, k as u32)
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let times = clocked(&honest, &rows).unwrap().unwrap();
+        assert!((times.decode_tok_s - 5.0 * 1e3 / 200.05).abs() < 1e-9);
+        assert_eq!(times.held_back, None);
+        assert_eq!(times.token_ms.len(), 5);
+        // The first token handed over after the loop: it arrives last, is still step 0,
+        // and the decode is what it was.
+        honest.steps[0].at_ms = 200.1;
+        let held = clocked(&honest, &rows).unwrap().unwrap();
+        assert!(held.decode_tok_s <= times.decode_tok_s);
+        assert!((held.ttft_ms - 200.1).abs() < 1e-9);
+        assert!(held.token_ms.is_empty());
+        let named = held.held_back.expect("named");
+        assert_eq!(named.asked_before, None);
+        assert_eq!(named.between_ms, 0.0);
     }
 }

@@ -177,6 +177,7 @@ impl Exercise {
             token_ms: timed.token_ms,
             own: Some(own),
             disagreement: None,
+            held_back: None,
             calls: None,
             tokens,
             batch: rows.len().max(1),
@@ -612,6 +613,8 @@ impl Forward for Own<'_> {
         tokens: &mlx_rs::Array,
         cache: &mut [crate::lm::LayerCache],
     ) -> Result<mlx_rs::Array> {
+        // Marked on quest's line as quest's model marks its own calls.
+        crate::line::asked();
         let at = Instant::now();
         let logits = self.model.forward(tokens, cache)?;
         let shape = tokens.shape();
@@ -663,6 +666,7 @@ impl Exercise {
             token_ms: Vec::new(),
             own: None,
             disagreement: None,
+            held_back: None,
             calls: None,
             tokens: Vec::new(),
             batch: 1,
@@ -906,6 +910,10 @@ pub struct Report {
     /// Where the timer and quest's clock disagree (set by quest, never read from a file).
     #[serde(skip)]
     pub disagreement: Option<clock::Disagreement>,
+    /// The first token reached quest's clock after the decode had begun (set by quest,
+    /// never read from a file).
+    #[serde(skip)]
+    pub held_back: Option<clock::HeldBack>,
     /// How often the model called each piece, as quest's seam counted and sent it on
     /// quest's line (set by quest, never read from a file; `None` where none was sent).
     #[serde(skip)]
@@ -1014,7 +1022,16 @@ impl Report {
             Metric::MsPerToken if self.token_ms.is_empty() => {
                 (self.decode_tok_s > 0.0).then(|| 1e3 / self.decode_tok_s)?
             }
-            Metric::MsPerToken => self.token_ms.iter().sum::<f64>() / self.token_ms.len() as f64,
+            // Never shorter than the decode rate says: the gaps between arrivals are the
+            // hand-overs' (one step a row, every row counted in the rate).
+            Metric::MsPerToken => {
+                let gaps = self.token_ms.iter().sum::<f64>() / self.token_ms.len() as f64;
+                if self.decode_tok_s > 0.0 {
+                    gaps.max(1e3 * self.batch.max(1) as f64 / self.decode_tok_s)
+                } else {
+                    gaps
+                }
+            }
             Metric::MsPerTokenGrowth => crate::stats::slope(&self.token_ms)? * 100.0,
             Metric::BuildUsPerLayer if self.steps_build_ms.is_empty() || self.layers == 0 => {
                 return None
@@ -1084,6 +1101,7 @@ mod tests {
             token_ms,
             own: None,
             disagreement: None,
+            held_back: None,
             calls: None,
             tokens: vec![],
             batch: 1,
@@ -1121,6 +1139,10 @@ mod tests {
         assert_eq!(unmarked.metric(Metric::MsPerTokenGrowth), None);
         assert!(!unmarked.metrics().contains_key("ms_per_token_growth"));
         assert_eq!(report(0.0, vec![]).metric(Metric::MsPerToken), None);
+        // Gaps between arrivals shorter than quest's decode rate allows (tokens handed over
+        // in a burst): the rate's time a token.
+        let burst = report(5.0, vec![100.0, 100.0, 100.0]);
+        assert_eq!(burst.metric(Metric::MsPerToken), Some(200.0));
         // Bytes per token as MB; absent when the run did not record them.
         assert_eq!(flat.metric(Metric::WeightMbPerToken), Some(540.0));
         let unrecorded = Report {

@@ -421,6 +421,7 @@ fn timed_by_quest(mut report: Report, arrivals: &clock::Arrivals) -> Result<Repo
     report.ttft_ms = clocked.ttft_ms;
     report.decode_tok_s = clocked.decode_tok_s;
     report.token_ms = clocked.token_ms;
+    report.held_back = clocked.held_back;
     Ok(report)
 }
 

@@ -43,7 +43,12 @@ pub enum Passed {
         honest: f64,
         spread: f64,
     },
-    Behaviour,
+    /// The first run kept the rules of the process; where its first token reached quest's
+    /// clock after the decode had begun, that is named (its numbers are quest's all the
+    /// same, the hold gaining nothing).
+    Behaviour {
+        held_back: Option<crate::lab::clock::HeldBack>,
+    },
     Feeds,
     /// The same seed gave the same `n` tokens again.
     Repeat {

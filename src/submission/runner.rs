@@ -353,10 +353,11 @@ impl<'l> Judge<'l> {
         let binary = subject.binary()?;
         let first_run = ran(runner::run(&binary, &self.request))?;
         let refused = self.behaviour_refused(&first_run);
+        let held_back = first_run.held_back.clone();
         subject.first_run = Some(first_run);
         Ok(match refused {
             Some(refused) => Outcome::Refused(refused),
-            None => Outcome::Passed(Passed::Behaviour),
+            None => Outcome::Passed(Passed::Behaviour { held_back }),
         })
     }
 

@@ -376,7 +376,9 @@ fn rows() -> Vec<Row> {
         },
         Row {
             args: FEW_TOKENS,
-            honest: |s| without_sync(&s.starting),
+            // The source's own edit: the tokens kept on the device in one MLX array, read
+            // once after the loop (without_sync keeps one array a token, as the solution).
+            honest: |s| in_one_array(&s.starting),
             refusals: &[
                 Refusal {
                     what: "a blocking eval in the loop, renamed on import",
@@ -439,6 +441,28 @@ fn rows() -> Vec<Row> {
                 assert!(stdout.starts_with("MLX 경로"), "{stdout}");
                 assert!(
                     stdout.contains("첫 토큰까지") && stdout.contains("tok/s"),
+                    "{stdout}"
+                );
+                // The solution with its first token handed over after the loop, beside the
+                // others: quest times the decode from the first step asked for, so the
+                // hold is in the time to first token, and named.
+                let solution =
+                    std::fs::read_to_string(quest.root.join("solutions/mlx-path/decode_loop.rs"))
+                        .unwrap();
+                let first = "        timer.first_token(first);\n";
+                let done = "        timer.done();\n";
+                assert!(solution.contains(first) && solution.contains(done));
+                let held = solution
+                    .replace(first, "")
+                    .replace(done, &format!("{first}{done}"));
+                std::fs::write(quest.root.join("exercises/mlx-path/decode_loop.rs"), held)
+                    .unwrap();
+                let out = quest.en(&["run", "mlx-path", "--no-lesson", "--max-tokens", "8"]);
+                let (stdout, stderr) = text(&out);
+                assert!(out.status.success(), "{stdout}{stderr}");
+                assert!(
+                    stdout.contains("when 7 decode steps had already been asked for")
+                        && stdout.contains("it was held back"),
                     "{stdout}"
                 );
             },
@@ -2041,6 +2065,39 @@ fn without_sync(original: &str) -> String {
         on_device.push(y.clone());
     }
     tokens.extend(on_device.iter().map(|t| t.item_exact::<u32>()));",
+    )
+}
+
+/// The mlx-path lesson's edit as the source words it: each token kept on the device,
+/// appended to one MLX array, read once after the loop.
+fn in_one_array(original: &str) -> String {
+    let kept_apart = without_sync(original);
+    let apart = "    let mut on_device = Vec::new();
+    for _ in 1..run.max_tokens {
+        let logits = model.forward(&y.reshape(&[1, 1])?, &mut cache)?;
+        y = argmax_axis(lm::last_position(&logits), -1, None)?;
+        mlx_rs::transforms::async_eval([&y])?;
+        on_device.push(y.clone());
+    }
+    tokens.extend(on_device.iter().map(|t| t.item_exact::<u32>()));";
+    assert!(
+        kept_apart.contains(apart),
+        "without_sync changed; update this test"
+    );
+    kept_apart.replace(
+        apart,
+        "    let mut on_device: Option<mlx_rs::Array> = None;
+    for _ in 1..run.max_tokens {
+        let logits = model.forward(&y.reshape(&[1, 1])?, &mut cache)?;
+        y = argmax_axis(lm::last_position(&logits), -1, None)?;
+        on_device = Some(match on_device {
+            Some(kept) => mlx_rs::ops::concatenate(&[kept, y.clone()], 0)?,
+            None => y.clone(),
+        });
+    }
+    if let Some(kept) = &on_device {
+        tokens.extend_from_slice(kept.as_slice::<u32>());
+    }",
     )
 }
 

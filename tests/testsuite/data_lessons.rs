@@ -645,6 +645,80 @@ fn quests_clock_times_what_it_awards() {
     run_refused("reported 6 tokens but handed none to quest's clock");
 }
 
+/// The first token held back, handed to the timer after the loop as mlx-path's solution
+/// could be edited to: quest's clock times the decode by what the loop did, not by when
+/// the first token was handed over, so the hold lengthens the time to first token, gains
+/// the decode nothing and is named, in `run` and in `submit`.
+#[test]
+fn a_first_token_held_back_gains_nothing_and_is_named() {
+    let root = course_with_data_lessons("held");
+    let home = home("held");
+    let quest = |args: &[&str]| quest_in(&root, &home, args);
+    let exercise = root.join("exercises/sleepy/main.rs");
+    let starting = std::fs::read_to_string(&exercise).unwrap();
+    let first = "    timer.first_token(tokens[0]);\n";
+    let done = "    timer.done();\n";
+    assert!(
+        starting.contains(first) && starting.contains(done),
+        "the sleepy loop changed"
+    );
+    let held = |code: &str| {
+        code.replace(first, "")
+            .replace(done, &format!("{first}{done}"))
+    };
+    // Six tokens, five steps of at least 40 ms each on any machine.
+    let slowest_honest_tok_s = 5.0 * 1e3 / (5.0 * 40.0);
+    let numbers = |stdout: &str, label: &str| -> Vec<f64> {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(label))
+            .unwrap_or_else(|| panic!("no {label} line in:\n{stdout}"));
+        line.split(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .filter_map(|w| w.parse().ok())
+            .collect()
+    };
+
+    std::fs::write(&exercise, held(&starting)).unwrap();
+    let out = quest(&["--lang", "en", "run", "sleepy", "--no-lesson"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    let decode = numbers(&stdout, "Decode:");
+    let (clock, own) = (decode[0], decode[1]);
+    // The timer's own rate is the hold's; quest's is no faster than the sleeps allow.
+    assert!(clock <= slowest_honest_tok_s, "{stdout}");
+    assert!(own > 5.0 * clock, "{stdout}");
+    assert!(
+        numbers(&stdout, "Time to first token:")[0] >= 200.0,
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("it was held back") && stdout.contains("asks quest's model for no step"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("Per token:"),
+        "no per-token times from tokens out of order: {stdout}"
+    );
+    let out = quest(&["--lang", "ko", "run", "sleepy", "--no-lesson"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("첫 토큰을 붙잡아 둔 거야"), "{stdout}");
+
+    // Submitted with the loop's 40 ms kept as a busy-wait (the rules refuse a sleep):
+    // named, measured honestly beside the starting code, and refused for gaining nothing.
+    let busy = held(&starting).replace(
+        "std::thread::sleep(std::time::Duration::from_millis(40));",
+        "let t = std::time::Instant::now();\n        while t.elapsed().as_millis() < 40 {}",
+    );
+    std::fs::write(&exercise, busy).unwrap();
+    let out = quest(&["--lang", "en", "submit", "sleepy"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(stdout.contains("it was held back"), "{stdout}");
+    assert!(stdout.contains("expects at least ×2.00"), "{stdout}");
+    assert!(stderr.contains("did not show"), "{stderr}");
+}
+
 /// Which pieces run is quest's to say, on its line: neither the environment quest was
 /// started in nor one the exercise writes itself turns quest's own pieces on (the rules
 /// refuse `set_var` at submit; `run` does not read rules, so this is the line's own proof).

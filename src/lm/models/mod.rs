@@ -280,6 +280,13 @@ impl Model {
     /// states, per row), so every later step feeds `[B, 1]`. Rows never mix: row `i` of
     /// the logits is what a batch of one would give for row `i`'s tokens.
     pub fn forward(&self, tokens: &Array, cache: &mut [LayerCache]) -> Result<Array> {
+        // quest's clock bounds the decode by when each call was asked for (`crate::line`).
+        crate::line::asked();
+        self.forward_unmarked(tokens, cache)
+    }
+
+    /// [`Model::forward`] without the mark on quest's line: the warm-up, before the prompt.
+    fn forward_unmarked(&self, tokens: &Array, cache: &mut [LayerCache]) -> Result<Array> {
         let at = Instant::now();
         let logits = if self.layers.borrow().is_some() {
             let mut outputs = Vec::new();
@@ -332,9 +339,9 @@ impl Model {
         // against mlx-lm's warmed 67 ms: docs/gpu/2026-12-06-ttft-split/).
         let mut cache = self.make_cache();
         let prompt = Array::from_slice(&[0i32; WARM_UP_POSITIONS], &[1, WARM_UP_POSITIONS as i32]);
-        let logits = self.forward(&prompt, &mut cache)?;
+        let logits = self.forward_unmarked(&prompt, &mut cache)?;
         mlx_rs::transforms::eval([&logits])?;
-        let logits = self.forward(&Array::from_slice(&[0i32], &[1, 1]), &mut cache)?;
+        let logits = self.forward_unmarked(&Array::from_slice(&[0i32], &[1, 1]), &mut cache)?;
         mlx_rs::transforms::eval([&logits])?;
         self.fed.borrow_mut().clear();
         self.warmed.set(true);
