@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Grouped queries against copied key/value heads, as run for the lesson (from the
+# repository root):
+#   bash docs/lessons/attention/2026-12-07-grouped-queries/measure.sh
+# Builds bytes.rs as the lab binary (debug, as quest builds exercises here) and runs it:
+# one decode step's attention at 256 to 16384 cached positions, each variant's bytes
+# beyond its inputs (MLX's allocator peak) and its median time per call.
+set -euo pipefail
+here=docs/lessons/attention/2026-12-07-grouped-queries
+QUEST_LAB_SOURCE="$PWD/$here/bytes.rs" cargo build -q -p quest-lab
+{ echo "# $(date -u +%F) $(uname -m), $(nproc) cores; MLX CPU"; target/debug/quest-lab; } | tee $here/bytes.txt
