@@ -8,4 +8,6 @@
 set -euo pipefail
 here=docs/lessons/attention/2026-12-07-grouped-queries
 QUEST_LAB_SOURCE="$PWD/$here/bytes.rs" cargo build -q -p quest-lab
-{ echo "# $(date -u +%F) $(uname -m), $(nproc) cores; MLX CPU"; target/debug/quest-lab; } | tee $here/bytes.txt
+# The bytes do not depend on what else the machine runs; the times do (take
+# `flock -x /tmp/quest-cpu.lock` on a shared machine to time them alone).
+{ echo "# $(date -u +%F) $(uname -m), $(nproc) cores; MLX CPU; run under a shared lock: other work ran beside it, so the times are not a measurement, the bytes are"; REPS=${REPS:-15} target/debug/quest-lab; } | tee $here/bytes.txt
