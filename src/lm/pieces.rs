@@ -15,8 +15,9 @@
 //!
 //! What runs through the seam: every `RmsNorm` of the model — each block's
 //! `input_layernorm` and `post_attention_layernorm`, Qwen3's per-head `q_norm` and
-//! `k_norm`, the final `model.norm` — and every MLP's SwiGLU gate (`act_fn(gate) * up`
-//! in mlx-lm's `MLP`), and, in a model held quantized, every projection of every
+//! `k_norm`, the final `model.norm` — every block's whole MLP (`mlp`, handed the block's
+//! own projections) and its SwiGLU gate (`act_fn(gate) * up` in mlx-lm's `MLP`, inside
+//! quest's MLP), and, in a model held quantized, every projection of every
 //! attention and MLP block (q/k/v, o, gate/up, down: `quantized_matmul`). Everything
 //! else is quest's, unchanged (the tied head too). Qwen3.5's gated-delta layers run
 //! their recurrence through the pieces (`gated_delta`); their norms (inside the layer,
