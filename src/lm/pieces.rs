@@ -157,18 +157,19 @@ pub struct MlpLayers<'a> {
     gate_up: Projection<'a, Vec<Array>>,
     down: Projection<'a, Array>,
     /// quest's own gate, `silu(gate) · up`, for quest's own MLP.
-    gate: Box<dyn Fn(&Array, &Array) -> Result<Array> + 'a>,
+    gate: Gate<'a>,
     parts_of_input: std::cell::RefCell<Option<Vec<Array>>>,
 }
 
 type Projection<'a, T> = Box<dyn Fn(&Array) -> Result<T> + 'a>;
+type Gate<'a> = Box<dyn Fn(&Array, &Array) -> Result<Array> + 'a>;
 
 impl<'a> MlpLayers<'a> {
     pub(crate) fn new(
         input: &'a Array,
         gate_up: Projection<'a, Vec<Array>>,
         down: Projection<'a, Array>,
-        gate: Box<dyn Fn(&Array, &Array) -> Result<Array> + 'a>,
+        gate: Gate<'a>,
     ) -> Self {
         MlpLayers {
             input,
