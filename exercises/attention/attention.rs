@@ -8,10 +8,11 @@
 // H is a multiple of KV, and key head j serves query heads j·(H/KV) … (j+1)·(H/KV) − 1
 // (SmolLM2: 9 query heads, 3 key/value heads).
 //
-//   scores  = q · kᵀ · scale                      [B, H, L, S]
+//   scores  = q · kᵀ · scale                      [B, H, L, S], the query heads grouped
+//                                                  by their key head (copy no key or value)
 //   mask    = Some(Mask::Causal): query i sits at position S − L + i and sees keys 0..=S−L+i
 //             (the whole cached prefix and the new positions up to itself); None: every key
-//   weights = softmax(scores, over the keys)       a hidden key gets weight 0
+//   weights = softmax(scores, over the keys)       in float32; a hidden key gets weight 0
 //   out     = weights · v                          [B, H, L, D], in the queries' dtype
 
 use anyhow::Result;

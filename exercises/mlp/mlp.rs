@@ -1,32 +1,33 @@
-// mlp: the SwiGLU gate every layer's feed-forward calls, written by you with MLX's ops.
-// Your task (see the lesson): write `swiglu` so the model computes what quest's gate
+// mlp: every layer's feed-forward, the SwiGLU MLP, written by you with MLX's ops.
+// Your task (see the lesson): write `mlp` so the model computes what quest's MLP
 // computes. quest checks it alone first, on random tensors, then in the model.
 //
-// Each layer's MLP is down_proj(swiglu(gate_proj(x), up_proj(x))). quest computes both
-// projections and down_proj; the gate between them is yours:
+//   mlp(x)  = down_proj(silu(gate_proj(x)) · up_proj(x))
+//   silu(g) = g · sigmoid(g) = g / (1 + e^(−g))
 //
-//   swiglu(gate, up) = silu(gate) · up,   silu(g) = g · sigmoid(g) = g / (1 + e^(−g))
-//
-// `gate` and `up` are [B, L, 1536] (one value per channel of the intermediate width);
-// the result has their shape and dtype.
+// `x` is [B, L, 576], the block's normed input. `layers` holds the block's three
+// projections, the model's own (dense or quantized: call them, they multiply):
+// `layers.gate_proj(x)?` and `layers.up_proj(x)?` give [B, L, 1536],
+// `layers.down_proj(h)?` takes [B, L, 1536] back to [B, L, 576].
+// The result keeps x's shape and dtype (float32 here, float16 on a GPU).
 
 use anyhow::Result;
 use mlx_rs::Array;
 use quest::lab::Exercise;
-use quest::lm::{self, Pieces};
+use quest::lm::{self, MlpLayers, Pieces};
 
-struct MySwiGlu;
+struct MyMlp;
 
-impl Pieces for MySwiGlu {
-    fn swiglu(&self, gate: &Array, up: &Array) -> Result<Array> {
-        todo!("silu of the gate, times up")
+impl Pieces for MyMlp {
+    fn mlp(&self, x: &Array, layers: &MlpLayers) -> Result<Array> {
+        todo!("gate and up of x, silu of the gate times up, then down")
     }
 }
 
 fn main() -> Result<()> {
     let run = Exercise::from_env()?;
     let (model, tokenizer) = lm::load(&run.model)?;
-    // Every layer's gate is MySwiGlu's from here on.
-    let model = model.with_pieces(MySwiGlu);
+    // Every layer's MLP is MyMlp's from here on.
+    let model = model.with_pieces(MyMlp);
     run.decode(&model, &tokenizer)
 }

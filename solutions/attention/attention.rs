@@ -4,11 +4,11 @@
 // Each query scores every key it may see, q · kᵀ · scale; the causal mask hides the keys
 // after it; a softmax over the keys makes the scores weights; the output is the weighted
 // sum of the values. SmolLM2 has 9 query heads and 3 key/value heads: each key head serves
-// 3 query heads (grouped-query attention).
+// 3 query heads (grouped-query attention), so the queries are grouped by their key head.
 
 use anyhow::Result;
-use mlx_rs::ops::{arange, broadcast_to, le, matmul, select, softmax_axis};
-use mlx_rs::Array;
+use mlx_rs::ops::{arange, le, matmul, select, softmax_axis};
+use mlx_rs::{Array, Dtype};
 use quest::lab::Exercise;
 use quest::lm::{self, Mask, Pieces};
 
@@ -25,19 +25,16 @@ impl Pieces for MyAttention {
     ) -> Result<Array> {
         // queries [B, H, L, D]; keys and values [B, KV, S, D]: all S positions so far.
         let (q, k) = (queries.shape().to_vec(), keys.shape().to_vec());
-        let (b, heads, l) = (q[0], q[1], q[2]);
-        let (kv_heads, s, d) = (k[1], k[2], k[3]);
-        // Key head j serves query heads j·n … j·n + n − 1: [B, KV, 1, S, D] -> [B, H, S, D].
-        let grouped = |t: &Array| -> Result<Array> {
-            let wide = broadcast_to(t.expand_dims(2)?, &[b, kv_heads, heads / kv_heads, s, d])?;
-            Ok(wide.reshape(&[b, heads, s, d])?)
-        };
-        let (keys, values) = (grouped(keys)?, grouped(values)?);
-        // [B, H, L, S]: one score per query and key.
-        let scores = matmul(
-            queries.multiply(Array::from_f32(scale))?,
-            keys.swap_axes(-1, -2)?,
-        )?;
+        let (b, heads, l, d) = (q[0], q[1], q[2], q[3]);
+        let (kv_heads, s) = (k[1], k[2]);
+        // Query heads j·n … j·n + n − 1 share key head j: group the queries, copy no key.
+        // [B, H, L, D] -> [B, KV, n, L, D]; keys and values [B, KV, 1, S, D] broadcast.
+        let grouped = queries.reshape(&[b, kv_heads, heads / kv_heads, l, d])?;
+        let (keys, values) = (keys.expand_dims(2)?, values.expand_dims(2)?);
+        // [B, KV, n, L, S]: one score per query and key, in float32 from here.
+        let scores = matmul(&grouped, keys.swap_axes(-1, -2)?)?
+            .as_dtype(Dtype::Float32)?
+            .multiply(Array::from_f32(scale))?;
         let scores = match mask {
             // Query i is at position S − L + i: it sees the cached prefix and itself.
             Some(Mask::Causal) => {
@@ -48,8 +45,11 @@ impl Pieces for MyAttention {
             }
             None => scores,
         };
-        let weights = softmax_axis(&scores, -1, true)?;
-        Ok(matmul(&weights, &values)?)
+        // The softmax over the keys in float32; the weights back in the values' dtype.
+        let weights = softmax_axis(&scores, -1, true)?.as_dtype(values.dtype())?;
+        // [B, KV, n, L, D] -> [B, H, L, D]: the heads in their own order again.
+        let out = matmul(&weights, &values)?;
+        Ok(out.reshape(&[b, heads, l, d])?)
     }
 }
 

@@ -915,10 +915,12 @@ pub enum Piece {
     GatedDelta,
     QuantizedMatmul,
     Sample,
+    /// The whole SwiGLU MLP: its three projections, the gate and the product.
+    Mlp,
 }
 
 impl Piece {
-    pub const ALL: [Piece; 7] = [
+    pub const ALL: [Piece; 8] = [
         Piece::RmsNorm,
         Piece::Swiglu,
         Piece::Rope,
@@ -926,6 +928,7 @@ impl Piece {
         Piece::GatedDelta,
         Piece::QuantizedMatmul,
         Piece::Sample,
+        Piece::Mlp,
     ];
 
     /// The method's name, as the learner's `impl` writes it.
@@ -938,6 +941,7 @@ impl Piece {
             Piece::GatedDelta => "gated_delta",
             Piece::QuantizedMatmul => "quantized_matmul",
             Piece::Sample => "sample",
+            Piece::Mlp => "mlp",
         }
     }
 

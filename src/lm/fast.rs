@@ -23,7 +23,7 @@ use mlx_rs::Array;
 use super::cache::KvCache;
 use super::models::activations;
 use super::models::gated_delta_ops;
-use super::pieces::{Counted, Mask, Pieces};
+use super::pieces::{Counted, Mask, MlpLayers, Pieces};
 use super::weights::{Fused, Linear, RmsNorm};
 use crate::course::spec::Piece;
 use crate::kernels::{Fold, HeadsSpec, Kernel, Kernels};
@@ -406,7 +406,7 @@ impl Fast {
     /// `h + down(silu(gate) · up)` from the MLP's `[gate | up]` projection: SwiGLU folded
     /// into the down projection's kernel where quest's matvec runs (a stacked `[gate | up]`,
     /// no pieces), else the gate of each half and then the down projection.
-    pub fn swiglu_last_projection(
+    fn swiglu_last_projection(
         &self,
         x: &Sublayer,
         gate_up: &Projected,
@@ -423,6 +423,26 @@ impl Fast {
         }
         let parts = gate_up.parts()?;
         let y = self.linear(&self.swiglu(&parts[0], &parts[1])?, down)?;
+        Ok(x.stream.add(&y)?)
+    }
+
+    /// `h + mlp(norm(h))`, a block's feed-forward from its stacked `[gate | up]` and its
+    /// `down`: the learner's [`Pieces::mlp`] (handed the block's projections, each still
+    /// quest's product), else quest's own, SwiGLU folded into the down projection's kernel
+    /// where quest's matvec runs.
+    pub fn mlp(&self, x: &Sublayer, gate_up: &Fused, down: &Linear) -> Result<Array> {
+        let Some(pieces) = self.learners(Piece::Mlp) else {
+            let projected = self.first_projection(x, gate_up)?;
+            return self.swiglu_last_projection(x, &projected, down);
+        };
+        let input = x.normed(self)?;
+        let layers = MlpLayers::new(
+            &input,
+            Box::new(|x| self.fused(x, gate_up)),
+            Box::new(|x| self.linear(x, down)),
+            Box::new(|gate, up| self.swiglu(gate, up)),
+        );
+        let y = pieces.mlp(&input, &layers)?;
         Ok(x.stream.add(&y)?)
     }
 
@@ -605,7 +625,7 @@ mod tests {
             running(Written::One(Piece::QuantizedMatmul)),
             ["qkv", "attend"]
         );
-        for kept in [Piece::Swiglu, Piece::GatedDelta, Piece::Sample] {
+        for kept in [Piece::Swiglu, Piece::Mlp, Piece::GatedDelta, Piece::Sample] {
             assert_eq!(running(Written::One(kept)), ["matvec", "qkv", "attend"]);
         }
         assert!(running(Written::Every).is_empty());

@@ -35,7 +35,7 @@ pub use fetch::DEFAULT_MODEL;
 pub use hub::ModelSource;
 pub use models::{Fed, Model};
 pub use own::{load_weights, Checkpoint, Config, Forward, WeightsRead};
-pub use pieces::{Calls, Mask, Pieces, QuestPieces};
+pub use pieces::{Calls, Mask, MlpLayers, Pieces, QuestPieces};
 pub use sample::{QuestSampler, Sampler, Sampling};
 pub use tokenizer::{Message, Tokenizer};
 pub use weights::Linear;

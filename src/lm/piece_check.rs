@@ -20,7 +20,7 @@ use mlx_rs::{Array, Dtype};
 use serde::{Deserialize, Serialize};
 
 use crate::course::spec::Piece;
-use crate::lm::pieces::{quest_runs, Mask, Pieces, QuestPieces};
+use crate::lm::pieces::{quest_runs, Mask, MlpLayers, Pieces, QuestPieces};
 use crate::lm::sample::{Sampler, Sampling};
 
 /// What the piece check found, one row per shape.
@@ -288,6 +288,7 @@ fn cases(piece: Piece) -> Vec<Case> {
         Piece::QuantizedMatmul => quantized_matmul_cases(&mut next),
         Piece::GatedDelta => gated_delta_cases(&mut next),
         Piece::Sample => Vec::new(),
+        Piece::Mlp => mlp_cases(&mut next),
     }
 }
 
@@ -333,6 +334,72 @@ fn swiglu_cases(next: &mut dyn FnMut() -> u64) -> Vec<Case> {
                     let gate = random(&shape, s, dtype)?.multiply(Array::from_f32(3.0))?;
                     let up = random(&shape, s + 7, dtype)?;
                     p.swiglu(&gate.as_dtype(dtype)?, &up)
+                }),
+            });
+        }
+    }
+    cases
+}
+
+fn mlp_cases(next: &mut dyn FnMut() -> u64) -> Vec<Case> {
+    let mut cases = Vec::new();
+    // (L, hidden, intermediate, 4-bit group): SmolLM2's widths, a decode step's row and a
+    // prompt's rows, with the matrices dense and held quantized.
+    let rows = [
+        (1, 576, 1536, None),
+        (5, 576, 1536, None),
+        (1, 576, 1536, Some(64)),
+        (3, 256, 512, Some(32)),
+    ];
+    for (l, hidden, wide, group) in rows {
+        for dtype in BOTH {
+            let s = next();
+            let held = group.map_or("dense".to_owned(), |g| format!("4 bits, group {g}"));
+            cases.push(Case {
+                shape: format!(
+                    "x [1, {l}, {hidden}] · gate, up [{wide}, {hidden}] · down [{hidden}, {wide}] · {held} · {}",
+                    dtype_name(dtype)
+                ),
+                dtype,
+                call: Box::new(move |p| {
+                    let x = random(&[1, l, hidden], s, dtype)?;
+                    let matrix = |out: i32, inputs: i32, seed: u64| -> Result<Array> {
+                        let scale = Array::from_f32(1.0 / (inputs as f32).sqrt());
+                        Ok(random(&[out, inputs], seed, Dtype::Float32)?
+                            .multiply(scale)?
+                            .as_dtype(dtype)?)
+                    };
+                    let weights = [
+                        matrix(2 * wide, hidden, s + 7)?,
+                        matrix(hidden, wide, s + 13)?,
+                    ];
+                    let project = move |x: &Array, w: &Array| -> Result<Array> {
+                        Ok(match group {
+                            None => mlx_rs::ops::matmul(x, w.transpose()?)?,
+                            Some(g) => {
+                                let (packed, scales, biases) = mlx_rs::ops::quantize(w, g, 4)?;
+                                mlx_rs::ops::quantized_matmul(
+                                    x, &packed, &scales, &biases, true, g, 4,
+                                )?
+                            }
+                        })
+                    };
+                    let [gate_up, down] = &weights;
+                    let layers = MlpLayers::new(
+                        &x,
+                        Box::new(|x| Ok(project(x, gate_up)?.split_equal(2, -1)?)),
+                        Box::new(|x| project(x, down)),
+                        Box::new(|gate, up| QuestPieces.swiglu(gate, up)),
+                    );
+                    let y = p.mlp(&x, &layers)?;
+                    if y.dtype() != dtype {
+                        anyhow::bail!(
+                            "the MLP returned {} for a {} input: keep the input's dtype",
+                            dtype_name(y.dtype()),
+                            dtype_name(dtype)
+                        );
+                    }
+                    Ok(y)
                 }),
             });
         }
@@ -666,6 +733,70 @@ mod tests {
             &verdict.rows[0].outcome,
             Outcome::WrongShape { got, want } if got == &vec![1536] && want == &vec![1, 1, 1536]
         ));
+    }
+
+    /// The MLP through its projections, SiLU by hand; `cast: false` makes its constant a
+    /// float32 one, which turns a float16 MLP into float32.
+    struct MlpByHand {
+        cast: bool,
+    }
+    impl Pieces for MlpByHand {
+        fn mlp(&self, x: &Array, layers: &MlpLayers) -> Result<Array> {
+            let (gate, up) = (layers.gate_proj(x)?, layers.up_proj(x)?);
+            let mut one = Array::from_f32(1.0);
+            if self.cast {
+                one = one.as_dtype(gate.dtype())?;
+            }
+            let sigmoid = one.divide(one.add(gate.negative()?.exp()?)?)?;
+            layers.down_proj(&gate.multiply(&sigmoid)?.multiply(&up)?)
+        }
+    }
+
+    /// MLX's sigmoid, and quest's gate called from inside.
+    struct MlpBySigmoid {
+        quests_gate: bool,
+    }
+    impl Pieces for MlpBySigmoid {
+        fn mlp(&self, x: &Array, layers: &MlpLayers) -> Result<Array> {
+            let (gate, up) = (layers.gate_proj(x)?, layers.up_proj(x)?);
+            let hidden = if self.quests_gate {
+                QuestPieces.swiglu(&gate, &up)?
+            } else {
+                gate.multiply(mlx_rs::ops::sigmoid(&gate)?)?.multiply(&up)?
+            };
+            layers.down_proj(&hidden)
+        }
+    }
+
+    #[test]
+    fn the_mlp_is_checked_dense_and_quantized_in_its_dtype() {
+        for honest in [
+            check(Piece::Mlp, &MlpByHand { cast: true }),
+            check(Piece::Mlp, &MlpBySigmoid { quests_gate: false }),
+        ] {
+            assert!(honest.passed(), "{honest:?}");
+            assert_eq!(honest.rows.len(), 8);
+        }
+        // A float32 constant: every float16 row says the dtype, every float32 row passes.
+        let promoted = check(Piece::Mlp, &MlpByHand { cast: false });
+        for row in &promoted.rows {
+            match &row.outcome {
+                Outcome::Failed { message } => {
+                    assert!(row.shape.ends_with("float16"), "{row:?}");
+                    assert!(message.contains("keep the input's dtype"), "{message}");
+                }
+                outcome => assert!(outcome.is_right() && row.shape.ends_with("float32")),
+            }
+        }
+        for quest_s in [
+            check(Piece::Mlp, &Defaulted),
+            check(Piece::Mlp, &MlpBySigmoid { quests_gate: true }),
+        ] {
+            assert!(
+                quest_s.rows.iter().all(|r| r.outcome == Outcome::QuestRan),
+                "{quest_s:?}"
+            );
+        }
     }
 
     #[test]

@@ -15,8 +15,9 @@
 //!
 //! What runs through the seam: every `RmsNorm` of the model — each block's
 //! `input_layernorm` and `post_attention_layernorm`, Qwen3's per-head `q_norm` and
-//! `k_norm`, the final `model.norm` — and every MLP's SwiGLU gate (`act_fn(gate) * up`
-//! in mlx-lm's `MLP`), and, in a model held quantized, every projection of every
+//! `k_norm`, the final `model.norm` — every block's whole MLP (`mlp`, handed the block's
+//! own projections) and its SwiGLU gate (`act_fn(gate) * up` in mlx-lm's `MLP`, inside
+//! quest's MLP), and, in a model held quantized, every projection of every
 //! attention and MLP block (q/k/v, o, gate/up, down: `quantized_matmul`). Everything
 //! else is quest's, unchanged (the tied head too). Qwen3.5's gated-delta layers run
 //! their recurrence through the pieces (`gated_delta`); their norms (inside the layer,
@@ -41,7 +42,19 @@ pub trait Pieces: Send + Sync {
     /// one element-wise kernel ([`crate::lm::models::activations::swiglu`]).
     fn swiglu(&self, gate: &Array, up: &Array) -> Result<Array> {
         quest_ran(Piece::Swiglu);
+        // quest's gate is part of quest's MLP: called from a learner's `mlp`, it is not theirs.
+        quest_ran(Piece::Mlp);
         Ok(crate::lm::models::activations::swiglu(gate, up)?)
+    }
+
+    /// A block's whole feed-forward, `down_proj(silu(gate_proj(x)) · up_proj(x))` (mlx-lm's
+    /// `MLP.__call__`): `x` `[B, L, hidden]`, the block's normed input; `layers` the block's
+    /// own three projections, dense or quantized as the model holds them. Returns
+    /// `[B, L, hidden]` in `x`'s dtype. By default quest's: the projections, its compiled
+    /// gate, the down projection.
+    fn mlp(&self, x: &Array, layers: &MlpLayers) -> Result<Array> {
+        quest_ran(Piece::Mlp);
+        layers.quest_mlp(x)
     }
 
     /// Rotary position embedding of `x` (`[B, heads, L, head_dim]`, the L positions starting
@@ -134,6 +147,77 @@ pub trait Pieces: Send + Sync {
     }
 }
 
+/// One block's MLP projections, as [`Pieces::mlp`] is handed them: each a layer of the
+/// model (`x · Wᵀ`, through MLX's matmul or quantized matmul, quest's kernels where they
+/// run), so the learner calls a projection and never sees how its matrix is held.
+pub struct MlpLayers<'a> {
+    /// The block's input: gate and up of it are one stacked product, computed once.
+    input: &'a Array,
+    /// `[gate, up]` of an input.
+    gate_up: Projection<'a, Vec<Array>>,
+    down: Projection<'a, Array>,
+    /// quest's own gate, `silu(gate) · up`, for quest's own MLP.
+    gate: Gate<'a>,
+    parts_of_input: std::cell::RefCell<Option<Vec<Array>>>,
+}
+
+type Projection<'a, T> = Box<dyn Fn(&Array) -> Result<T> + 'a>;
+type Gate<'a> = Box<dyn Fn(&Array, &Array) -> Result<Array> + 'a>;
+
+impl<'a> MlpLayers<'a> {
+    pub(crate) fn new(
+        input: &'a Array,
+        gate_up: Projection<'a, Vec<Array>>,
+        down: Projection<'a, Array>,
+        gate: Gate<'a>,
+    ) -> Self {
+        MlpLayers {
+            input,
+            gate_up,
+            down,
+            gate,
+            parts_of_input: std::cell::RefCell::new(None),
+        }
+    }
+
+    /// `x · W_gateᵀ`: `[B, L, hidden]` to `[B, L, intermediate]`.
+    pub fn gate_proj(&self, x: &Array) -> Result<Array> {
+        self.part(x, 0)
+    }
+
+    /// `x · W_upᵀ`: `[B, L, hidden]` to `[B, L, intermediate]`.
+    pub fn up_proj(&self, x: &Array) -> Result<Array> {
+        self.part(x, 1)
+    }
+
+    /// `x · W_downᵀ`: `[B, L, intermediate]` to `[B, L, hidden]`.
+    pub fn down_proj(&self, x: &Array) -> Result<Array> {
+        (self.down)(x)
+    }
+
+    /// Part `i` of `[gate, up]` of `x`. The model holds gate and up stacked, one matmul:
+    /// for the block's own input it runs once, whichever projection asks first.
+    fn part(&self, x: &Array, i: usize) -> Result<Array> {
+        if !std::ptr::eq(x, self.input) {
+            return Ok((self.gate_up)(x)?.swap_remove(i));
+        }
+        let mut memo = self.parts_of_input.borrow_mut();
+        if let Some(parts) = memo.as_ref() {
+            return Ok(parts[i].clone());
+        }
+        let parts = (self.gate_up)(x)?;
+        let part = parts[i].clone();
+        *memo = Some(parts);
+        Ok(part)
+    }
+
+    /// quest's own MLP of `x`: [`Pieces::mlp`]'s default.
+    pub(crate) fn quest_mlp(&self, x: &Array) -> Result<Array> {
+        let hidden = (self.gate)(&self.gate_proj(x)?, &self.up_proj(x)?)?;
+        self.down_proj(&hidden)
+    }
+}
+
 /// The mask [`Pieces::attention`] is given: none for one query (it sees every key), causal
 /// for several (a prompt, or a prompt's next chunk after a cached prefix).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -167,11 +251,14 @@ pub struct Calls {
 // work of one stream stays on one thread), and tests running side by side do not count
 // each other's calls.
 thread_local! {
-    static SEAM_CALLS: std::cell::Cell<[u64; 7]> = const { std::cell::Cell::new([0; 7]) };
-    static QUEST_RAN: std::cell::Cell<[u64; 7]> = const { std::cell::Cell::new([0; 7]) };
+    static SEAM_CALLS: std::cell::Cell<[u64; Piece::ALL.len()]> = const { std::cell::Cell::new([0; Piece::ALL.len()]) };
+    static QUEST_RAN: std::cell::Cell<[u64; Piece::ALL.len()]> = const { std::cell::Cell::new([0; Piece::ALL.len()]) };
 }
 
-fn bump(counter: &'static std::thread::LocalKey<std::cell::Cell<[u64; 7]>>, piece: Piece) {
+fn bump(
+    counter: &'static std::thread::LocalKey<std::cell::Cell<[u64; Piece::ALL.len()]>>,
+    piece: Piece,
+) {
     counter.with(|cell| {
         let mut counts = cell.get();
         counts[piece.index()] += 1;
@@ -236,6 +323,11 @@ impl Pieces for Counted {
     fn swiglu(&self, gate: &Array, up: &Array) -> Result<Array> {
         seam_called(Piece::Swiglu);
         self.0.swiglu(gate, up)
+    }
+
+    fn mlp(&self, x: &Array, layers: &MlpLayers) -> Result<Array> {
+        seam_called(Piece::Mlp);
+        self.0.mlp(x, layers)
     }
 
     fn rope(
@@ -472,6 +564,21 @@ mod tests {
         }
     }
 
+    /// The whole MLP by MLX's ops through the block's projections; `gated: false` leaves
+    /// silu out (`gate · up`).
+    struct MlpByOps {
+        gated: bool,
+    }
+    impl Pieces for MlpByOps {
+        fn mlp(&self, x: &Array, layers: &MlpLayers) -> Result<Array> {
+            let (gate, up) = (layers.gate_proj(x)?, layers.up_proj(x)?);
+            let one = Array::from_f32(1.0).as_dtype(gate.dtype())?;
+            let silu = gate.divide(one.add(gate.negative()?.exp()?)?)?;
+            let gated = if self.gated { silu } else { gate };
+            layers.down_proj(&gated.multiply(&up)?)
+        }
+    }
+
     /// A prompt, one decode step, then a second prompt chunk after that cached prefix.
     fn logits(model: &crate::lm::Model) -> Array {
         let mut cache = model.make_cache();
@@ -587,6 +694,43 @@ mod tests {
         let dense = || random::model(&random::tiny_llama(), 7).unwrap();
         let untouched = logits(&dense().with_pieces(DequantizedByOps { biased: false }));
         assert_eq!(max_diff(&logits(&dense()), &untouched), 0.0);
+    }
+
+    /// Every block's MLP runs through the pieces, its projections dense or 4-bit: an
+    /// ops-written MLP gives quest's logits on llama and Qwen3, one without silu does not,
+    /// and each block calls it once a forward.
+    #[test]
+    fn the_models_mlps_run_through_the_pieces() {
+        let qwen3 = serde_json::json!({"model_type": "qwen3", "hidden_size": 64,
+            "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1,
+            "head_dim": 32, "intermediate_size": 128, "vocab_size": 256,
+            "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "tie_word_embeddings": true});
+        for config in [random::tiny_llama(), qwen3] {
+            for quantized in [false, true] {
+                let name = format!("{} quantized {quantized}", config["model_type"]);
+                let model = || {
+                    let mut model = random::model(&config, 7).unwrap();
+                    if quantized {
+                        model
+                            .requantize(crate::lm::Layout::q4(32).unwrap())
+                            .unwrap();
+                    }
+                    model
+                };
+                let quest = logits(&model());
+                let before = calls().get(&Piece::Mlp).copied().unwrap_or_default();
+                let by_ops = logits(&model().with_pieces(MlpByOps { gated: true }));
+                let after = calls().get(&Piece::Mlp).copied().unwrap_or_default();
+                let same = max_diff(&quest, &by_ops);
+                assert!(same <= 1e-4, "{name}: {same}");
+                // Two layers, three forward calls; the warm-up is not counted.
+                assert_eq!(after.seam - before.seam, 6, "{name}");
+                assert_eq!(after.quest, before.quest, "{name}");
+                let ungated = logits(&model().with_pieces(MlpByOps { gated: false }));
+                let off = max_diff(&quest, &ungated);
+                assert!(off > 1e-3, "{name}: {off}");
+            }
+        }
     }
 
     /// Qwen3.5's gated delta layers run their recurrence through the pieces: the same rule

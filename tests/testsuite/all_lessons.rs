@@ -833,14 +833,19 @@ fn rows() -> Vec<Row> {
         },
         Row {
             args: FEW_TOKENS,
-            // The softmax written out, exp(scores - max) over its sum: another order of the
-            // same arithmetic (8.8e-5 from quest's at most, measured in
+            // An additive mask (0 or −∞ added to the scores) and the softmax written out,
+            // exp(scores − max) over its sum: another order of the same arithmetic (8.8e-5
+            // from quest's at most for the softmax, measured in
             // docs/lessons/attention/2026-12-03-softmax/).
             honest: |s| {
                 s.solution
                     .replace(
-                        "        let weights = softmax_axis(&scores, -1, true)?;",
-                        "        let shifted = scores.subtract(scores.max_axis(-1, true)?)?.exp()?;\n        let weights = shifted.divide(shifted.sum_axis(-1, true)?)?;",
+                        "                select(le(&key, &query)?, &scores, hidden)?",
+                        "                let zero = Array::from_f32(0.0);\n                scores.add(select(le(&key, &query)?, zero, hidden)?)?",
+                    )
+                    .replace(
+                        "        let weights = softmax_axis(&scores, -1, true)?.as_dtype(values.dtype())?;",
+                        "        let shifted = scores.subtract(scores.max_axis(-1, true)?)?.exp()?;\n        let weights = shifted.divide(shifted.sum_axis(-1, true)?)?.as_dtype(values.dtype())?;",
                     )
                     .replace(", softmax_axis}", "}")
             },
@@ -865,10 +870,15 @@ fn rows() -> Vec<Row> {
                 Refusal {
                     what: "key heads tiled, not grouped: query head h reads key head h mod 3",
                     edit: |s| {
-                        s.solution.replace(
-                            "broadcast_to(t.expand_dims(2)?, &[b, kv_heads, heads / kv_heads, s, d])",
-                            "broadcast_to(t.expand_dims(1)?, &[b, heads / kv_heads, kv_heads, s, d])",
-                        )
+                        s.solution
+                            .replace(
+                                "queries.reshape(&[b, kv_heads, heads / kv_heads, l, d])",
+                                "queries.reshape(&[b, heads / kv_heads, kv_heads, l, d])",
+                            )
+                            .replace(
+                                "(keys.expand_dims(2)?, values.expand_dims(2)?)",
+                                "(keys.expand_dims(1)?, values.expand_dims(1)?)",
+                            )
                     },
                     command: "submit",
                     // Right where every query head has its own key head, or one serves all.
@@ -900,7 +910,7 @@ fn rows() -> Vec<Row> {
                         format!(
                             "use mlx_rs::fast::scaled_dot_product_attention as sdpa;\n{}",
                             s.solution.replace(
-                                "        let weights = softmax_axis(&scores, -1, true)?;",
+                                "        let weights = softmax_axis(&scores, -1, true)?.as_dtype(values.dtype())?;",
                                 "        let _ = scores;\n        let weights = sdpa(queries, &keys, &values, scale, None, None)?;\n        return Ok(weights);\n        #[allow(unreachable_code)]\n        let weights = softmax_axis(&scores, -1, true)?;",
                             )
                         )
@@ -918,27 +928,21 @@ fn rows() -> Vec<Row> {
         },
         Row {
             args: FEW_TOKENS,
-            // silu as gate / (1 + e^-gate): another order of the same arithmetic (6.9e-5 from
-            // quest's at most, measured: docs/lessons/mlp/2026-12-03-gate-ops/).
+            // silu as gate / (1 + e^-gate), where the solution multiplies the gate by its
+            // sigmoid: another order of the same arithmetic (6.9e-5 from quest's at most,
+            // measured: docs/lessons/mlp/2026-12-03-gate-ops/).
             honest: |s| {
-                s.solution
-                    .replace(
-                        "let silu = gate.multiply(sigmoid(gate)?)?;",
-                        "let one = Array::from_f32(1.0);\n        let silu = gate.divide(one.add(gate.negative()?.exp()?)?)?;",
-                    )
-                    .replace("use mlx_rs::ops::sigmoid;\n", "")
+                s.solution.replace(
+                    "        let sigmoid = one.divide(one.add(&decay)?)?;\n        let silu = gate.multiply(&sigmoid)?;",
+                    "        let silu = gate.divide(one.add(&decay)?)?;",
+                )
             },
             refusals: &[
                 Refusal {
                     what: "silu's x forgotten: sigmoid(gate) · up",
-                    edit: |s| {
-                        s.solution.replace(
-                            "let silu = gate.multiply(sigmoid(gate)?)?;",
-                            "let silu = sigmoid(gate)?;",
-                        )
-                    },
+                    edit: |s| s.solution.replace("let silu = gate.multiply(&sigmoid)?;", "let silu = sigmoid;"),
                     command: "submit",
-                    stdout: &["differs from quest's by", "0 of 4 shapes right."],
+                    stdout: &["differs from quest's by", "0 of 8 shapes right."],
                     stderr: &[PIECE_WRONG],
                     snapshot: Some("mlp_piece_refused"),
                     masked: true,
@@ -947,12 +951,28 @@ fn rows() -> Vec<Row> {
                     what: "gate and up swapped: silu(up) · gate",
                     edit: |s| {
                         s.solution.replace(
-                            "let silu = gate.multiply(sigmoid(gate)?)?;\n        Ok(silu.multiply(up)?)",
-                            "let silu = up.multiply(sigmoid(up)?)?;\n        Ok(silu.multiply(gate)?)",
+                            "let gate = layers.gate_proj(x)?;\n        let up = layers.up_proj(x)?;",
+                            "let gate = layers.up_proj(x)?;\n        let up = layers.gate_proj(x)?;",
                         )
                     },
                     command: "submit",
-                    stdout: &["differs from quest's by", "0 of 4 shapes right."],
+                    stdout: &["differs from quest's by", "0 of 8 shapes right."],
+                    stderr: &[PIECE_WRONG],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "the constant left in float32: a float16 MLP comes back float32",
+                    edit: |s| {
+                        s.solution.replace(
+                            "let one = Array::from_f32(1.0).as_dtype(dtype)?;",
+                            "let one = Array::from_f32(1.0);\n        let _ = dtype;",
+                        )
+                    },
+                    command: "submit",
+                    // Right in float32, where the model runs on the CPU; the piece check's
+                    // float16 rows say the dtype.
+                    stdout: &["4 of 8 shapes right.", "keep the input's dtype"],
                     stderr: &[PIECE_WRONG],
                     snapshot: None,
                     masked: false,
@@ -962,9 +982,7 @@ fn rows() -> Vec<Row> {
                     edit: |s| {
                         format!(
                             "macro_rules! gated {{\n    ($g:expr) => {{\n        mlx_rs::nn::silu($g)\n    }};\n}}\n{}",
-                            s.solution
-                                .replace("use mlx_rs::ops::sigmoid;\n", "")
-                                .replace("let silu = gate.multiply(sigmoid(gate)?)?;", "let silu = gated!(gate)?;")
+                            s.solution.replace("let silu = gate.multiply(&sigmoid)?;", "let silu = gated!(&gate)?;")
                         )
                     },
                     command: "submit",
@@ -978,9 +996,7 @@ fn rows() -> Vec<Row> {
                     edit: |s| {
                         format!(
                             "use mlx_rs::nn::silu as act;\n{}",
-                            s.solution
-                                .replace("use mlx_rs::ops::sigmoid;\n", "")
-                                .replace("let silu = gate.multiply(sigmoid(gate)?)?;", "let silu = act(gate)?;")
+                            s.solution.replace("let silu = gate.multiply(&sigmoid)?;", "let silu = act(&gate)?;")
                         )
                     },
                     command: "submit",
@@ -994,16 +1010,25 @@ fn rows() -> Vec<Row> {
                     edit: |s| {
                         format!(
                             "use quest::lm::models::activations::swiglu as fused;\n{}",
-                            s.solution
-                                .replace("use mlx_rs::ops::sigmoid;\n", "")
-                                .replace(
-                                    "        let silu = gate.multiply(sigmoid(gate)?)?;\n        Ok(silu.multiply(up)?)",
-                                    "        Ok(fused(gate, up)?)",
-                                )
+                            s.solution.replace("let hidden = silu.multiply(&up)?;", "let hidden = fused(&gate, &up)?;")
                         )
                     },
                     command: "submit",
                     stdout: &["quest's own model code (its SiLU or SwiGLU among it)"],
+                    stderr: &["fix those lines"],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "quest's own MLP called from yours",
+                    edit: |s| {
+                        s.solution.replace(
+                            "        layers.down_proj(&hidden)\n",
+                            "        let _ = hidden;\n        quest::lm::QuestPieces.mlp(x, layers)\n",
+                        )
+                    },
+                    command: "submit",
+                    stdout: &["hands the work to another gate or MLP"],
                     stderr: &["fix those lines"],
                     snapshot: None,
                     masked: false,

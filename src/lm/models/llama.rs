@@ -212,9 +212,7 @@ impl Mlp {
 
     /// `h + mlp(x)` of the sublayer's input.
     fn forward(&self, x: &Sublayer) -> Result<Array> {
-        let gate_up = self.fast.first_projection(x, &self.gate_up_proj)?;
-        self.fast
-            .swiglu_last_projection(x, &gate_up, &self.down_proj)
+        self.fast.mlp(x, &self.gate_up_proj, &self.down_proj)
     }
 
     fn requantize(&mut self, layout: Layout, dtype: Dtype) -> Result<()> {
