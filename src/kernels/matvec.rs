@@ -64,10 +64,10 @@ __device__ __forceinline__ __half2 quest_pair(uint32_t word, int s) {
 // this header (and so does quest's own compile), so the header makes the one `__global__`
 // that follows it carry them (`__location__(global)` is what CUDA's own headers define
 // `__global__` as).
-fn launch_bounds() -> String {
+fn launch_bounds(min_blocks: i32) -> String {
     format!(
         "#undef __global__\n#define __global__ __location__(global) \
-         __launch_bounds__({THREADS}, {MIN_BLOCKS})\n"
+         __launch_bounds__({THREADS}, {min_blocks})\n"
     )
 }
 
@@ -106,8 +106,11 @@ const SOURCE: &str = r#"
   // With QUEST_PERSIST a warp goes on to the rows a grid's width further (the grid is
   // what the GPU holds at once) and asks for their first chunks while it multiplies the
   // last of these: a chunk's slot must then be the same in every row, so AHEAD divides ITERS.
-  constexpr int AHEAD = ITERS < 4 ? ITERS
-                        : !QUEST_PERSIST || ITERS % 4 == 0 ? 4
+  // With QUEST_DEEP (a grid of at most two blocks an SM, so twice the registers a thread)
+  // up to eight chunks of each row are asked for ahead.
+  constexpr int AMAX = QUEST_DEEP ? 8 : 4;
+  constexpr int AHEAD = ITERS < AMAX ? ITERS
+                        : !QUEST_PERSIST || ITERS % 4 == 0 ? AMAX
                         : ITERS % 3 == 0 ? 3
                         : ITERS % 2 == 0 ? 2 : 1;
   uint4 q[AHEAD][R];
@@ -350,21 +353,26 @@ pub struct Levers {
     /// that many blocks, each going on to further rows (x staged once a block, the next
     /// rows' loads asked for while the last are multiplied).
     pub persist: bool,
+    /// Where a matrix's grid is at most two blocks an SM, a kernel compiled for two (so
+    /// twice the registers a thread), asking for eight chunks of a row ahead, not four.
+    pub deep: bool,
 }
 
 impl Levers {
-    pub const NAMES: [&'static str; 4] = ["x1", "banks", "stream", "persist"];
+    pub const NAMES: [&'static str; 5] = ["x1", "banks", "stream", "persist", "deep"];
     pub const ALL: Levers = Levers {
         x1: true,
         banks: true,
         stream: true,
         persist: true,
+        deep: true,
     };
     pub const NONE: Levers = Levers {
         x1: false,
         banks: false,
         stream: false,
         persist: false,
+        deep: false,
     };
 
     /// The process's, from `QUEST_QMV_LEVERS` (read once).
@@ -393,6 +401,7 @@ impl std::str::FromStr for Levers {
                 "banks" => levers.banks = true,
                 "stream" => levers.stream = true,
                 "persist" => levers.persist = true,
+                "deep" => levers.deep = true,
                 other => {
                     return Err(format!(
                         "unknown lever `{other}`; use all, none or a list of {}",
@@ -434,10 +443,11 @@ impl Variant {
             banks,
             stream,
             persist,
+            deep,
         } = self.levers;
         let header = format!(
             "{HEADER}#define QUEST_NORM {}\n#define QUEST_SWIGLU {}\n#define QUEST_RESIDUAL {}\n\
-             #define QUEST_X1 {}\n#define QUEST_BANKS {}\n#define QUEST_STREAM {}\n#define QUEST_PERSIST {}\n\
+             #define QUEST_X1 {}\n#define QUEST_BANKS {}\n#define QUEST_STREAM {}\n#define QUEST_PERSIST {}\n#define QUEST_DEEP {}\n\
              #define QUEST_THREADS {THREADS}\nconstexpr float EPS = {:e}f;\n{}",
             u8::from(self.norm_eps.is_some()),
             u8::from(self.swiglu),
@@ -446,8 +456,9 @@ impl Variant {
             u8::from(banks),
             u8::from(stream),
             u8::from(persist),
+            u8::from(deep),
             self.norm_eps.map_or(0.0, f32::from_bits),
-            launch_bounds(),
+            launch_bounds(if deep { 2 } else { MIN_BLOCKS }),
         );
         KernelSpec {
             name: "quest_qmv4",
@@ -566,11 +577,12 @@ pub(super) fn matvec(
     let mut blocks = (n + rows_per_block - 1) / rows_per_block;
     let mut levers = Levers::for_process()?;
     // What the GPU holds at once: past it, a persistent grid of that many (else none).
-    let resident = super::precompiled::sm_count().map(|sms| sms * MIN_BLOCKS);
-    match resident {
+    let sms = super::precompiled::sm_count();
+    match sms.map(|sms| sms * MIN_BLOCKS) {
         Some(resident) if levers.persist && blocks > resident => blocks = resident,
         _ => levers.persist = false,
     }
+    levers.deep &= sms.is_some_and(|sms| blocks <= 2 * sms);
     let config = |(shape, group): &(Vec<i32>, i32)| {
         Config::new(
             &[Output {
