@@ -22,6 +22,15 @@
 //! applied once per 32 weights through the sum of `x` over them. The weights are centred
 //! (q − 8) before the float16 dot, so that no large common part is cancelled after it.
 //!
+//! Its levers ([`Levers`], `QUEST_QMV_LEVERS`), each a compiled variant so that each can be
+//! measured against the kernel without it in a step's own trace: x read in one round of
+//! 16-byte loads (`x1`), x laid out in shared memory so a warp's reads meet no bank twice
+//! (`banks`), streamed weight loads (`stream`), a resident-sized grid for matrices of more
+//! than one wave (`persist`), a deeper prefetch where a grid is at most two blocks an SM
+//! (`deep`). On an H100's Qwen3-8B step, the first four took the layers' matrices from
+//! 1.16–1.79 TB/s to 1.47–2.37 and the step from 51 to 60 % of the copy
+//! (docs/gpu/2026-12-07-qmv-levers/).
+//!
 //! A call can fold in the ops around the product ([`Fold`]): the sublayer's input RMS norm
 //! (each block stages all of `x` anyway), SwiGLU of the fused `[gate | up]` output, and the
 //! residual add. With [`super::attend`], a decode layer is five graph nodes, all quest's kernels
