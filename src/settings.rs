@@ -97,6 +97,8 @@ settings! {
         "on a CPU: `on`, quest refuses to load a model whose weights, as it will hold them (dense f32 by default), need more memory than the machine has available (Linux's `MemAvailable`), and says what would fit, instead of being stopped by the system halfway or swapping; `off` loads it anyway";
     QMV: "QUEST_QMV", Run, "auto",
         "on a CUDA build: `quest`, `mlx` or `auto` (quest's where its kernels are kept compiled or the process warms up first, see `QUEST_KERNEL_CACHE`; else MLX's): 4-bit matrices times one row (decode) in quest's own kernel, folding in the input norm, SwiGLU and the residual add (docs/benchmarks.md)";
+    QMV_LEVERS: "QUEST_QMV_LEVERS", Run, "x1,banks,stream,persist",
+        "on a CUDA build, where quest's 4-bit matvec runs: which of its levers are compiled in, `all`, `none` or a list of `x1` (x staged in one round of 16-byte loads), `banks` (x laid out in shared memory so a warp's reads meet no bank twice), `stream` (the weights read as streamed loads), `persist` (a matrix of more rows than the GPU holds blocks at once in a grid of that many, each block going on to further rows), `deep` (a matrix whose grid is at most two blocks an SM compiled for two, asking for eight chunks of a row ahead), to measure each against the kernel without it";
     QKV: "QUEST_QKV", Run, "auto",
         "on a CUDA build: `quest`, `mlx` or `auto` (as `QUEST_QMV`): a decode step's q, k and v heads — Qwen3's q/k norm and RoPE included — from one kernel of quest's instead of eight of MLX's ops";
     ATTEND: "QUEST_ATTEND", Run, "auto",

@@ -9,7 +9,8 @@
 #          checkout's root), ignored by git there: this script adds it to that
 #          repository's .git/info/exclude. It is emptied first.
 # LESSON   lessons whose exercise binaries to prebuild (default: mlx-path): the exercise as
-#          it is in COURSE, the lesson's starting code and the solution, release profile.
+#          it is in COURSE, the lesson's starting code and the solution, release profile;
+#          `none` prebuilds none (for runs of `quest fit` and the Python peers alone).
 # COURSE   the course folder (QUEST_ROOT) whose exercises are built, e.g. a copy in
 #          which the learner's edit is made (default: this checkout).
 # MODELS   real models to carry from quest's cache as well (e.g. `smollm2-135m-instruct`).
@@ -46,12 +47,14 @@ lock() { if [ -e /tmp/quest-cpu.lock ]; then flock -s /tmp/quest-cpu.lock "$@"; 
 # 1. quest for CUDA (release), and the exercises as that quest would build them. A CPU
 #    quest drives the prebuild: a CUDA one cannot start without the NVIDIA driver.
 (cd "$REPO" && QUEST_MLX=cuda CARGO_TARGET_DIR=$TARGET lock cargo build --release --bin quest)
-(cd "$REPO" && lock cargo build --bin quest)
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 mkdir -p "$WORK/payload/prebuilt"
-(cd "$REPO" && QUEST_MLX=cuda CARGO_TARGET_DIR=$TARGET QUEST_ROOT=$COURSE \
-  lock "$REPO/target/debug/quest" dev prebuild $LESSONS --release --out "$WORK/payload/prebuilt")
+if [ "$LESSONS" != none ]; then
+  (cd "$REPO" && lock cargo build --bin quest)
+  (cd "$REPO" && QUEST_MLX=cuda CARGO_TARGET_DIR=$TARGET QUEST_ROOT=$COURSE \
+    lock "$REPO/target/debug/quest" dev prebuild $LESSONS --release --out "$WORK/payload/prebuilt")
+fi
 
 # 2. The payload: quest, the prebuilt exercises (stripped, xz), the course as COURSE has
 #    it (lessons, exercises, solutions, the GPU scripts, the Python peer), the MLX tree
@@ -60,7 +63,7 @@ mkdir -p "$WORK/payload/prebuilt"
 P=$WORK/payload
 strip -o "$P/quest" "$TARGET/release/quest"
 if [ -n "${BEFORE:-}" ]; then strip -o "$P/quest-before" "$BEFORE"; fi
-for f in "$P"/prebuilt/*; do case $f in *.txt) ;; *) strip "$f" ;; esac; done
+for f in "$P"/prebuilt/*; do [ -e "$f" ] || continue; case $f in *.txt) ;; *) strip "$f" ;; esac; done
 mkdir -p "$WORK/course/docs/gpu" "$WORK/course/src/bench"
 tar c -C "$COURSE" lessons exercises solutions | tar x -C "$WORK/course"
 cp "$REPO"/docs/gpu/*.sh "$REPO"/docs/gpu/*.py "$REPO"/docs/gpu/*.cu "$WORK/course/docs/gpu/"

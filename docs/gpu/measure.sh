@@ -116,6 +116,14 @@
 #                  kernels in every process and committed a step's graph once, against the
 #                  defaults), medians in ab-medians.txt. Each part under LIMIT s (300);
 #                  PARTS (default "peer trace ab") picks the parts.
+#   levers         quest's 4-bit matvec's levers (QUEST_QMV_LEVERS), each against the kernel
+#                  without them, in the step's own CUPTI trace (TRACE_LIB, as `steps`): per
+#                  setting of LEVERS (default "none x1 banks stream all") one `quest fit`
+#                  on LEVER_SHAPES (default Qwen3-8B), traced, kernels only, alternated,
+#                  PASSES times (default 2); the matvec by matrix and the pipelined tok/s
+#                  and its share of the copy per setting, medians (levers-table.txt); first
+#                  `quest kernel --kernel matvec` with every lever on and with none on
+#                  CHECK_SHAPES (default Qwen3-0.6B,Qwen3-8B; "" skips it): logits compared.
 #   profile        GPU time per kernel kind with ncu (NCU_SHAPES, default
 #                  "Qwen3-8B Qwen3-0.6B", NCU_TIMEOUT s each, default 200) over `quest fit
 #                  --max-tokens 3 --rounds 1` with the last binary of BINS; ncu_per_token.py
@@ -124,7 +132,7 @@ set -uo pipefail
 [ $# -gt 0 ] || { sed -n '2,/^set -uo/p' "$0" | sed '$d'; exit 2; }
 subcommands=" flow fresh kept kept-defaults ceiling compile streams ops-cost custom-kernel host-or-device rms-norm rope attention dequant-matvec
   linear-attention your-model mlp sampling fit qmv fits alt-qmv alt peer peers kernels check journey bench batch
-  bits slope slope-attend sweep qmv-sweep steps profile "
+  bits slope slope-attend sweep qmv-sweep steps levers profile "
 for sub in "$@"; do
   case $subcommands in
     *[[:space:]]"$sub"[[:space:]]*) ;;
@@ -733,6 +741,33 @@ for s in shapes:
           f"{statistics.median(hb):>12.1f}  {len(a)}/{len(b)}: OFF {a} ON {b}")
 print(f"OFF ran `{sys.argv[2].strip()}`, ON `{sys.argv[3].strip() or 'the defaults'}`; medians of the pipelined loop's tok/s and of the host's µs a layer")
 PY
+}
+
+levers() {
+  local lib shapes=${LEVER_SHAPES:-Qwen3-8B} setting pass check=${CHECK_SHAPES-Qwen3-0.6B,Qwen3-8B}
+  lib=$(realpath "${TRACE_LIB:?TRACE_LIB: the folder docs/gpu/trace_build.sh made, carried}")/libcupti_trace.so
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv > "$o/gpu.txt" 2>&1
+  if [ -n "$check" ]; then
+    for setting in all none; do
+      step "quest kernel --kernel matvec, QUEST_QMV_LEVERS=$setting"
+      QUEST_QMV_LEVERS=$setting timeout "${LIMIT:-300}" quest kernel --kernel matvec --shapes "$check" \
+        --max-tokens 32 --rounds 1 2>&1 | grep -v '^quest:' | tee "$o/kernel-$setting.txt"
+    done
+  fi
+  for pass in $(seq "${PASSES:-2}"); do
+    for setting in ${LEVERS:-none x1 banks stream all}; do
+      step "pass $pass: quest fit traced, QUEST_QMV_LEVERS=$setting"
+      env CUDA_INJECTION64_PATH="$lib" QUEST_TRACE_OUT="$o/trace.csv" QUEST_QMV_LEVERS="$setting" \
+        timeout "${LIMIT:-300}" quest fit --shapes "$shapes" --max-tokens "$T" --rounds 1 2>&1 |
+        grep -v '^quest:' > "$o/fit-$setting-$pass.txt"
+      grep -E 'quantized|bandwidth' "$o/fit-$setting-$pass.txt"
+      python3 "$HERE/trace_steps.py" "$o/trace.csv" --shapes "$shapes" --json "$o/steps-$setting-$pass.json" \
+        > "$o/steps-$setting-$pass.txt"
+      grep -E 'pipelined|TB/s' "$o/steps-$setting-$pass.txt"
+      rm -f "$o/trace.csv"
+    done
+  done
+  python3 "$HERE/levers_table.py" "$o" | tee "$o/levers-table.txt"
 }
 
 profile() {

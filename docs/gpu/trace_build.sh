@@ -27,6 +27,8 @@ top=$(git -C "$HERE" rev-parse --show-toplevel)
 case $DEST in
   "$top"/*) # inside the checkout: kept out of git, as carry.sh keeps its parts
     rel=${DEST#"$top"/}
-    grep -qxF "/$rel/" "$top/.git/info/exclude" || echo "/$rel/" >> "$top/.git/info/exclude" ;;
+    exclude=$(cd "$top" && realpath "$(git rev-parse --git-common-dir)")/info/exclude # a worktree's too
+    mkdir -p "$(dirname "$exclude")"
+    grep -qxF "/$rel/" "$exclude" 2>/dev/null || echo "/$rel/" >> "$exclude" ;;
 esac
 ls -la "$DEST"

@@ -286,6 +286,27 @@ fn gpu_arch() -> Result<String> {
     ))
 }
 
+/// Device 0's streaming multiprocessors, asked of the driver once; `None` where it cannot
+/// say (no driver, no GPU).
+pub fn sm_count() -> Option<i32> {
+    static SMS: OnceLock<Option<i32>> = OnceLock::new();
+    *SMS.get_or_init(|| {
+        let lib = dlopen("libcuda.so.1", libc::RTLD_NOW | libc::RTLD_LOCAL)?;
+        let init: unsafe extern "C" fn(u32) -> c_int = symbol(lib, "cuInit").ok()?;
+        let get: unsafe extern "C" fn(*mut c_int, c_int) -> c_int =
+            symbol(lib, "cuDeviceGet").ok()?;
+        let attribute: unsafe extern "C" fn(*mut c_int, c_int, c_int) -> c_int =
+            symbol(lib, "cuDeviceGetAttribute").ok()?;
+        let (mut device, mut sms) = (0, 0);
+        // SAFETY: the driver API as cuda.h declares it; 16 is
+        // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT.
+        let ok = unsafe {
+            init(0) == 0 && get(&mut device, 0) == 0 && attribute(&mut sms, 16, device) == 0
+        };
+        (ok && sms > 0).then_some(sms)
+    })
+}
+
 /// This process's compiler, made once: `None` (said once on stderr) where it cannot be
 /// made, and then MLX compiles quest's kernels from their source, as before.
 pub fn compiler() -> Option<&'static Compiler> {
