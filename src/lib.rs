@@ -354,10 +354,7 @@ mod tests {
 
     /// Files whose comments still hold measurements, edited on another branch: their
     /// figures move to docs once that branch is merged. Each is named with its reason.
-    const HISTORY_LEFT: &[(&str, &str)] = &[(
-        "kernels/matvec.rs",
-        "edited on another branch; cleaned after merge",
-    )];
+    const HISTORY_LEFT: &[(&str, &str)] = &[];
 
     /// What a comment line says that belongs in docs, not in the source: an issue number,
     /// a date, a measured rate (tok/s, TB/s, GB/s, MB/s, ms per token) or a measured ratio

@@ -1,18 +1,13 @@
 //! quest's own 4-bit matrix-vector product for MLX's CUDA backend.
 //!
 //! A decode step multiplies one activation row by every weight matrix: a stream of
-//! bytes. MLX 0.32's CUDA `qmv` streams 4-bit weights at about 1 TB/s on an H200 (ncu,
-//! docs/benchmarks.md), against 3.6–4.2 TB/s for a copy. This kernel reads the same
-//! layout (uint32 words of eight 4-bit values, float16 scales and biases per group) and
-//! runs inside MLX's graph as a custom kernel (mlx-c's `mlx_fast_cuda_kernel_*`, which
-//! mlx-rs does not wrap), so nothing is repacked and the rest of the step is unchanged.
-//! Measured alone on the Qwen3-8B shape (docs/gpu/2026-12-01-qmv-standalone/): 1.67 TB/s against MLX's ~1 TB/s.
-//! Inside the step, as it was before its launch shape and loads were swept (ncu,
-//! docs/gpu/2026-12-03-host-handoff/): 1.0–1.7 TB/s on a layer's matrices, 2.6 TB/s on the
-//! 389 MB head. As it is now, a Qwen3-8B step's matrices alone, back to back: 1.92 TB/s,
-//! 45 % of an H200's copy, ×1.22 the kernel before (docs/gpu/2026-12-06-qmv-sweep/); in the
-//! whole step on an H100, `quest bench mlx-path` on `random:qwen3-8b`: ×1.11 the kernel
-//! before, 264.8 → 292.8 tok/s, 43 → 48 % of the copy (docs/gpu/2026-12-06-qmv-applied/).
+//! bytes, which MLX 0.32's CUDA `qmv` reads well below a copy's rate
+//! (docs/gpu/2026-12-01-silu-compile/). This kernel reads the same layout (uint32 words of
+//! eight 4-bit values, float16 scales and biases per group) and runs inside MLX's graph as a
+//! custom kernel (mlx-c's `mlx_fast_cuda_kernel_*`, which mlx-rs does not wrap), so nothing
+//! is repacked and the rest of the step is unchanged. Its launch shape and loads are the
+//! fastest of a sweep on Qwen3-8B's step matrices (docs/gpu/2026-12-06-qmv-sweep/; in the
+//! step: docs/gpu/2026-12-06-qmv-applied/).
 //!
 //! How it differs from MLX's: `x` is staged once per block in shared memory, paired so that
 //! one shift and one `lop3` turn a word into two float16 weights (the 0x6400 trick: the
@@ -27,9 +22,7 @@
 //! 16-byte loads (`x1`), x laid out in shared memory so a warp's reads meet no bank twice
 //! (`banks`), streamed weight loads (`stream`), a resident-sized grid for matrices of more
 //! than one wave (`persist`), a deeper prefetch where a grid is at most two blocks an SM
-//! (`deep`). On an H100's Qwen3-8B step, the first four took the layers' matrices from
-//! 1.16–1.79 TB/s to 1.47–2.37 and the step from 51 to 60 % of the copy
-//! (docs/gpu/2026-12-07-qmv-levers/).
+//! (`deep`). Each lever's A/B in a step's own trace: docs/gpu/2026-12-07-qmv-levers/.
 //!
 //! A call can fold in the ops around the product ([`Fold`]): the sublayer's input RMS norm
 //! (each block stages all of `x` anyway), SwiGLU of the fused `[gate | up]` output, and the
@@ -38,10 +31,10 @@
 //!
 //! Used for one activation row (decode), 4 bits, float16, `k` a multiple of 32 and group
 //! sizes that are multiples of 32; everything else, and every backend but CUDA, goes to
-//! MLX's `quantized_matmul`. On by default on CUDA: on SmolLM2's real weights the same
-//! greedy tokens as MLX's (logits within 1.7e-2, docs/gpu/kernel_check.sh), and in one
-//! interleaved run ×1.04–1.53 MLX's on all six shapes (docs/gpu/2026-12-01-attend). `QUEST_QMV=mlx` turns it
-//! off ([`super::Kernels`]); `quest kernel` compares both on the models at hand.
+//! MLX's `quantized_matmul`. On by default on CUDA, where it keeps SmolLM2's greedy tokens
+//! (docs/gpu/kernel_check.sh) and was ahead of MLX's on all six shapes
+//! (docs/gpu/2026-12-01-attend/). `QUEST_QMV=mlx` turns it off ([`super::Kernels`]);
+//! `quest kernel` compares both on the models at hand.
 
 use std::cell::RefCell;
 
