@@ -67,6 +67,16 @@ pub enum CallsProblem {
     QuestRan { quest: u64, seam: u64 },
     /// Fewer calls than the model has layers: some layer ran something else.
     TooFew { seam: u64, layers: usize },
+    /// One of MLX's fused ops that the piece replaces computed `fused` of the `seam`
+    /// outputs, read off their graphs (`op`: the first seen).
+    Fused {
+        op: crate::lm::graph::Fused,
+        fused: u64,
+        seam: u64,
+    },
+    /// `evaluated` of the `seam` outputs came back already evaluated: what computed them
+    /// is not in the graph.
+    Evaluated { evaluated: u64, seam: u64 },
 }
 
 /// Whether `calls` (quest's seam's counts, from quest's line) show that the model called
@@ -80,6 +90,19 @@ pub fn piece_calls_problem(
         return Some(CallsProblem::NotCounted);
     };
     let counted = calls.get(&piece).copied().unwrap_or_default();
+    if let (Some(op), fused @ 1..) = (counted.fused_op, counted.fused) {
+        return Some(CallsProblem::Fused {
+            op,
+            fused,
+            seam: counted.seam,
+        });
+    }
+    if counted.evaluated > 0 {
+        return Some(CallsProblem::Evaluated {
+            evaluated: counted.evaluated,
+            seam: counted.seam,
+        });
+    }
     if counted.quest > 0 {
         return Some(CallsProblem::QuestRan {
             quest: counted.quest,
@@ -678,7 +701,14 @@ mod tests {
         use crate::lm::Calls;
         let counted = |seam, quest| {
             let mut calls = std::collections::BTreeMap::new();
-            calls.insert(Piece::Rope, Calls { seam, quest });
+            calls.insert(
+                Piece::Rope,
+                Calls {
+                    seam,
+                    quest,
+                    ..Default::default()
+                },
+            );
             calls
         };
         let rope = |calls: Option<std::collections::BTreeMap<Piece, Calls>>| {
@@ -704,9 +734,38 @@ mod tests {
                 layers: 30
             })
         );
+        // The graph of an output showed MLX's fused op, or nothing (evaluated): refused
+        // before anything else, with what was seen.
+        let seen = |fused, fused_op, evaluated| {
+            let mut calls = counted(1980, 0);
+            let rope = calls.get_mut(&Piece::Rope).unwrap();
+            (rope.fused, rope.fused_op, rope.evaluated) = (fused, fused_op, evaluated);
+            Some(calls)
+        };
+        assert_eq!(
+            rope(seen(3, Some(crate::lm::graph::Fused::Rope), 0)),
+            Some(CallsProblem::Fused {
+                op: crate::lm::graph::Fused::Rope,
+                fused: 3,
+                seam: 1980
+            })
+        );
+        assert_eq!(
+            rope(seen(0, None, 5)),
+            Some(CallsProblem::Evaluated {
+                evaluated: 5,
+                seam: 1980
+            })
+        );
         // A sampler is called once a step.
         let mut sampled = std::collections::BTreeMap::new();
-        sampled.insert(Piece::Sample, Calls { seam: 8, quest: 0 });
+        sampled.insert(
+            Piece::Sample,
+            Calls {
+                seam: 8,
+                ..Default::default()
+            },
+        );
         assert_eq!(piece_calls_problem(Piece::Sample, Some(&sampled), 30), None);
     }
 

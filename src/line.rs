@@ -13,6 +13,10 @@
 //! build its graph: no step's compute starts before it, [`asked`]); `first <ids>`, `token <ids>` (one step's token for every row, handed to the
 //! timer as it came); `rest <ids>` (a step's tokens handed over by the report, all at
 //! once); `done` (the timer's mark); `calls <counts>` (the seam's); `end`.
+//!
+//! Only quest's code in the exercise's process writes on the line: sending is private to
+//! this crate, so the judged code can neither write a verdict or counts of its own nor
+//! reach the descriptor itself (an exercise is built with `unsafe` forbidden).
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -113,14 +117,14 @@ pub fn lesson_piece() -> Option<crate::course::spec::Piece> {
 }
 
 /// The piece quest asked this run to check first, and whether to end after it.
-pub fn piece_check() -> Option<(crate::course::spec::Piece, bool)> {
+pub(crate) fn piece_check() -> Option<(crate::course::spec::Piece, bool)> {
     let hello = hello()?;
     hello.check.map(|piece| (piece, hello.check_alone))
 }
 
 /// Sends one message to quest, if it listens. Best effort: a quest that stopped
 /// listening has ended, and the exercise's next question to it fails.
-pub fn send(message: &str) {
+pub(crate) fn send(message: &str) {
     if let Some(line) = line() {
         let mut channel = line.channel.lock().unwrap_or_else(|e| e.into_inner());
         let _ = writeln!(channel.stream, "{message}");
@@ -128,7 +132,7 @@ pub fn send(message: &str) {
 }
 
 /// One step's tokens (one per row) as a message of `kind`.
-pub fn send_step(kind: &str, ids: &[u32]) {
+pub(crate) fn send_step(kind: &str, ids: &[u32]) {
     if connected() {
         let ids: Vec<String> = ids.iter().map(u32::to_string).collect();
         send(&format!("{kind} {}", ids.join(" ")));
@@ -146,7 +150,7 @@ pub fn asked() {
 }
 
 /// Tells quest the model is loaded and waits for the prompt; `None` when no line is there.
-pub fn ready() -> Result<Option<String>> {
+pub(crate) fn ready() -> Result<Option<String>> {
     let Some(line) = line() else {
         return Ok(None);
     };

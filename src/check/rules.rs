@@ -63,7 +63,10 @@ pub const NO_REGION: &str = "no_region";
 /// file (`include!`, `mod name;`, `#[path]`), an environment the exercise writes itself
 /// (`std::env::set_var`: what runs is quest's to choose, on its line), and macros defined
 /// in the file (`macro_rules!`: their bodies are not read, so a rule could not see into
-/// them).
+/// them), and a way past the Rust quest reads: `unsafe` (the compiler refuses it too in an
+/// exercise: quest builds one with `unsafe_code` forbidden), `extern crate` and `extern`
+/// blocks (a crate or C function the exercise's package does not give it, MLX's C API
+/// among them).
 pub const ESCAPE: &str = "escape";
 
 /// Every [`ESCAPE`] in `file`, by line.
@@ -122,6 +125,31 @@ fn escapes(file: &syn::File) -> Vec<Finding> {
                 self.found(item.mod_token.span, format!("mod {};", item.ident));
             }
             visit::visit_item_mod(self, item);
+        }
+        fn visit_expr_unsafe(&mut self, block: &'ast syn::ExprUnsafe) {
+            self.found(block.unsafe_token.span, "unsafe".into());
+            visit::visit_expr_unsafe(self, block);
+        }
+        fn visit_signature(&mut self, sig: &'ast syn::Signature) {
+            if let Some(token) = &sig.unsafety {
+                self.found(token.span, "unsafe".into());
+            }
+            visit::visit_signature(self, sig);
+        }
+        fn visit_item_impl(&mut self, item: &'ast syn::ItemImpl) {
+            if let Some(token) = &item.unsafety {
+                self.found(token.span, "unsafe".into());
+            }
+            visit::visit_item_impl(self, item);
+        }
+        fn visit_item_extern_crate(&mut self, item: &'ast syn::ItemExternCrate) {
+            self.found(
+                item.extern_token.span,
+                format!("extern crate {}", item.ident),
+            );
+        }
+        fn visit_item_foreign_mod(&mut self, item: &'ast syn::ItemForeignMod) {
+            self.found(item.abi.extern_token.span, "extern".into());
         }
         fn visit_attribute(&mut self, attr: &'ast syn::Attribute) {
             if attr.path().is_ident("path") {
@@ -704,6 +732,18 @@ impl<'ast> Visit<'ast> for Calls<'_> {
         }
         visit::visit_expr_path(self, e);
     }
+    /// `mlx_rs::nn::RmsNorm { weight, eps }`: a value of a type built by its literal is
+    /// that type's, as if its constructor were called.
+    fn visit_expr_struct(&mut self, e: &'ast syn::ExprStruct) {
+        if e.path.segments.len() > 1
+            || e.path
+                .get_ident()
+                .is_some_and(|ident| self.aliases.names.contains_key(&ident.to_string()))
+        {
+            self.push_path(&e.path, CallKind::Function);
+        }
+        visit::visit_expr_struct(self, e);
+    }
     fn visit_macro(&mut self, m: &'ast syn::Macro) {
         self.push_path(&m.path, CallKind::Macro);
         // Arguments of format macros are expressions too (`println!("{}", y.item())`).
@@ -1127,6 +1167,33 @@ fn helper() { println!("hi"); }"#;
         );
     }
 
+    /// A type built by its struct literal is named by its path, as a call of it would be:
+    /// rms-norm's `mlx_rs::nn::RmsNorm { weight, eps }`, written out or imported; the
+    /// learner's own struct is not.
+    #[test]
+    fn a_struct_literal_is_named_by_its_path() {
+        let rules: Vec<Rule> =
+            serde_yaml::from_str("[{id: own, forbid: [{call: mlx_rs::nn::*}], in: file}]").unwrap();
+        let found = |source: &str| -> Vec<(usize, String)> {
+            check(source, &rules)
+                .into_iter()
+                .map(|f| (f.line, f.call))
+                .collect()
+        };
+        assert_eq!(
+            found("fn f(w: &Array) {\n    let n = mlx_rs::nn::RmsNorm { weight: Param::new(w.clone()), eps: 1e-5 };\n}"),
+            [(2, "RmsNorm".to_owned())]
+        );
+        assert_eq!(
+            found("use mlx_rs::nn::{RmsNorm as N};\nfn f(w: Param<Array>) { let n = N { weight: w, eps: 1e-5 }; }"),
+            [(2, "RmsNorm".to_owned())]
+        );
+        assert_eq!(
+            found("struct MyNorm { eps: f32 }\nfn f() { let n = MyNorm { eps: 1e-5 }; }"),
+            Vec::<(usize, String)>::new()
+        );
+    }
+
     /// A unit struct used as a value is named by its path too: mlp's `Silu.forward(x)`,
     /// imported or written out, is mlx-rs's `Silu` module, and quest's `QuestSampler`
     /// handed on is quest's sampler.
@@ -1234,6 +1301,18 @@ mod escape_tests {
                 "macro_rules! hide { () => { fast::rope() } }\nfn main() {}",
                 Some((1, "macro_rules!")),
             ),
+            (
+                "fn f(x: &Array) {\n    let r = unsafe { mlx_sys::mlx_fast_rms_norm(x.as_ptr()) };\n}",
+                Some((2, "unsafe")),
+            ),
+            ("unsafe fn f() {}", Some((1, "unsafe"))),
+            ("unsafe impl Send for S {}", Some((1, "unsafe"))),
+            ("extern crate mlx_sys;", Some((1, "extern crate mlx_sys"))),
+            (
+                "extern \"C\" {\n    fn mlx_fast_rms_norm();\n}",
+                Some((1, "extern")),
+            ),
+            ("fn f(x: &Array) -> Array { x.clone() }", None),
         ];
         for (source, expected) in rows {
             let expected: Vec<(usize, String)> = expected

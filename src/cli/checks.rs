@@ -194,6 +194,7 @@ pub(crate) fn say_refused(ctx: &Ctx, lesson: &Lesson, refused: &Refused) -> Stri
             }
             let why = match judged {
                 PieceJudged::Wrong => "submit_piece_failed",
+                PieceJudged::Fused => "submit_piece_fused",
                 _ => "submit_piece_missing",
             };
             ctx.ui(why).to_owned()

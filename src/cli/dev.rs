@@ -316,14 +316,17 @@ pub fn exercises_manifest(course: &Course) -> Result<String> {
          publish = false\n\
          build = \"../build.rs\"\n\
          autobins = false\n\n\
+         # What a learner needs (the lab, the model, mlx-rs), nothing that judges: no\n\
+         # mlx-sys (MLX's C API; the build script finds MLX through quest), and no `unsafe`.\n\
          [dependencies]\n\
          quest = { path = \"..\" }\n\
-         anyhow.workspace = true\n\
-         mlx-sys.workspace = true\n\n\
+         anyhow.workspace = true\n\n\
          [target.'cfg(target_os = \"macos\")'.dependencies]\n\
          mlx-rs = \"0.33.0\"\n\n\
          [target.'cfg(not(target_os = \"macos\"))'.dependencies]\n\
-         mlx-rs = { version = \"0.33.0\", default-features = false }\n",
+         mlx-rs = { version = \"0.33.0\", default-features = false }\n\n\
+         [lints.rust]\n\
+         unsafe_code = \"forbid\"\n",
     );
     for id in course.lesson_ids() {
         let lesson = course.lesson(id, Lang::SOURCE)?;

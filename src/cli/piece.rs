@@ -175,6 +175,21 @@ fn row_text(ctx: &Ctx, piece: Piece, row: &Row) -> String {
                 &[("case", shape), ("piece", piece.method())]
             )
         ),
+        Outcome::Fused { op, evaluated } => format!(
+            "✗ {}",
+            ctx.ui_with(
+                if *evaluated {
+                    "piece_row_fused_evaluated"
+                } else {
+                    "piece_row_fused"
+                },
+                &[("case", shape), ("op", op.primitive()), ("path", op.path())]
+            )
+        ),
+        Outcome::Evaluated => format!(
+            "✗ {}",
+            ctx.ui_with("piece_row_evaluated", &[("case", shape)])
+        ),
         Outcome::NotWritten { message } => format!(
             "✗ {}",
             ctx.ui_with(
@@ -208,6 +223,24 @@ pub(crate) fn calls_said(ctx: &Ctx, piece: Piece, problem: &CallsProblem) -> Str
             &[
                 ("piece", method),
                 ("quest", &quest.to_string()),
+                ("seam", &seam.to_string()),
+            ],
+        ),
+        CallsProblem::Fused { op, fused, seam } => ctx.ui_with(
+            "calls_fused",
+            &[
+                ("piece", method),
+                ("op", op.primitive()),
+                ("path", op.path()),
+                ("fused", &fused.to_string()),
+                ("seam", &seam.to_string()),
+            ],
+        ),
+        CallsProblem::Evaluated { evaluated, seam } => ctx.ui_with(
+            "calls_evaluated",
+            &[
+                ("piece", method),
+                ("evaluated", &evaluated.to_string()),
                 ("seam", &seam.to_string()),
             ],
         ),

@@ -14,6 +14,7 @@ pub mod fast;
 pub mod fetch;
 pub mod gguf;
 mod gguf_check;
+pub mod graph;
 pub mod hub;
 pub mod models;
 pub mod own;

@@ -20,6 +20,7 @@ use mlx_rs::{Array, Dtype};
 use serde::{Deserialize, Serialize};
 
 use crate::course::spec::Piece;
+use crate::lm::graph::Seen;
 use crate::lm::pieces::{quest_runs, Mask, MlpLayers, Pieces, QuestPieces};
 use crate::lm::sample::{Sampler, Sampling};
 
@@ -50,6 +51,15 @@ pub enum Outcome {
     WrongShape { got: Vec<i32>, want: Vec<i32> },
     /// quest's own implementation ran inside the learner's: the result is not theirs.
     QuestRan,
+    /// One of MLX's fused ops that the piece replaces computed the output, read off its
+    /// graph (`evaluated`: an array it computed was evaluated inside the piece).
+    Fused {
+        op: crate::lm::graph::Fused,
+        #[serde(default)]
+        evaluated: bool,
+    },
+    /// The output came back already evaluated: what computed it is not in the graph.
+    Evaluated,
     /// The piece is still `todo!()` / `unimplemented!()`.
     NotWritten { message: String },
     /// It returned an error or panicked.
@@ -111,7 +121,7 @@ pub fn tolerance(dtype: Dtype) -> f32 {
 
 /// quest asked for the piece check on its line: run it on `pieces`, send the verdict, and
 /// end the process when quest asked for the check alone. Nothing otherwise.
-pub fn when_asked(pieces: &dyn Pieces) {
+pub(crate) fn when_asked(pieces: &dyn Pieces) {
     if let Some((piece, alone)) = crate::line::piece_check() {
         if piece != Piece::Sample {
             answer(check(piece, pieces), alone);
@@ -120,7 +130,7 @@ pub fn when_asked(pieces: &dyn Pieces) {
 }
 
 /// [`when_asked`] for a sampler.
-pub fn when_asked_sampler(sampler: &dyn Sampler) {
+pub(crate) fn when_asked_sampler(sampler: &dyn Sampler) {
     if let Some((Piece::Sample, alone)) = crate::line::piece_check() {
         answer(check_sampler(sampler), alone);
     }
@@ -175,7 +185,8 @@ fn run_case(piece: Piece, case: &Case, pieces: &dyn Pieces) -> Outcome {
 }
 
 /// The learner's `piece` (`learner`) against quest's `want`: what it is as long as quest's
-/// own did not run inside it and it has `want`'s shape, and then as `compare` says.
+/// own did not run inside it, its graph holds none of MLX's fused ops that the piece
+/// replaces ([`crate::lm::graph`]) and it has `want`'s shape, and then as `compare` says.
 fn judge(
     piece: Piece,
     want: &Array,
@@ -191,6 +202,17 @@ fn judge(
         Ok(got) => got,
         Err(outcome) => return outcome,
     };
+    // The graph, not the source: what computed the output, whatever the code spells.
+    match crate::lm::graph::seen(piece, &got, &[]) {
+        Ok(Seen::Own) => {}
+        Ok(Seen::Fused { op, evaluated }) => return Outcome::Fused { op, evaluated },
+        Ok(Seen::Evaluated) => return Outcome::Evaluated,
+        Err(e) => {
+            return Outcome::Failed {
+                message: format!("{e:#}"),
+            }
+        }
+    }
     if got.shape() != want.shape() {
         return Outcome::WrongShape {
             got: got.shape().to_vec(),
@@ -652,6 +674,7 @@ fn check_sampler(sampler: &dyn Sampler) -> Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lm::graph::Fused;
 
     /// RMSNorm by MLX's ops, as the lesson's solution writes it; `weightless` leaves the
     /// weight out.
@@ -796,6 +819,254 @@ mod tests {
                 quest_s.rows.iter().all(|r| r.outcome == Outcome::QuestRan),
                 "{quest_s:?}"
             );
+        }
+    }
+
+    /// The lazy learner's fused norms, each reached another way: the graph names MLX's op
+    /// on every shape, whatever the source spelled.
+    enum FusedNorm {
+        /// `mlx_rs::nn::RmsNorm { weight: Param::new(..), eps }.forward(x)`: a type's
+        /// path in a struct literal, a trait method.
+        Layer,
+        /// The fused norm behind a fn pointer.
+        Pointer,
+        /// Computed on another thread.
+        Thread,
+        /// MLX's C API under mlx-rs (the exercise's crate cannot name it, nor write
+        /// `unsafe`; quest's can, and the graph sees it all the same).
+        CApi,
+        /// A compiled function that calls it, traced before the check.
+        Compiled,
+        /// Evaluated inside the piece, then one more op over it.
+        EvaluatedThenHidden,
+        /// LayerNorm, of the same family.
+        LayerNorm,
+    }
+    impl Pieces for FusedNorm {
+        fn rms_norm(&self, x: &Array, weight: &Array, eps: f32) -> Result<Array> {
+            use mlx_rs::module::{Module, Param};
+            Ok(match self {
+                FusedNorm::Layer => mlx_rs::nn::RmsNorm {
+                    weight: Param::new(weight.clone()),
+                    eps,
+                }
+                .forward(x)?,
+                FusedNorm::Pointer => {
+                    let f: fn(&Array, Option<&Array>, f32) -> mlx_rs::error::Result<Array> =
+                        |x, w, eps| mlx_rs::fast::rms_norm(x, w, eps);
+                    f(x, Some(weight), eps)?
+                }
+                FusedNorm::Thread => {
+                    let (x, weight) = (x.clone(), weight.clone());
+                    std::thread::spawn(move || mlx_rs::fast::rms_norm(&x, Some(&weight), eps))
+                        .join()
+                        .unwrap()?
+                }
+                FusedNorm::CApi => {
+                    let stream = mlx_rs::Stream::new();
+                    // SAFETY: valid arrays and stream; the result is owned by the Array.
+                    unsafe {
+                        let mut res = mlx_sys::mlx_array_new();
+                        let status = mlx_sys::mlx_fast_rms_norm(
+                            &mut res,
+                            x.as_ptr(),
+                            weight.as_ptr(),
+                            eps,
+                            stream.as_ptr(),
+                        );
+                        anyhow::ensure!(status == 0, "mlx_fast_rms_norm failed");
+                        Array::from_ptr(res)
+                    }
+                }
+                FusedNorm::Compiled => COMPILED_NORM.with(|f| (f.borrow_mut())((x, weight)))?,
+                FusedNorm::EvaluatedThenHidden => {
+                    let y = mlx_rs::fast::rms_norm(x, Some(weight), eps)?;
+                    y.eval()?;
+                    y.add(Array::from_f32(0.0))?
+                }
+                FusedNorm::LayerNorm => {
+                    mlx_rs::fast::layer_norm(x, Some(weight), None::<&Array>, eps)?
+                }
+            })
+        }
+    }
+
+    type CompiledNorm =
+        Box<dyn for<'a> FnMut((&'a Array, &'a Array)) -> mlx_rs::error::Result<Array>>;
+    thread_local! {
+        static COMPILED_NORM: std::cell::RefCell<CompiledNorm> =
+            std::cell::RefCell::new(Box::new(mlx_rs::transforms::compile::compile(
+                |(x, w): (&Array, &Array)| mlx_rs::fast::rms_norm(x, Some(w), 1e-5),
+                false,
+            )));
+    }
+
+    /// Honest by ops, but evaluated before it returns: nothing left to see.
+    struct Evaluated;
+    impl Pieces for Evaluated {
+        fn rms_norm(&self, x: &Array, weight: &Array, eps: f32) -> Result<Array> {
+            let y = ByOps { weightless: false }.rms_norm(x, weight, eps)?;
+            y.eval()?;
+            Ok(y)
+        }
+    }
+
+    #[test]
+    fn a_fused_norm_is_named_however_it_was_reached() {
+        // Traced once before the check, as a learner's `main` could.
+        let warm = Array::ones::<f32>(&[1, 1, 576]).unwrap();
+        let w = Array::ones::<f32>(&[576]).unwrap();
+        COMPILED_NORM
+            .with(|f| (f.borrow_mut())((&warm, &w)))
+            .unwrap()
+            .eval()
+            .unwrap();
+        for (what, trick) in [
+            ("a layer's struct literal", FusedNorm::Layer),
+            ("a fn pointer", FusedNorm::Pointer),
+            ("a thread", FusedNorm::Thread),
+            ("the C API", FusedNorm::CApi),
+            ("a compiled function", FusedNorm::Compiled),
+            ("evaluated, then hidden", FusedNorm::EvaluatedThenHidden),
+        ] {
+            let verdict = check(Piece::RmsNorm, &trick);
+            let evaluated = matches!(trick, FusedNorm::EvaluatedThenHidden);
+            assert!(
+                verdict.rows.iter().all(|r| r.outcome
+                    == Outcome::Fused {
+                        op: Fused::RmsNorm,
+                        evaluated
+                    }),
+                "{what}: {verdict:?}"
+            );
+        }
+        let layer_norm = check(Piece::RmsNorm, &FusedNorm::LayerNorm);
+        assert!(
+            layer_norm.rows.iter().all(|r| r.outcome
+                == Outcome::Fused {
+                    op: Fused::LayerNorm,
+                    evaluated: false
+                }),
+            "{layer_norm:?}"
+        );
+        let evaluated = check(Piece::RmsNorm, &Evaluated);
+        assert!(
+            evaluated
+                .rows
+                .iter()
+                .all(|r| r.outcome == Outcome::Evaluated),
+            "{evaluated:?}"
+        );
+    }
+
+    /// Honest pieces unlike the solutions: the norm in float32 then cast back, RoPE by
+    /// rotate_half, grouped-query attention with an additive mask and a softmax by hand,
+    /// SiLU as 1/(1+e^-g). Each passes every shape.
+    struct Honest;
+    impl Pieces for Honest {
+        fn rms_norm(&self, x: &Array, weight: &Array, eps: f32) -> Result<Array> {
+            let x32 = x.as_dtype(Dtype::Float32)?;
+            let ms = x32.square()?.mean_axis(-1, true)?;
+            let y = x32.multiply(ms.add(Array::from_f32(eps))?.rsqrt()?)?;
+            Ok(y.as_dtype(x.dtype())?.multiply(weight)?)
+        }
+
+        fn swiglu(&self, gate: &Array, up: &Array) -> Result<Array> {
+            let one = Array::from_f32(1.0);
+            let sigmoid = one.divide(one.add(gate.negative()?.exp()?)?)?;
+            Ok(gate
+                .multiply(sigmoid)?
+                .multiply(up)?
+                .as_dtype(gate.dtype())?)
+        }
+
+        fn rope(
+            &self,
+            x: &Array,
+            dims: i32,
+            traditional: bool,
+            base: f32,
+            offset: i32,
+        ) -> Result<Array> {
+            use mlx_rs::ops::{arange, concatenate, split_at_indices, stack};
+            let shape = x.shape().to_vec();
+            let (l, half) = (shape[2], dims / 2);
+            let positions = arange::<_, f32>(offset, offset + l, None)?.reshape(&[l, 1])?;
+            let inverse = arange::<_, f32>(0, half, None)?
+                .multiply(Array::from_f32(-2.0 * base.ln() / dims as f32))?
+                .exp()?;
+            let angle = positions.multiply(&inverse)?;
+            let parts = split_at_indices(x, &[dims], -1)?;
+            let rotated = if traditional {
+                let pairs = parts[0].reshape(&[shape[0], shape[1], l, half, 2])?;
+                let ab = split_at_indices(&pairs, &[1], -1)?;
+                let (a, b) = (ab[0].squeeze_axes(&[-1])?, ab[1].squeeze_axes(&[-1])?);
+                let (cos, sin) = (angle.cos()?, angle.sin()?);
+                let ra = a.multiply(&cos)?.subtract(b.multiply(&sin)?)?;
+                let rb = a.multiply(&sin)?.add(b.multiply(&cos)?)?;
+                stack(&[ra, rb], -1)?.reshape(&[shape[0], shape[1], l, dims])?
+            } else {
+                // rotate_half: x·cos + [-x2, x1]·sin, the angles repeated over both halves.
+                let angle = concatenate(&[&angle, &angle], -1)?;
+                let ab = split_at_indices(&parts[0], &[half], -1)?;
+                let turned = concatenate(&[ab[1].negative()?, ab[0].clone()], -1)?;
+                parts[0]
+                    .multiply(angle.cos()?)?
+                    .add(turned.multiply(angle.sin()?)?)?
+            };
+            Ok(concatenate(
+                &[rotated.as_dtype(x.dtype())?, parts[1].clone()],
+                -1,
+            )?)
+        }
+
+        fn attention(
+            &self,
+            queries: &Array,
+            keys: &Array,
+            values: &Array,
+            scale: f32,
+            mask: Option<Mask>,
+        ) -> Result<Array> {
+            use mlx_rs::ops::{arange, gt, matmul, select};
+            let (q, k) = (queries.shape().to_vec(), keys.shape().to_vec());
+            let (b, heads, l, d) = (q[0], q[1], q[2], q[3]);
+            let (kv, s) = (k[1], k[2]);
+            // Grouped: each key head's queries side by side, [B, kv, group·L, D].
+            let grouped = queries.reshape(&[b, kv, (heads / kv) * l, d])?;
+            let scores = matmul(
+                grouped.multiply(Array::from_f32(scale))?,
+                keys.swap_axes(-1, -2)?,
+            )?
+            .as_dtype(Dtype::Float32)?;
+            let scores = match mask {
+                Some(Mask::Causal) => {
+                    let query = arange::<_, i32>(s - l, s, None)?.reshape(&[l, 1])?;
+                    let key = arange::<_, i32>(0, s, None)?.reshape(&[1, s])?;
+                    let additive = select(
+                        gt(&key, &query)?,
+                        Array::from_f32(f32::NEG_INFINITY),
+                        Array::from_f32(0.0),
+                    )?;
+                    let scores = scores.reshape(&[b, kv, heads / kv, l, s])?;
+                    scores
+                        .add(additive)?
+                        .reshape(&[b, kv, (heads / kv) * l, s])?
+                }
+                None => scores,
+            };
+            let shifted = scores.subtract(scores.max_axis(-1, true)?)?.exp()?;
+            let weights = shifted.divide(shifted.sum_axis(-1, true)?)?;
+            let out = matmul(weights.as_dtype(values.dtype())?, values)?;
+            Ok(out.reshape(&[b, heads, l, d])?)
+        }
+    }
+
+    #[test]
+    fn honest_pieces_unlike_the_solutions_pass() {
+        for piece in [Piece::RmsNorm, Piece::Swiglu, Piece::Rope, Piece::Attention] {
+            let verdict = check(piece, &Honest);
+            assert!(verdict.passed(), "{piece}: {verdict:?}");
         }
     }
 

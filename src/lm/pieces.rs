@@ -245,6 +245,20 @@ pub struct Calls {
     pub seam: u64,
     /// Times quest's own implementation of the piece ran.
     pub quest: u64,
+    /// Calls whose output one of MLX's fused ops that the piece replaces computed, read
+    /// off the output's graph ([`crate::lm::graph`]), and the first such op.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub fused: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fused_op: Option<crate::lm::graph::Fused>,
+    /// Calls whose output came back already evaluated: what computed it is not in the
+    /// graph.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub evaluated: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 // Counted per thread: a model runs its forward on the thread that holds its stream (MLX's
@@ -253,6 +267,43 @@ pub struct Calls {
 thread_local! {
     static SEAM_CALLS: std::cell::Cell<[u64; Piece::ALL.len()]> = const { std::cell::Cell::new([0; Piece::ALL.len()]) };
     static QUEST_RAN: std::cell::Cell<[u64; Piece::ALL.len()]> = const { std::cell::Cell::new([0; Piece::ALL.len()]) };
+    static SEEN: std::cell::Cell<[Graphs; Piece::ALL.len()]> = const { std::cell::Cell::new([Graphs::NONE; Piece::ALL.len()]) };
+}
+
+/// What the graphs of the learner's outputs showed, for one piece.
+#[derive(Clone, Copy, Debug)]
+struct Graphs {
+    fused: u64,
+    fused_op: Option<crate::lm::graph::Fused>,
+    evaluated: u64,
+}
+
+impl Graphs {
+    const NONE: Graphs = Graphs {
+        fused: 0,
+        fused_op: None,
+        evaluated: 0,
+    };
+}
+
+/// Reads the graph of the learner's `out` for `piece`, called on `inputs`, and counts what
+/// it shows. A walk that fails counts nothing: the logits still judge the output.
+fn observe(piece: Piece, out: &Array, inputs: &[&Array]) {
+    use crate::lm::graph::Seen;
+    let seen = crate::lm::graph::seen(piece, out, inputs);
+    SEEN.with(|cell| {
+        let mut all = cell.get();
+        let graphs = &mut all[piece.index()];
+        match seen {
+            Ok(Seen::Fused { op, .. }) => {
+                graphs.fused += 1;
+                graphs.fused_op.get_or_insert(op);
+            }
+            Ok(Seen::Evaluated) => graphs.evaluated += 1,
+            Ok(Seen::Own) | Err(_) => {}
+        }
+        cell.set(all);
+    });
 }
 
 fn bump(
@@ -283,9 +334,11 @@ pub(crate) fn seam_called(piece: Piece) {
 pub(crate) fn uncounted<T>(f: impl FnOnce() -> T) -> T {
     let seam = SEAM_CALLS.with(|c| c.get());
     let quest = QUEST_RAN.with(|c| c.get());
+    let seen = SEEN.with(|c| c.get());
     let out = f();
     SEAM_CALLS.with(|c| c.set(seam));
     QUEST_RAN.with(|c| c.set(quest));
+    SEEN.with(|c| c.set(seen));
     out
 }
 
@@ -295,9 +348,13 @@ pub fn calls() -> std::collections::BTreeMap<Piece, Calls> {
     Piece::ALL
         .iter()
         .map(|&piece| {
+            let graphs = SEEN.with(|c| c.get()[piece.index()]);
             let calls = Calls {
                 seam: SEAM_CALLS.with(|c| c.get()[piece.index()]),
                 quest: QUEST_RAN.with(|c| c.get()[piece.index()]),
+                fused: graphs.fused,
+                fused_op: graphs.fused_op,
+                evaluated: graphs.evaluated,
             };
             (piece, calls)
         })
@@ -317,12 +374,16 @@ pub(crate) struct Counted(pub Box<dyn Pieces>);
 impl Pieces for Counted {
     fn rms_norm(&self, x: &Array, weight: &Array, eps: f32) -> Result<Array> {
         seam_called(Piece::RmsNorm);
-        self.0.rms_norm(x, weight, eps)
+        let out = self.0.rms_norm(x, weight, eps)?;
+        observe(Piece::RmsNorm, &out, &[x, weight]);
+        Ok(out)
     }
 
     fn swiglu(&self, gate: &Array, up: &Array) -> Result<Array> {
         seam_called(Piece::Swiglu);
-        self.0.swiglu(gate, up)
+        let out = self.0.swiglu(gate, up)?;
+        observe(Piece::Swiglu, &out, &[gate, up]);
+        Ok(out)
     }
 
     fn mlp(&self, x: &Array, layers: &MlpLayers) -> Result<Array> {
@@ -339,7 +400,9 @@ impl Pieces for Counted {
         offset: i32,
     ) -> Result<Array> {
         seam_called(Piece::Rope);
-        self.0.rope(x, dims, traditional, base, offset)
+        let out = self.0.rope(x, dims, traditional, base, offset)?;
+        observe(Piece::Rope, &out, &[x]);
+        Ok(out)
     }
 
     fn attention(
@@ -351,7 +414,9 @@ impl Pieces for Counted {
         mask: Option<Mask>,
     ) -> Result<Array> {
         seam_called(Piece::Attention);
-        self.0.attention(queries, keys, values, scale, mask)
+        let out = self.0.attention(queries, keys, values, scale, mask)?;
+        observe(Piece::Attention, &out, &[queries, keys, values]);
+        Ok(out)
     }
 
     fn gated_delta(
@@ -377,8 +442,11 @@ impl Pieces for Counted {
         bits: i32,
     ) -> Result<Array> {
         seam_called(Piece::QuantizedMatmul);
-        self.0
-            .quantized_matmul(x, weight, scales, biases, group_size, bits)
+        let out = self
+            .0
+            .quantized_matmul(x, weight, scales, biases, group_size, bits)?;
+        observe(Piece::QuantizedMatmul, &out, &[x, weight, scales, biases]);
+        Ok(out)
     }
 }
 
@@ -577,6 +645,54 @@ mod tests {
             let gated = if self.gated { silu } else { gate };
             layers.down_proj(&gated.multiply(&up)?)
         }
+    }
+
+    /// Its own norm for the first `honest` calls, MLX's fused one after.
+    struct FusedAfter {
+        honest: std::sync::atomic::AtomicUsize,
+    }
+    impl Pieces for FusedAfter {
+        fn rms_norm(&self, x: &Array, weight: &Array, eps: f32) -> Result<Array> {
+            use std::sync::atomic::Ordering::Relaxed;
+            if self.honest.load(Relaxed) > 0 {
+                self.honest.fetch_sub(1, Relaxed);
+                return ByOps.rms_norm(x, weight, eps);
+            }
+            Ok(mlx_rs::fast::rms_norm(x, Some(weight), eps)?)
+        }
+    }
+
+    /// The model's real run reads every output's graph: a norm honest on its first calls
+    /// and MLX's after is counted as fused from the call it changed, named; an honest one
+    /// never is.
+    #[test]
+    fn the_models_run_reads_each_outputs_graph() {
+        use crate::lm::graph::Fused;
+        let run = |pieces: FusedAfter| {
+            let before = calls().get(&Piece::RmsNorm).copied().unwrap_or_default();
+            logits(
+                &random::model(&random::tiny_llama(), 7)
+                    .unwrap()
+                    .with_pieces(pieces),
+            );
+            let after = calls().get(&Piece::RmsNorm).copied().unwrap_or_default();
+            (
+                after.seam - before.seam,
+                after.fused - before.fused,
+                after.fused_op,
+                after.evaluated - before.evaluated,
+            )
+        };
+        let (seam, fused, op, evaluated) = run(FusedAfter {
+            honest: usize::MAX.into(),
+        });
+        assert!(
+            seam > 0 && fused == 0 && evaluated == 0,
+            "{seam} {fused} {op:?}"
+        );
+        let (seam, fused, op, _) = run(FusedAfter { honest: 6.into() });
+        assert_eq!(fused, seam - 6, "{seam}");
+        assert_eq!(op, Some(Fused::RmsNorm));
     }
 
     /// A prompt, one decode step, then a second prompt chunk after that cached prefix.

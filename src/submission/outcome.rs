@@ -106,6 +106,9 @@ pub enum PieceJudged {
     NotWritten,
     /// quest's own ran on every shape (a trait default left in place).
     QuestRan,
+    /// MLX's fused op the piece replaces computed some shape, or some output came back
+    /// evaluated (its graph shows nothing): read off the output's graph.
+    Fused,
 }
 
 /// Why a check refused the code, with what it measured.

@@ -544,6 +544,12 @@ pub fn judge_piece(verdict: Option<&Verdict>) -> PieceJudged {
     } else if verdict
         .rows
         .iter()
+        .any(|row| matches!(row.outcome, Shape::Fused { .. } | Shape::Evaluated))
+    {
+        PieceJudged::Fused
+    } else if verdict
+        .rows
+        .iter()
         .all(|row| row.outcome == Shape::QuestRan)
     {
         PieceJudged::QuestRan

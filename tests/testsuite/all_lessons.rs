@@ -130,6 +130,20 @@ const PIECE_MISSING: &str = "There is no piece of yours in the model to judge ye
 /// whose edit is the solution itself.
 const COPIED_SOLUTION: &str = "This is the lesson's solution";
 
+/// rms-norm's solution with its result computed by MLX's norm layer, built by a struct
+/// literal of `layer` (a path to `mlx_rs::nn::RmsNorm`, or a name for it) and its trait
+/// method.
+fn fused_norm_by(s: &Sources, layer: &str) -> String {
+    s.solution.replace(
+        "Ok(x.multiply(&inverse_rms)?.multiply(weight)?)",
+        &format!(
+            "let _ = inverse_rms;\n        \
+             let mut layer = {layer} {{ weight: mlx_rs::module::Param::new(weight.clone()), eps }};\n        \
+             Ok(mlx_rs::module::Module::forward(&mut layer, x)?)"
+        ),
+    )
+}
+
 /// Eight tokens: enough for every token check, a fraction of the lesson's 32.
 const FEW_TOKENS: &[&str] = &["--max-tokens", "8"];
 
@@ -660,6 +674,91 @@ fn rows() -> Vec<Row> {
                     command: "submit",
                     stdout: &["MLX's fused norm"],
                     stderr: &["fix those lines"],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "MLX's layer by a struct literal: `nn::RmsNorm { weight, eps }.forward(x)`",
+                    edit: |s| fused_norm_by(s, "mlx_rs::nn::RmsNorm"),
+                    command: "submit",
+                    // A type's path in a literal counts as a call of it.
+                    stdout: &["MLX's fused norm"],
+                    stderr: &["fix those lines"],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "the same, run: its graph names MLX's norm on every shape",
+                    edit: |s| fused_norm_by(s, "mlx_rs::nn::RmsNorm"),
+                    command: "run",
+                    stdout: &["MLX's fused `RMSNorm` computed your output", "0 of 6 shapes right."],
+                    stderr: &["Nothing was run"],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "MLX's layer through a type alias no rule reads: the graph names it",
+                    edit: |s| {
+                        format!(
+                            "type Layer = mlx_rs::nn::RmsNorm;\n{}",
+                            fused_norm_by(s, "Layer")
+                        )
+                    },
+                    command: "submit",
+                    stdout: &["Your code keeps every rule of the lesson.", "MLX's fused `RMSNorm` computed your output"],
+                    stderr: &["MLX's own op computed your piece"],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "yours on the check's six calls, MLX's layer after: the model's own graphs name it",
+                    edit: |s| {
+                        let fused = fused_norm_by(s, "Layer");
+                        format!(
+                            "type Layer = mlx_rs::nn::RmsNorm;\nstatic CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);\n{}",
+                            fused.replace(
+                                "        let _ = inverse_rms;\n",
+                                "        if CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < 6 {\n            return Ok(x.multiply(&inverse_rms)?.multiply(weight)?);\n        }\n",
+                            )
+                        )
+                    },
+                    command: "submit",
+                    stdout: &["6 of 6 shapes right.", "In the model's run, MLX's fused `RMSNorm` computed"],
+                    stderr: &[],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "MLX's C API under mlx-rs: `mlx_sys::mlx_fast_rms_norm`",
+                    edit: |s| {
+                        s.solution.replace(
+                            "Ok(x.multiply(&inverse_rms)?.multiply(weight)?)",
+                            "let _ = inverse_rms;\n        let mut res = unsafe { mlx_sys::mlx_array_new() };\n        \
+                             let stream = mlx_rs::Stream::new();\n        \
+                             unsafe { mlx_sys::mlx_fast_rms_norm(&mut res, x.as_ptr(), weight.as_ptr(), eps, stream.as_ptr()) };\n        \
+                             Ok(unsafe { Array::from_ptr(res) })",
+                        )
+                    },
+                    command: "submit",
+                    stdout: &["`unsafe` is not allowed in an exercise"],
+                    stderr: &["fix those lines"],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "the same, run: the compiler refuses it (no mlx-sys in the exercise's package)",
+                    edit: |s| {
+                        s.solution.replace(
+                            "Ok(x.multiply(&inverse_rms)?.multiply(weight)?)",
+                            "let _ = inverse_rms;\n        let mut res = unsafe { mlx_sys::mlx_array_new() };\n        \
+                             let stream = mlx_rs::Stream::new();\n        \
+                             unsafe { mlx_sys::mlx_fast_rms_norm(&mut res, x.as_ptr(), weight.as_ptr(), eps, stream.as_ptr()) };\n        \
+                             Ok(unsafe { Array::from_ptr(res) })",
+                        )
+                    },
+                    command: "run",
+                    stdout: &[],
+                    stderr: &["mlx_sys"],
                     snapshot: None,
                     masked: false,
                 },

@@ -152,6 +152,10 @@ pub fn main() {
     let precompiled = manifest.join("src/shims/precompiled_kernel.cpp");
     println!("cargo:rerun-if-changed={}", precompiled.display());
     build.file(precompiled);
+    // quest's record of MLX's fused ops in the graph (mlx/c/fast.cpp calls it).
+    let seen = manifest.join("src/shims/seen.cpp");
+    println!("cargo:rerun-if-changed={}", seen.display());
+    build.file(seen);
     build.compile("mlxc");
 
     // mlx-rs seeds its RNG with mach_approximate_time(); give it a monotonic clock here.

@@ -8,6 +8,10 @@
 #include "mlx/c/private/mlx.h"
 #include "mlx/fast.h"
 
+// quest patch (src/shims/seen.cpp): a fused op's output, seen by that op's name in the
+// graph on every backend.
+mlx::core::array quest_seen(const char* name, mlx::core::array out);
+
 extern "C" int mlx_fast_cross_entropy(
     mlx_array* res,
     const mlx_array logits,
@@ -280,14 +284,16 @@ extern "C" int mlx_fast_layer_norm(
   try {
     mlx_array_set_(
         *res,
-        mlx::core::fast::layer_norm(
+        quest_seen(
+            "LayerNorm",
+            mlx::core::fast::layer_norm(
             mlx_array_get_(x),
             (weight.ctx ? std::make_optional(mlx_array_get_(weight))
                         : std::nullopt),
             (bias.ctx ? std::make_optional(mlx_array_get_(bias))
                       : std::nullopt),
             eps,
-            mlx_stream_get_(s)));
+            mlx_stream_get_(s))));
   } catch (std::exception& e) {
     mlx_error(e.what());
     return 1;
@@ -548,12 +554,14 @@ extern "C" int mlx_fast_rms_norm(
   try {
     mlx_array_set_(
         *res,
-        mlx::core::fast::rms_norm(
+        quest_seen(
+            "RMSNorm",
+            mlx::core::fast::rms_norm(
             mlx_array_get_(x),
             (weight.ctx ? std::make_optional(mlx_array_get_(weight))
                         : std::nullopt),
             eps,
-            mlx_stream_get_(s)));
+            mlx_stream_get_(s))));
   } catch (std::exception& e) {
     mlx_error(e.what());
     return 1;
@@ -573,7 +581,9 @@ extern "C" int mlx_fast_rope(
   try {
     mlx_array_set_(
         *res,
-        mlx::core::fast::rope(
+        quest_seen(
+            "RoPE",
+            mlx::core::fast::rope(
             mlx_array_get_(x),
             dims,
             traditional,
@@ -583,7 +593,7 @@ extern "C" int mlx_fast_rope(
             offset,
             (freqs.ctx ? std::make_optional(mlx_array_get_(freqs))
                        : std::nullopt),
-            mlx_stream_get_(s)));
+            mlx_stream_get_(s))));
   } catch (std::exception& e) {
     mlx_error(e.what());
     return 1;
@@ -603,7 +613,9 @@ extern "C" int mlx_fast_rope_dynamic(
   try {
     mlx_array_set_(
         *res,
-        mlx::core::fast::rope(
+        quest_seen(
+            "RoPE",
+            mlx::core::fast::rope(
             mlx_array_get_(x),
             dims,
             traditional,
@@ -613,7 +625,7 @@ extern "C" int mlx_fast_rope_dynamic(
             mlx_array_get_(offset),
             (freqs.ctx ? std::make_optional(mlx_array_get_(freqs))
                        : std::nullopt),
-            mlx_stream_get_(s)));
+            mlx_stream_get_(s))));
   } catch (std::exception& e) {
     mlx_error(e.what());
     return 1;
@@ -634,7 +646,9 @@ extern "C" int mlx_fast_scaled_dot_product_attention(
   try {
     mlx_array_set_(
         *res,
-        mlx::core::fast::scaled_dot_product_attention(
+        quest_seen(
+            "ScaledDotProductAttention",
+            mlx::core::fast::scaled_dot_product_attention(
             mlx_array_get_(queries),
             mlx_array_get_(keys),
             mlx_array_get_(values),
@@ -645,7 +659,7 @@ extern "C" int mlx_fast_scaled_dot_product_attention(
             (sinks.ctx ? std::make_optional(mlx_array_get_(sinks))
                        : std::nullopt),
             force_fused,
-            mlx_stream_get_(s)));
+            mlx_stream_get_(s))));
   } catch (std::exception& e) {
     mlx_error(e.what());
     return 1;
