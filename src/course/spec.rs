@@ -915,10 +915,12 @@ pub enum Piece {
     GatedDelta,
     QuantizedMatmul,
     Sample,
+    /// A layer's KV cache (`lm::KvStore`): `update_and_fetch`, the call the model makes.
+    KvCache,
 }
 
 impl Piece {
-    pub const ALL: [Piece; 7] = [
+    pub const ALL: [Piece; 8] = [
         Piece::RmsNorm,
         Piece::Swiglu,
         Piece::Rope,
@@ -926,6 +928,7 @@ impl Piece {
         Piece::GatedDelta,
         Piece::QuantizedMatmul,
         Piece::Sample,
+        Piece::KvCache,
     ];
 
     /// The method's name, as the learner's `impl` writes it.
@@ -938,6 +941,7 @@ impl Piece {
             Piece::GatedDelta => "gated_delta",
             Piece::QuantizedMatmul => "quantized_matmul",
             Piece::Sample => "sample",
+            Piece::KvCache => "update_and_fetch",
         }
     }
 

@@ -167,11 +167,11 @@ pub struct Calls {
 // work of one stream stays on one thread), and tests running side by side do not count
 // each other's calls.
 thread_local! {
-    static SEAM_CALLS: std::cell::Cell<[u64; 7]> = const { std::cell::Cell::new([0; 7]) };
-    static QUEST_RAN: std::cell::Cell<[u64; 7]> = const { std::cell::Cell::new([0; 7]) };
+    static SEAM_CALLS: std::cell::Cell<[u64; Piece::ALL.len()]> = const { std::cell::Cell::new([0; Piece::ALL.len()]) };
+    static QUEST_RAN: std::cell::Cell<[u64; Piece::ALL.len()]> = const { std::cell::Cell::new([0; Piece::ALL.len()]) };
 }
 
-fn bump(counter: &'static std::thread::LocalKey<std::cell::Cell<[u64; 7]>>, piece: Piece) {
+fn bump(counter: &'static std::thread::LocalKey<std::cell::Cell<[u64; Piece::ALL.len()]>>, piece: Piece) {
     counter.with(|cell| {
         let mut counts = cell.get();
         counts[piece.index()] += 1;
