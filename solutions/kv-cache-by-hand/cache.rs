@@ -47,7 +47,10 @@ impl KvStore for MyCache {
         k.try_index_mut((.., .., previous..needed, ..), keys)?;
         v.try_index_mut((.., .., previous..needed, ..), values)?;
         self.offset = needed;
-        let fetched = (k.index((.., .., ..needed, ..)), v.index((.., .., ..needed, ..)));
+        let fetched = (
+            k.index((.., .., ..needed, ..)),
+            v.index((.., .., ..needed, ..)),
+        );
         self.keys = Some(k);
         self.values = Some(v);
         Ok(fetched)

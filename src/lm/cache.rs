@@ -43,11 +43,7 @@ pub struct KvCache {
 pub trait KvStore: KvStoreClone + Send {
     /// Writes `keys`/`values` (`[B, H, L, D]`) after the positions held and returns
     /// every position held, them included: `[B, H, offset, D]` each.
-    fn update_and_fetch(
-        &mut self,
-        keys: &Array,
-        values: &Array,
-    ) -> anyhow::Result<(Array, Array)>;
+    fn update_and_fetch(&mut self, keys: &Array, values: &Array) -> anyhow::Result<(Array, Array)>;
     /// How many positions it holds.
     fn offset(&self) -> i32;
     /// Drops the last `n` positions (no more than it holds); returns how many it dropped.
@@ -322,11 +318,7 @@ fn dims4(a: &Array) -> [i32; 4] {
 /// quest's own cache as a [`KvStore`]: the reference the learner's is checked against
 /// (each call counted as quest's where the lesson is the cache's).
 impl KvStore for KvCache {
-    fn update_and_fetch(
-        &mut self,
-        keys: &Array,
-        values: &Array,
-    ) -> anyhow::Result<(Array, Array)> {
+    fn update_and_fetch(&mut self, keys: &Array, values: &Array) -> anyhow::Result<(Array, Array)> {
         KvCache::update_and_fetch(self, keys, values)
     }
     fn offset(&self) -> i32 {

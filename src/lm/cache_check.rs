@@ -211,7 +211,9 @@ mod tests {
         fn update_and_fetch(&mut self, keys: &Array, values: &Array) -> Result<(Array, Array)> {
             let join = |held: &Option<Array>, new: &Array, offset: i32| -> Result<Array> {
                 Ok(match held {
-                    Some(held) => concatenate(&[held.index((.., .., ..offset, ..)), new.clone()], 2)?,
+                    Some(held) => {
+                        concatenate(&[held.index((.., .., ..offset, ..)), new.clone()], 2)?
+                    }
                     None => new.clone(),
                 })
             };

@@ -171,7 +171,10 @@ thread_local! {
     static QUEST_RAN: std::cell::Cell<[u64; Piece::ALL.len()]> = const { std::cell::Cell::new([0; Piece::ALL.len()]) };
 }
 
-fn bump(counter: &'static std::thread::LocalKey<std::cell::Cell<[u64; Piece::ALL.len()]>>, piece: Piece) {
+fn bump(
+    counter: &'static std::thread::LocalKey<std::cell::Cell<[u64; Piece::ALL.len()]>>,
+    piece: Piece,
+) {
     counter.with(|cell| {
         let mut counts = cell.get();
         counts[piece.index()] += 1;

@@ -379,7 +379,8 @@ impl Model {
             self.warm_up_again();
             return self;
         }
-        let make: crate::lm::cache::MakeStore = std::rc::Rc::new(move || Box::new(make()));
+        let make: crate::lm::cache::MakeStore =
+            std::rc::Rc::new(move || -> Box<dyn crate::lm::KvStore> { Box::new(make()) });
         // quest's line may ask for the cache's check first: a sequence of calls against
         // quest's own cache, in this process, before any decode.
         crate::lm::cache_check::when_asked(&make);
