@@ -310,6 +310,23 @@ impl LayerCache {
     }
 }
 
+/// Drops the last `n` positions of every layer's cache, mlx-lm's `trim_prompt_cache`: what
+/// a speculative decoder does with the positions the model did not keep. Only KV caches
+/// can go back; a recurrent state cannot, and then nothing is trimmed. Returns how many
+/// positions went.
+pub fn trim_prompt_cache(cache: &mut [LayerCache], n: i32) -> i32 {
+    if cache.iter().any(|c| matches!(c, LayerCache::Recurrent(_))) {
+        return 0;
+    }
+    let mut trimmed = 0;
+    for layer in cache.iter_mut() {
+        if let LayerCache::Kv(kv) = layer {
+            trimmed = kv.trim(n);
+        }
+    }
+    trimmed
+}
+
 fn dims4(a: &Array) -> [i32; 4] {
     let s = a.shape();
     [s[0], s[1], s[2], s[3]]
@@ -348,6 +365,29 @@ impl crate::kernels::CacheWrite for KvCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_trim_moves_the_offset_back_and_the_next_write_lands_over_it() {
+        let mut cache = vec![
+            LayerCache::Kv(KvCache::new()),
+            LayerCache::Kv(KvCache::new()),
+        ];
+        for layer in cache.iter_mut() {
+            if let LayerCache::Kv(kv) = layer {
+                kv.update_and_fetch(&positions(5), &positions(5)).unwrap();
+            }
+        }
+        assert_eq!(trim_prompt_cache(&mut cache, 2), 2);
+        assert_eq!(trim_prompt_cache(&mut cache, 9), 3);
+        let LayerCache::Kv(kv) = &mut cache[0] else {
+            unreachable!()
+        };
+        assert_eq!(kv.offset, 0);
+        let (k, _) = kv.update_and_fetch(&positions(1), &positions(1)).unwrap();
+        assert_eq!(k.shape(), [1, 2, 1, 8]);
+        let mut recurrent = vec![LayerCache::Recurrent(RecurrentCache::new())];
+        assert_eq!(trim_prompt_cache(&mut recurrent, 1), 0);
+    }
 
     fn positions(n: i32) -> Array {
         Array::ones::<f32>(&[1, 2, n, 8])

@@ -31,7 +31,7 @@ use std::path::Path;
 use anyhow::{anyhow, Context, Result};
 use mlx_rs::Array;
 
-pub use cache::{KvCache, KvStore, LayerCache, RecurrentCache};
+pub use cache::{trim_prompt_cache, KvCache, KvStore, LayerCache, RecurrentCache};
 pub use fetch::DEFAULT_MODEL;
 pub use hub::ModelSource;
 pub use models::{Fed, Model};
