@@ -12,5 +12,5 @@ trap 'cp "$keep" exercises/kv-cache-by-hand/cache.rs' EXIT
 for variant in preallocated concatenating; do
   cp "$here/$variant.rs" exercises/kv-cache-by-hand/cache.rs
   flock -x /tmp/quest-cpu.lock target/debug/quest submit kv-cache-by-hand \
-    --max-tokens 256 --rounds 5 2>&1 | tee "$here/submit-$variant.txt"
+    --max-tokens 128 --rounds 3 2>&1 | tee "$here/submit-$variant.txt"
 done
