@@ -917,10 +917,12 @@ pub enum Piece {
     Sample,
     /// The whole SwiGLU MLP: its three projections, the gate and the product.
     Mlp,
+    /// A layer's KV cache (`lm::KvStore`): `update_and_fetch`, the call the model makes.
+    KvCache,
 }
 
 impl Piece {
-    pub const ALL: [Piece; 8] = [
+    pub const ALL: [Piece; 9] = [
         Piece::RmsNorm,
         Piece::Swiglu,
         Piece::Rope,
@@ -929,6 +931,7 @@ impl Piece {
         Piece::QuantizedMatmul,
         Piece::Sample,
         Piece::Mlp,
+        Piece::KvCache,
     ];
 
     /// The method's name, as the learner's `impl` writes it.
@@ -942,6 +945,7 @@ impl Piece {
             Piece::QuantizedMatmul => "quantized_matmul",
             Piece::Sample => "sample",
             Piece::Mlp => "mlp",
+            Piece::KvCache => "update_and_fetch",
         }
     }
 

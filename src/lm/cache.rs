@@ -31,6 +31,63 @@ pub struct KvCache {
     /// The last step written in place (crate::kernels::attend): evaluated with the cache's state, so
     /// evaluating the cache performs the write, as it does for MLX's `slice_update`.
     pending: Option<Array>,
+    /// A cache the learner wrote, handed to the model ([`crate::lm::Model::with_cache`]):
+    /// every call goes to it, counted on its way in, and `offset` follows its own.
+    handed: Option<Handed>,
+}
+
+/// One layer's keys and values as a learner writes them, mlx-lm's `KVCache`: the model
+/// calls `update_and_fetch` once a layer each forward and reads `offset` for the next
+/// positions (RoPE's); `trim(n)` drops the last `n` positions, returning how many went.
+/// Derive `Clone` (a filled cache may be decoded from more than once).
+pub trait KvStore: KvStoreClone + Send {
+    /// Writes `keys`/`values` (`[B, H, L, D]`) after the positions held and returns
+    /// every position held, them included: `[B, H, offset, D]` each.
+    fn update_and_fetch(&mut self, keys: &Array, values: &Array) -> anyhow::Result<(Array, Array)>;
+    /// How many positions it holds.
+    fn offset(&self) -> i32;
+    /// Drops the last `n` positions (no more than it holds); returns how many it dropped.
+    fn trim(&mut self, n: i32) -> i32;
+}
+
+/// A boxed copy of a [`KvStore`], for any that is `Clone`.
+pub trait KvStoreClone {
+    fn clone_box(&self) -> Box<dyn KvStore>;
+}
+
+impl<T: KvStore + Clone + 'static> KvStoreClone for T {
+    fn clone_box(&self) -> Box<dyn KvStore> {
+        Box::new(self.clone())
+    }
+}
+
+/// Makes one layer's learner's cache ([`crate::lm::Model::with_cache`]).
+pub type MakeStore = std::rc::Rc<dyn Fn() -> Box<dyn KvStore>>;
+
+/// `cache` with a learner's store from `make` in each attention layer's place.
+pub fn hand_over(cache: Vec<LayerCache>, make: &MakeStore) -> Vec<LayerCache> {
+    cache
+        .into_iter()
+        .map(|layer| match layer {
+            LayerCache::Kv(_) => LayerCache::Kv(KvCache::handed(make())),
+            other => other,
+        })
+        .collect()
+}
+
+/// The learner's cache inside quest's: one per layer.
+struct Handed(Box<dyn KvStore>);
+
+impl Clone for Handed {
+    fn clone(&self) -> Self {
+        Handed(self.0.clone_box())
+    }
+}
+
+/// Whether quest's own cache counts as quest's piece here: only where the lesson has the
+/// learner write the cache (anywhere else every model runs quest's).
+fn counts_as_quests() -> bool {
+    crate::line::lesson_piece() == Some(crate::course::spec::Piece::KvCache)
 }
 
 impl KvCache {
@@ -38,9 +95,53 @@ impl KvCache {
         Self::default()
     }
 
+    /// A cache whose every call goes to the learner's `store` (counted as the seam's).
+    pub fn handed(store: Box<dyn KvStore>) -> Self {
+        Self {
+            offset: store.offset(),
+            handed: Some(Handed(store)),
+            ..Self::default()
+        }
+    }
+
+    /// Whether the learner's cache is in it.
+    pub fn is_handed(&self) -> bool {
+        self.handed.is_some()
+    }
+
     /// Writes `keys`/`values` (`[B, H, L, D]`) after the current entries and returns views
     /// of everything cached so far, including them.
     pub fn update_and_fetch(
+        &mut self,
+        keys: &Array,
+        values: &Array,
+    ) -> anyhow::Result<(Array, Array)> {
+        if let Some(Handed(store)) = self.handed.as_mut() {
+            crate::lm::pieces::seam_called(crate::course::spec::Piece::KvCache);
+            let fetched = store.update_and_fetch(keys, values)?;
+            self.offset = store.offset();
+            return Ok(fetched);
+        }
+        if counts_as_quests() {
+            crate::lm::pieces::quest_ran(crate::course::spec::Piece::KvCache);
+        }
+        Ok(self.own_update_and_fetch(keys, values)?)
+    }
+
+    /// Drops the last `n` positions (no more than it holds), mlx-lm's `trim`: the buffers
+    /// stay, the next write lands over them. Returns how many positions went.
+    pub fn trim(&mut self, n: i32) -> i32 {
+        if let Some(Handed(store)) = self.handed.as_mut() {
+            let trimmed = store.trim(n);
+            self.offset = store.offset();
+            return trimmed;
+        }
+        let n = n.clamp(0, self.offset);
+        self.offset -= n;
+        n
+    }
+
+    fn own_update_and_fetch(
         &mut self,
         keys: &Array,
         values: &Array,
@@ -111,6 +212,9 @@ impl KvCache {
             let s = a.shape();
             a.dtype() == dtype && s[0] == b && s[1] == h && s[3] == d
         };
+        if self.handed.is_some() {
+            return Ok(None);
+        }
         match (&self.keys, &self.values) {
             (Some(k), Some(v)) if fits(k) && fits(v) && Arc::strong_count(&self.owner) == 1 => {}
             _ => return Ok(None),
@@ -206,9 +310,40 @@ impl LayerCache {
     }
 }
 
+/// Drops the last `n` positions of every layer's cache, mlx-lm's `trim_prompt_cache`: what
+/// a speculative decoder does with the positions the model did not keep. Only KV caches
+/// can go back; a recurrent state cannot, and then nothing is trimmed. Returns how many
+/// positions went.
+pub fn trim_prompt_cache(cache: &mut [LayerCache], n: i32) -> i32 {
+    if cache.iter().any(|c| matches!(c, LayerCache::Recurrent(_))) {
+        return 0;
+    }
+    let mut trimmed = 0;
+    for layer in cache.iter_mut() {
+        if let LayerCache::Kv(kv) = layer {
+            trimmed = kv.trim(n);
+        }
+    }
+    trimmed
+}
+
 fn dims4(a: &Array) -> [i32; 4] {
     let s = a.shape();
     [s[0], s[1], s[2], s[3]]
+}
+
+/// quest's own cache as a [`KvStore`]: the reference the learner's is checked against
+/// (each call counted as quest's where the lesson is the cache's).
+impl KvStore for KvCache {
+    fn update_and_fetch(&mut self, keys: &Array, values: &Array) -> anyhow::Result<(Array, Array)> {
+        KvCache::update_and_fetch(self, keys, values)
+    }
+    fn offset(&self) -> i32 {
+        self.offset
+    }
+    fn trim(&mut self, n: i32) -> i32 {
+        KvCache::trim(self, n)
+    }
 }
 
 impl crate::kernels::CacheWrite for KvCache {
@@ -230,6 +365,29 @@ impl crate::kernels::CacheWrite for KvCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_trim_moves_the_offset_back_and_the_next_write_lands_over_it() {
+        let mut cache = vec![
+            LayerCache::Kv(KvCache::new()),
+            LayerCache::Kv(KvCache::new()),
+        ];
+        for layer in cache.iter_mut() {
+            if let LayerCache::Kv(kv) = layer {
+                kv.update_and_fetch(&positions(5), &positions(5)).unwrap();
+            }
+        }
+        assert_eq!(trim_prompt_cache(&mut cache, 2), 2);
+        assert_eq!(trim_prompt_cache(&mut cache, 9), 3);
+        let LayerCache::Kv(kv) = &mut cache[0] else {
+            unreachable!()
+        };
+        assert_eq!(kv.offset, 0);
+        let (k, _) = kv.update_and_fetch(&positions(1), &positions(1)).unwrap();
+        assert_eq!(k.shape(), [1, 2, 1, 8]);
+        let mut recurrent = vec![LayerCache::Recurrent(RecurrentCache::new())];
+        assert_eq!(trim_prompt_cache(&mut recurrent, 1), 0);
+    }
 
     fn positions(n: i32) -> Array {
         Array::ones::<f32>(&[1, 2, n, 8])

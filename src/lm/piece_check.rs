@@ -123,7 +123,7 @@ pub fn tolerance(dtype: Dtype) -> f32 {
 /// end the process when quest asked for the check alone. Nothing otherwise.
 pub(crate) fn when_asked(pieces: &dyn Pieces) {
     if let Some((piece, alone)) = crate::line::piece_check() {
-        if piece != Piece::Sample {
+        if !matches!(piece, Piece::Sample | Piece::KvCache) {
             answer(check(piece, pieces), alone);
         }
     }
@@ -136,7 +136,7 @@ pub(crate) fn when_asked_sampler(sampler: &dyn Sampler) {
     }
 }
 
-fn answer(verdict: Verdict, alone: bool) {
+pub(crate) fn answer(verdict: Verdict, alone: bool) {
     let json = serde_json::to_string(&verdict).unwrap_or_default();
     crate::line::send(&format!("checked {json}"));
     if alone {
@@ -224,7 +224,7 @@ fn judge(
 
 /// Calls `f`, a panic caught and said as an outcome (`todo!()` as not written), without
 /// the default hook's message on stderr.
-fn quietly(f: impl FnOnce() -> Result<Array>) -> Result<Array, Outcome> {
+pub(crate) fn quietly<T>(f: impl FnOnce() -> Result<T>) -> Result<T, Outcome> {
     let hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(|_| {}));
     let result = catch_unwind(AssertUnwindSafe(f));
@@ -253,7 +253,7 @@ fn quietly(f: impl FnOnce() -> Result<Array>) -> Result<Array, Outcome> {
 }
 
 /// The largest difference of `got` from `want`, relative to `want`'s largest magnitude.
-fn compare(got: &Array, want: &Array, allowed: f32) -> Outcome {
+pub(crate) fn compare(got: &Array, want: &Array, allowed: f32) -> Outcome {
     let measure = || -> Result<f32> {
         let got = got.as_dtype(Dtype::Float32)?;
         let difference = max(abs(subtract(&got, want)?)?, None)?.item_cast::<f32>();
@@ -273,7 +273,7 @@ fn compare(got: &Array, want: &Array, allowed: f32) -> Outcome {
     }
 }
 
-fn random(shape: &[i32], seed: u64, dtype: Dtype) -> Result<Array> {
+pub(crate) fn random(shape: &[i32], seed: u64, dtype: Dtype) -> Result<Array> {
     let key = mlx_rs::random::key(seed)?;
     Ok(mlx_rs::random::normal::<f32>(shape, None, None, &key)?.as_dtype(dtype)?)
 }
@@ -283,7 +283,7 @@ fn uniform(shape: &[i32], seed: u64, low: f32, high: f32) -> Result<Array> {
     Ok(mlx_rs::random::uniform::<_, f32>(low, high, shape, &key)?)
 }
 
-fn dtype_name(dtype: Dtype) -> &'static str {
+pub(crate) fn dtype_name(dtype: Dtype) -> &'static str {
     match dtype {
         Dtype::Float32 => "float32",
         Dtype::Float16 => "float16",
@@ -309,7 +309,8 @@ fn cases(piece: Piece) -> Vec<Case> {
         Piece::Attention => attention_cases(&mut next),
         Piece::QuantizedMatmul => quantized_matmul_cases(&mut next),
         Piece::GatedDelta => gated_delta_cases(&mut next),
-        Piece::Sample => Vec::new(),
+        // Their own checks: a sampler's draws, a cache's calls in sequence.
+        Piece::Sample | Piece::KvCache => Vec::new(),
         Piece::Mlp => mlp_cases(&mut next),
     }
 }
@@ -1073,7 +1074,7 @@ mod tests {
     #[test]
     fn every_piece_of_the_seam_has_shapes() {
         for piece in Piece::ALL {
-            if piece != Piece::Sample {
+            if !matches!(piece, Piece::Sample | Piece::KvCache) {
                 assert!(cases(piece).len() >= 4, "{piece}");
             }
         }

@@ -561,6 +561,81 @@ fn rows() -> Vec<Row> {
         },
         Row {
             args: FEW_TOKENS,
+            // A cache that concatenates every step and never preallocates: slower at long
+            // contexts, and right, so allowed (and measured).
+            honest: |s| {
+                s.solution.replace(
+                    "        let mut k = grown(self.keys.as_ref(), previous, needed, keys)?;\n        let mut v = grown(self.values.as_ref(), previous, needed, values)?;\n        k.try_index_mut((.., .., previous..needed, ..), keys)?;\n        v.try_index_mut((.., .., previous..needed, ..), values)?;",
+                    "        let join = |held: Option<&Array>, new: &Array| -> Result<Array> {\n            Ok(match held {\n                Some(h) => concatenate(&[h.index((.., .., ..previous, ..)), new.clone()], 2)?,\n                None => new.clone(),\n            })\n        };\n        let (k, v) = (join(self.keys.as_ref(), keys)?, join(self.values.as_ref(), values)?);\n        let _ = grown;",
+                )
+            },
+            refusals: &[
+                Refusal {
+                    what: "a trim that leaves the offset where it was: the dropped positions come back",
+                    edit: |s| {
+                        s.solution.replace(
+                            "        self.offset -= n;\n        n",
+                            "        n",
+                        )
+                    },
+                    command: "submit",
+                    stdout: &["3 of 6 shapes right."],
+                    stderr: &[PIECE_WRONG],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "an offset one past the positions held",
+                    edit: |s| {
+                        s.solution.replace(
+                            "    fn offset(&self) -> i32 {\n        self.offset\n",
+                            "    fn offset(&self) -> i32 {\n        self.offset + 1\n",
+                        )
+                    },
+                    command: "submit",
+                    stdout: &["0 of 6 shapes right."],
+                    stderr: &[PIECE_WRONG],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "quest's own cache through a helper",
+                    edit: |s| {
+                        s.solution
+                            .replace(
+                                "#[derive(Clone, Default)]\nstruct MyCache {\n    keys: Option<Array>,\n    values: Option<Array>,\n    offset: i32,\n}",
+                                "#[derive(Clone, Default)]\nstruct MyCache {\n    keys: Option<Array>,\n    values: Option<Array>,\n    offset: i32,\n    inner: Helper,\n}\n\n#[derive(Clone, Default)]\nstruct Helper(lm::KvCache);",
+                            )
+                            .replace(
+                                "        let previous = self.offset;\n",
+                                "        if keys.ndim() == 4 {\n            let fetched = self.inner.0.update_and_fetch(keys, values)?;\n            self.offset = self.inner.0.offset;\n            return Ok(fetched);\n        }\n        let previous = self.offset;\n",
+                            )
+                    },
+                    command: "submit",
+                    stdout: &["quest's own `update_and_fetch` ran inside yours"],
+                    stderr: &[PIECE_MISSING],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "the cache never handed to the model: `.with_cache(MyCache::default)` deleted",
+                    edit: |s| {
+                        s.solution
+                            .replace("    let model = model.with_cache(MyCache::default);\n", "")
+                    },
+                    command: "submit",
+                    stdout: &["never handed its `update_and_fetch` to the model"],
+                    stderr: &[PIECE_MISSING],
+                    snapshot: None,
+                    masked: false,
+                },
+            ],
+            answers: &["step=copies", "term=bytes"],
+            check_passed: logits_within_tolerance,
+            ..Row::of("kv-cache-by-hand")
+        },
+        Row {
+            args: FEW_TOKENS,
             // The mean of the squares as a sum over n, then a square root and a division:
             // another order of the same arithmetic (6.2e-5 from quest's at most, measured).
             honest: |s| {
@@ -1523,6 +1598,7 @@ walks! {
     ignored streams: "streams",
     ignored custom_kernel: "custom-kernel",
     ignored host_or_device: "host-or-device",
+    ignored kv_cache_by_hand: "kv-cache-by-hand",
 }
 
 /// Every lesson of the course has a row and a walk test, and every row a lesson: a new

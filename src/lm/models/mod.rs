@@ -216,6 +216,8 @@ pub struct Model {
     /// Whether it ran its warm-up ([`Model::warm_up`]): a model given pieces then runs it
     /// again through them, their first calls too being paid before the prompt.
     warmed: std::cell::Cell<bool>,
+    /// After [`Model::with_cache`]: makes the learner's cache for each attention layer.
+    cache_maker: RefCell<Option<crate::lm::cache::MakeStore>>,
 }
 
 /// Hidden states read back from forward calls: call × layer × width.
@@ -254,6 +256,7 @@ impl Model {
             fed: RefCell::new(Vec::new()),
             warmed: std::cell::Cell::new(false),
             layers: RefCell::new(None),
+            cache_maker: RefCell::new(None),
         })
     }
 
@@ -364,7 +367,33 @@ impl Model {
 
     /// One empty cache per layer: a KV cache for attention, a fixed-size state for gated delta.
     pub fn make_cache(&self) -> Vec<LayerCache> {
-        self.decoder.make_cache()
+        let cache = self.decoder.make_cache();
+        match self.cache_maker.borrow().as_ref() {
+            Some(make) => crate::lm::cache::hand_over(cache, make),
+            None => cache,
+        }
+    }
+
+    /// This model with the learner's KV cache in every attention layer: `make` makes one
+    /// layer's, and each call of the model into it is counted on its way in, by quest's
+    /// code. When quest asks for its own pieces on its line (`QUEST_PIECES=quest` by
+    /// hand) the model keeps quest's cache: the baseline a lesson measures against.
+    pub fn with_cache<S: crate::lm::KvStore + 'static>(
+        self,
+        make: impl Fn() -> S + 'static,
+    ) -> Self {
+        if crate::line::quest_pieces() {
+            self.warm_up_again();
+            return self;
+        }
+        let make: crate::lm::cache::MakeStore =
+            std::rc::Rc::new(move || -> Box<dyn crate::lm::KvStore> { Box::new(make()) });
+        // quest's line may ask for the cache's check first: a sequence of calls against
+        // quest's own cache, in this process, before any decode.
+        crate::lm::cache_check::when_asked(&make);
+        *self.cache_maker.borrow_mut() = Some(make);
+        self.warm_up_again();
+        self
     }
 
     pub fn num_layers(&self) -> usize {
