@@ -227,7 +227,7 @@ pub fn clocked(arrivals: &Arrivals, rows: &[Vec<u32>]) -> Result<Option<Clocked>
     let marked = arrivals.steps.iter().skip(1).all(|a| a.sent == Sent::Token)
         && arrivals.steps.windows(2).all(|p| p[0].at_ms <= p[1].at_ms)
         && held_back.is_none();
-    let token_ms = if marked {
+    let token_ms: Vec<f64> = if marked {
         arrivals
             .steps
             .windows(2)
@@ -236,6 +236,15 @@ pub fn clocked(arrivals: &Arrivals, rows: &[Vec<u32>]) -> Result<Option<Clocked>
     } else {
         Vec::new()
     };
+    // Tokens kept on the device and handed over in a burst at the end arrive microseconds
+    // apart: their gaps time the hand-over, not the steps. Where the typical gap is under
+    // half the decode's own step, the run has no per-token times.
+    let token_ms =
+        if !token_ms.is_empty() && crate::stats::median(&token_ms) < 0.5 * 1e3 / decode_tok_s {
+            Vec::new()
+        } else {
+            token_ms
+        };
     let loaded = arrivals.loaded_ms.unwrap_or(ready);
     Ok(Some(Clocked {
         load_ms: loaded,
@@ -592,6 +601,27 @@ mod tests {
         assert_eq!(times.load_ms, 420.0);
         assert!((times.warm_up_ms - 80.0).abs() < 1e-9);
         assert!((times.ttft_ms - 100.0).abs() < 1e-9);
+    }
+
+    /// The source's own loop: the first token read after the prefill, the others kept on
+    /// the device and read in one array at the end, each handed over then. The rate is
+    /// the steps', and the burst's microsecond gaps are no per-token times.
+    #[test]
+    fn tokens_read_once_at_the_end_time_the_rate_but_no_token() {
+        let mut burst = honest();
+        burst.steps.push(arrival(900.1, Sent::Token, 10));
+        burst.asked_ms = vec![500.2, 600.2, 600.3, 600.4];
+        burst.steps[1].at_ms = 800.1;
+        burst.steps[2].at_ms = 800.11;
+        burst.steps[3].at_ms = 800.12;
+        let times = clocked(&burst, &[vec![7, 8, 9, 10]]).unwrap().unwrap();
+        assert!(times.token_ms.is_empty(), "{:?}", times.token_ms);
+        assert!(times.held_back.is_none());
+        assert!(
+            times.decode_tok_s < 3.0 * 1e3 / 199.0,
+            "{}",
+            times.decode_tok_s
+        );
     }
 
     #[test]
