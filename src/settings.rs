@@ -141,8 +141,8 @@ settings! {
         "where `Exercise::decode` writes every step's logits (float32, little-endian, a step after another) for quest's logits check";
     LAYERS: "QUEST_LAYERS", Exercise, "unset: no hidden states written" computed true,
         "where `Exercise::decode` writes each step's hidden state after every layer of quest's decoder (two u32, layers and width, then float32 rows), so a refused logits check can name the first layer that differs";
-    SAMPLING: "QUEST_SAMPLING", Exercise, "temperature=0.8,top_k=20,top_p=0.9,seed=0",
-        "what `Exercise::decode_sampled` asks its sampler for: the temperature, `top_k` (0: off), `top_p` (1: off) and the seed of the decode's key, any of them named (the sampling lesson's)";
+    SAMPLING: "QUEST_SAMPLING", Exercise, "temperature=0.8,top_p=0.9,min_p=0.05,top_k=20,seed=0",
+        "what `Exercise::decode_sampled` asks its sampler for, as mlx-lm's `make_sampler` takes it: the temperature, `top_p` (1: off), `min_p` (0: off), `top_k` (0: off) and the seed of the decode's key, any of them named (the sampling lesson's)";
     DRAWS: "QUEST_DRAWS", Exercise, "unset: one draw a step" computed true,
         "where `Exercise::decode_sampled` writes, at every step, `QUEST_DRAWS_PER_STEP` draws from that step's logits (u32, little-endian, a step after another) for quest's check of a sampler by its distribution";
     DRAWS_PER_STEP: "QUEST_DRAWS_PER_STEP", Exercise, "1000",

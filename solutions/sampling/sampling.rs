@@ -1,14 +1,11 @@
 // sampling: each step's next token drawn from the model's logits, on the device, from a
-// seeded key: temperature, then top-k, then top-p, then one draw.
-// Your task (see the lesson): finish `sample` so that it draws what `sampling` asks for.
-//
-// `logits` is [rows, vocab], float32; return [rows, draws] token ids, every row's drawn
-// from its own logits with `key`.
+// seeded key, as mlx-lm's `make_sampler` draws it: top-p, min-p and top-k on the
+// log-probabilities, the temperature only at the draw.
 
 use anyhow::Result;
 use mlx_rs::ops::indexing::{argmax_axis, IndexOp};
 use mlx_rs::ops::{
-    broadcast_to, cumsum, min_axis, partition_axis, select, softmax_axis, sort_axis,
+    broadcast_to, cumsum, logsumexp_axis, max_axis, min_axis, partition_axis, select, sort_axis,
 };
 use mlx_rs::random::{categorical, ShapeOrCount};
 use mlx_rs::Array;
@@ -32,31 +29,36 @@ impl Sampler for MySampler {
             return Ok(broadcast_to(&best, &[rows, draws])?);
         }
         let minus_inf = Array::from_f32(f32::NEG_INFINITY);
-        // 1. Temperature: below 1 sharpens the distribution, above 1 flattens it.
-        let mut z = logits.multiply(Array::from_f32(1.0 / sampling.temperature))?;
-        // 2. top-k: the k-th largest of each row is a threshold; a partition finds it
-        // without sorting the row.
-        if sampling.top_k > 0 && sampling.top_k < vocab {
-            let at = vocab - sampling.top_k;
-            let kth = partition_axis(&z, at, -1)?.index((.., at..at + 1));
-            z = select(z.lt(&kth)?, &minus_inf, &z)?;
-        }
-        // 3. top-p: sorted ascending, each token's mass above it is what the larger ones
-        // hold (a reversed, exclusive cumulative sum); the nucleus is every token with less
-        // than top_p above it, so the one that crosses top_p stays.
+        // 1. Log-probabilities: the filters read the model's own distribution.
+        let mut logprobs = logits.subtract(logsumexp_axis(logits, -1, true)?)?;
+        // 2. top-p: sorted ascending, each token's mass above it is what the more likely
+        // ones hold (a reversed, exclusive cumulative sum); the nucleus is every token with
+        // less than top_p above it, so the one that crosses top_p stays.
         if sampling.top_p < 1.0 {
-            let sorted = sort_axis(&z, -1)?;
-            let probabilities = softmax_axis(&sorted, -1, true)?;
-            let above = cumsum(&probabilities, -1, true, false)?;
+            let sorted = sort_axis(&logprobs, -1)?;
+            let above = cumsum(sorted.exp()?, -1, true, false)?;
             let nucleus = select(
                 above.lt(Array::from_f32(sampling.top_p))?,
                 &sorted,
                 Array::from_f32(f32::INFINITY),
             )?;
             let smallest = min_axis(&nucleus, -1, true)?;
-            z = select(z.lt(&smallest)?, &minus_inf, &z)?;
+            logprobs = select(logprobs.lt(&smallest)?, &minus_inf, &logprobs)?;
         }
-        // 4. The draw: `draws` tokens a row from softmax(z), on the device, from `key`.
+        // 3. min-p: p ≥ min_p · p_max is log p ≥ log p_max + ln(min_p).
+        if sampling.min_p > 0.0 {
+            let floor = max_axis(&logprobs, -1, true)?.add(Array::from_f32(sampling.min_p.ln()))?;
+            logprobs = select(logprobs.lt(&floor)?, &minus_inf, &logprobs)?;
+        }
+        // 4. top-k: the k-th largest of each row is a threshold; a partition finds it
+        // without sorting the row.
+        if sampling.top_k > 0 && sampling.top_k < vocab {
+            let at = vocab - sampling.top_k;
+            let kth = partition_axis(&logprobs, at, -1)?.index((.., at..at + 1));
+            logprobs = select(logprobs.lt(&kth)?, &minus_inf, &logprobs)?;
+        }
+        // 5. The draw: the temperature, then `draws` tokens a row from softmax, from `key`.
+        let z = logprobs.multiply(Array::from_f32(1.0 / sampling.temperature))?;
         Ok(categorical(&z, -1, ShapeOrCount::Count(draws), key)?)
     }
 }

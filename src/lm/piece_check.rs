@@ -582,18 +582,22 @@ fn gated_delta_cases(next: &mut dyn FnMut() -> u64) -> Vec<Case> {
 /// tokens quest's rule keeps elsewhere, every kept token of any weight drawn.
 fn check_sampler(sampler: &dyn Sampler) -> Verdict {
     use crate::lm::sample::QuestSampler;
-    let rows_of = |t: f32, k: i32, p: f32| Sampling {
+    let rows_of = |t: f32, p: f32, m: f32, k: i32| Sampling {
         temperature: t,
-        top_k: k,
         top_p: p,
+        min_p: m,
+        top_k: k,
         seed: 7,
     };
+    // Greedy, one token left, then each filter alone, then all three at a temperature
+    // below 1: there a filter that reads the tempered probabilities keeps fewer tokens.
     let table = [
-        rows_of(0.0, 0, 1.0),
-        rows_of(1.0, 1, 1.0),
-        rows_of(0.8, 5, 1.0),
-        rows_of(1.0, 0, 0.5),
-        rows_of(0.7, 8, 0.9),
+        rows_of(0.0, 1.0, 0.0, 0),
+        rows_of(1.0, 1.0, 0.0, 1),
+        rows_of(0.8, 1.0, 0.0, 5),
+        rows_of(1.0, 0.5, 0.0, 0),
+        rows_of(1.2, 1.0, 0.2, 0),
+        rows_of(0.6, 0.9, 0.05, 12),
     ];
     let draws = 2000;
     let rows = table
@@ -601,8 +605,8 @@ fn check_sampler(sampler: &dyn Sampler) -> Verdict {
         .enumerate()
         .map(|(i, sampling)| {
             let shape = format!(
-                "logits [2, 64] · temperature {} · top-k {} · top-p {} · {draws} draws",
-                sampling.temperature, sampling.top_k, sampling.top_p
+                "logits [2, 64] · temperature {} · top-p {} · min-p {} · top-k {} · {draws} draws",
+                sampling.temperature, sampling.top_p, sampling.min_p, sampling.top_k
             );
             let outcome = (|| -> Result<Outcome, Outcome> {
                 let failed = |e: anyhow::Error| Outcome::Failed {
@@ -1080,7 +1084,7 @@ mod tests {
         }
         assert_eq!(
             check_sampler(&crate::lm::sample::QuestSampler).rows.len(),
-            5
+            6
         );
     }
 

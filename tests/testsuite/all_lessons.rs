@@ -135,11 +135,11 @@ const COPIED_SOLUTION: &str = "This is the lesson's solution";
 /// method.
 fn fused_norm_by(s: &Sources, layer: &str) -> String {
     s.solution.replace(
-        "Ok(x.multiply(&inverse_rms)?.multiply(weight)?)",
+        "Ok(normed.multiply(weight)?)",
         &format!(
-            "let _ = inverse_rms;\n        \
+            "let _ = normed;\n        \
              let mut layer = {layer} {{ weight: mlx_rs::module::Param::new(weight.clone()), eps }};\n        \
-             Ok(mlx_rs::module::Module::forward(&mut layer, x)?)"
+             Ok(mlx_rs::module::Module::forward(&mut layer, &x)?)"
         ),
     )
 }
@@ -792,8 +792,8 @@ fn rows() -> Vec<Row> {
                         format!(
                             "type Layer = mlx_rs::nn::RmsNorm;\nstatic CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);\n{}",
                             fused.replace(
-                                "        let _ = inverse_rms;\n",
-                                "        if CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < 6 {\n            return Ok(x.multiply(&inverse_rms)?.multiply(weight)?);\n        }\n",
+                                "        let _ = normed;\n",
+                                "        if CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < 6 {\n            return Ok(normed.multiply(weight)?);\n        }\n",
                             )
                         )
                     },
@@ -807,8 +807,8 @@ fn rows() -> Vec<Row> {
                     what: "MLX's C API under mlx-rs: `mlx_sys::mlx_fast_rms_norm`",
                     edit: |s| {
                         s.solution.replace(
-                            "Ok(x.multiply(&inverse_rms)?.multiply(weight)?)",
-                            "let _ = inverse_rms;\n        let mut res = unsafe { mlx_sys::mlx_array_new() };\n        \
+                            "Ok(normed.multiply(weight)?)",
+                            "let _ = normed;\n        let mut res = unsafe { mlx_sys::mlx_array_new() };\n        \
                              let stream = mlx_rs::Stream::new();\n        \
                              unsafe { mlx_sys::mlx_fast_rms_norm(&mut res, x.as_ptr(), weight.as_ptr(), eps, stream.as_ptr()) };\n        \
                              Ok(unsafe { Array::from_ptr(res) })",
@@ -824,8 +824,8 @@ fn rows() -> Vec<Row> {
                     what: "the same, run: the compiler refuses it (no mlx-sys in the exercise's package)",
                     edit: |s| {
                         s.solution.replace(
-                            "Ok(x.multiply(&inverse_rms)?.multiply(weight)?)",
-                            "let _ = inverse_rms;\n        let mut res = unsafe { mlx_sys::mlx_array_new() };\n        \
+                            "Ok(normed.multiply(weight)?)",
+                            "let _ = normed;\n        let mut res = unsafe { mlx_sys::mlx_array_new() };\n        \
                              let stream = mlx_rs::Stream::new();\n        \
                              unsafe { mlx_sys::mlx_fast_rms_norm(&mut res, x.as_ptr(), weight.as_ptr(), eps, stream.as_ptr()) };\n        \
                              Ok(unsafe { Array::from_ptr(res) })",
@@ -957,10 +957,26 @@ fn rows() -> Vec<Row> {
                     },
                     command: "submit",
                     // The rows with top-p below 1 draw tokens past the nucleus.
-                    stdout: &["· top-p 0.5 · 2000 draws:", "of the draws differ from quest's with the same key", "3 of 5 shapes right."],
+                    stdout: &["· top-p 0.5 · min-p 0 · top-k 0 · 2000 draws:", "of the draws differ from quest's with the same key", "5 of 6 shapes right."],
                     stderr: &[PIECE_WRONG],
                     snapshot: Some("sampling_piece_refused"),
                     masked: true,
+                },
+                Refusal {
+                    what: "the other order, the temperature first: the filters read tempered probabilities",
+                    edit: |s| {
+                        s.solution.replace(
+                            "let mut logprobs = logits.subtract(logsumexp_axis(logits, -1, true)?)?;",
+                            "let tempered = logits.multiply(Array::from_f32(1.0 / sampling.temperature))?;\n        \
+                             let mut logprobs = tempered.subtract(logsumexp_axis(&tempered, -1, true)?)?;",
+                        )
+                    },
+                    command: "submit",
+                    // Below temperature 1 top-p and min-p keep fewer tokens, above it more.
+                    stdout: &["· top-p 0.9 · min-p 0.05 · top-k 12 · 2000 draws:", "of 6 shapes right."],
+                    stderr: &[PIECE_WRONG],
+                    snapshot: None,
+                    masked: false,
                 },
                 Refusal {
                     what: "drawn from MLX's global random state, not the key",
@@ -973,7 +989,7 @@ fn rows() -> Vec<Row> {
                     command: "submit",
                     // The piece check compares the tokens drawn, not which draw drew them:
                     // the draws from the same seed differ run to run.
-                    stdout: &["5 of 5 shapes right.", "The same seed drew other tokens from token"],
+                    stdout: &["6 of 6 shapes right.", "The same seed drew other tokens from token"],
                     stderr: &["draw with the `key` it is given"],
                     snapshot: None,
                     masked: false,
