@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # sampling's measurements, as run for the lesson (from the repository root):
 #   bash docs/lessons/sampling/2026-12-07-mlx-lm-order/measure.sh
-# 1. draws.txt: `quest dev draws` on the solution, the starting code and the variants of
+# 1. draws.txt: `quest dev draws` on the solution and the variants of
 #    variants.py, with the lesson's sampling (QUEST_SAMPLING's default) and, for the
 #    solution, two more seeds: each one's mean distance from the exact distribution over
 #    the 32 steps (1000 draws a step), honest draws' and the excess.
@@ -21,7 +21,7 @@ cp "$sol" "$out/solution.rs"; cp exercises/sampling/sampling.rs "$out/start.rs"
 cargo build -q
 quest=target/debug/quest
 {
-  $quest dev draws sampling "$out/solution.rs" "$out/gumbel-max.rs" "$out/start.rs" \
+  $quest dev draws sampling "$out/solution.rs" "$out/gumbel-max.rs" \
     "$out"/{no-temperature,temperature-first,no-top-p,no-min-p,no-top-k,crossing-dropped,probabilities-drawn}.rs
   for seed in 1 2; do QUEST_SAMPLING=seed=$seed $quest dev draws sampling "$out/solution.rs"; done
 } 2>/dev/null | sed "s|$out/||" | tee $here/draws.txt
