@@ -41,10 +41,9 @@ pub(crate) fn rust_sources() -> Vec<(std::path::PathBuf, String)> {
 mod tests {
     use std::collections::{BTreeMap, BTreeSet};
 
-    /// The rooms depend one way (docs/ARCHITECTURE.md): from each module's `crate::…`
-    /// paths (outside its tests), the graph between top-level modules has no cycle.
-    #[test]
-    fn no_module_depends_on_one_that_depends_on_it() {
+    /// The rooms' graph: each top-level module of the library (`src/a/…` or `src/a.rs`)
+    /// and the modules its `crate::…` paths name outside its tests.
+    fn room_graph() -> BTreeMap<String, BTreeSet<String>> {
         let mut deps: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         for (rel, text) in super::rust_sources() {
             let rel = rel.to_string_lossy();
@@ -57,6 +56,7 @@ mod tests {
             if ["lib", "main", "cli"].contains(&top.as_str()) {
                 continue;
             }
+            let names = deps.entry(top.clone()).or_default();
             let code = text.split("#[cfg(test)]\nmod tests").next().unwrap();
             for (at, _) in code.match_indices("crate::") {
                 let name: String = code[at + 7..]
@@ -64,10 +64,18 @@ mod tests {
                     .take_while(|c| c.is_ascii_lowercase() || *c == '_')
                     .collect();
                 if name != top && !name.is_empty() {
-                    deps.entry(top.clone()).or_default().insert(name);
+                    names.insert(name);
                 }
             }
         }
+        deps
+    }
+
+    /// The rooms depend one way (docs/ARCHITECTURE.md): the graph between top-level
+    /// modules has no cycle.
+    #[test]
+    fn no_module_depends_on_one_that_depends_on_it() {
+        let deps = room_graph();
         // Depth-first: a module met again on the current path is a cycle.
         fn visit<'a>(
             m: &'a str,
@@ -94,6 +102,62 @@ mod tests {
             deps["device"].iter().all(|d| d == "settings"),
             "device depends only on settings"
         );
+    }
+
+    /// docs/ARCHITECTURE.md draws the rooms as the code has them: its graph block gives
+    /// every room of the library, each with exactly the rooms its code names.
+    #[test]
+    fn the_architecture_draws_the_rooms_the_code_has() {
+        let doc =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/ARCHITECTURE.md"))
+                .unwrap();
+        let block = doc
+            .split("```\n")
+            .find(|b| b.starts_with("cli "))
+            .expect("ARCHITECTURE.md's graph block, opening with `cli ──▶`");
+        let mut drawn: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for line in block.lines() {
+            let (room, names) = line
+                .split_once("──▶")
+                .unwrap_or_else(|| panic!("`{line}`: write `room ──▶ rooms (why)`"));
+            let room = room.trim();
+            // The binary's own room, above every other.
+            if room == "cli" {
+                continue;
+            }
+            let names = names.split('(').next().unwrap().trim();
+            let names = match names {
+                "nothing of quest's" => BTreeSet::new(),
+                names => names.split(", ").map(|n| n.trim().to_owned()).collect(),
+            };
+            assert!(
+                drawn.insert(room.to_owned(), names).is_none(),
+                "{room} drawn twice"
+            );
+        }
+        let code = room_graph();
+        for (room, names) in &code {
+            assert_eq!(
+                drawn.get(room),
+                Some(names),
+                "docs/ARCHITECTURE.md's line for `{room}` is not what its code names"
+            );
+        }
+        for room in drawn.keys() {
+            assert!(
+                code.contains_key(room),
+                "ARCHITECTURE.md draws `{room}`, which src/ has not"
+            );
+        }
+        // "`course` knows nothing of MLX": no path of mlx-rs outside its tests.
+        for (rel, text) in super::rust_sources() {
+            let code = text.split("#[cfg(test)]\nmod tests").next().unwrap();
+            assert!(
+                !(rel.starts_with("course") && code.contains("mlx_rs")),
+                "{} names mlx_rs: course knows nothing of MLX (ARCHITECTURE.md)",
+                rel.display()
+            );
+        }
     }
 
     /// A module path's use tree read from `code` at `at` (`crate::a::{b, c::D as E}`, a

@@ -351,25 +351,21 @@ pub struct LogitsCheck {
 }
 
 impl LogitsCheck {
-    /// The tolerance where the model computes in `dtype`: a 16-bit float takes
-    /// `half_precision` where the lesson gives it.
-    pub fn tolerance_in(&self, dtype: mlx_rs::Dtype) -> f32 {
+    /// The tolerance where the model computes in a 16-bit float (`half`) or not:
+    /// `half_precision` where the lesson gives it, else `tolerance`.
+    pub fn tolerance_in(&self, half: bool) -> f32 {
         match self.half_precision {
-            Some(tolerance) if is_half(dtype) => tolerance,
+            Some(tolerance) if half => tolerance,
             _ => self.tolerance,
         }
     }
 
-    /// Whether the lesson measured its tolerance for a model computing in `dtype`: a
-    /// 16-bit float without `half_precision` is held to float32's, which its rounding alone
-    /// may pass.
-    pub fn measured_in(&self, dtype: mlx_rs::Dtype) -> bool {
-        !is_half(dtype) || self.half_precision.is_some()
+    /// Whether the lesson measured its tolerance for a model computing in a 16-bit float
+    /// (`half`) or not: a 16-bit float without `half_precision` is held to float32's, which
+    /// its rounding alone may pass.
+    pub fn measured_in(&self, half: bool) -> bool {
+        !half || self.half_precision.is_some()
     }
-}
-
-fn is_half(dtype: mlx_rs::Dtype) -> bool {
-    matches!(dtype, mlx_rs::Dtype::Float16 | mlx_rs::Dtype::Bfloat16)
 }
 
 /// What quest measures for the lesson's claim.
@@ -968,7 +964,7 @@ mod tests {
     /// float32 tolerance, said to be unmeasured there.
     #[test]
     fn a_tolerance_is_chosen_by_the_dtype_and_said_unmeasured_without_its_own() {
-        use mlx_rs::Dtype::{Bfloat16, Float16, Float32};
+        let (float32, half) = (false, true);
         let both = LogitsCheck {
             tolerance: 1e-3,
             half_precision: Some(2e-1),
@@ -977,12 +973,12 @@ mod tests {
             tolerance: 1e-3,
             half_precision: None,
         };
-        assert_eq!(both.tolerance_in(Float32), 1e-3);
-        assert_eq!(both.tolerance_in(Float16), 2e-1);
-        assert_eq!(float32_only.tolerance_in(Bfloat16), 1e-3);
-        assert!(both.measured_in(Float16) && both.measured_in(Float32));
-        assert!(float32_only.measured_in(Float32));
-        assert!(!float32_only.measured_in(Float16) && !float32_only.measured_in(Bfloat16));
+        assert_eq!(both.tolerance_in(float32), 1e-3);
+        assert_eq!(both.tolerance_in(half), 2e-1);
+        assert_eq!(float32_only.tolerance_in(half), 1e-3);
+        assert!(both.measured_in(half) && both.measured_in(float32));
+        assert!(float32_only.measured_in(float32));
+        assert!(!float32_only.measured_in(half));
     }
 
     fn parse(yaml: &str) -> Result<LessonSpec> {

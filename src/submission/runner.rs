@@ -218,11 +218,14 @@ impl<'l> Judge<'l> {
         let Some(check) = self.lesson.spec.logits else {
             return Ok(Outcome::Passed(Passed::NotAsked));
         };
-        let dtype = self.backend.float_dtype();
-        let tolerance = check.tolerance_in(dtype);
+        let half = matches!(
+            self.backend.float_dtype(),
+            mlx_rs::Dtype::Float16 | mlx_rs::Dtype::Bfloat16
+        );
+        let tolerance = check.tolerance_in(half);
         say(Progress::Checking(Heading::Logits {
             tolerance,
-            measured: check.measured_in(dtype),
+            measured: check.measured_in(half),
         }));
         if self.reference.is_none() {
             self.reference = Some(runner::reference(&self.request)?);
