@@ -16,7 +16,8 @@ use quest::lm::{self, ModelSource};
 use quest::progress::{CodeRef, Run, Timestamp, LIBRARY_DECODE_TOK_S, SAME_KERNELS_DECODE_TOK_S};
 
 use super::learner::{current_exercise, solution_path, starting_code_file, Learner};
-use super::run::{build, explain_killed, request as run_request};
+use super::run::{build, request as run_request};
+use super::said::explain_killed;
 use super::{Ctx, RunArgs};
 
 pub struct BenchOptions {

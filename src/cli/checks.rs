@@ -9,10 +9,10 @@ use quest::course::spec::{FeedRule, Move};
 use quest::course::Lesson;
 use quest::grade::{Effect, FeedProblem, LayersVerdict, LogitsGap, StepDraws};
 use quest::submission::{
-    Heading, LayersApart, Passed, PieceJudged, Progress, Refused, Rounds, Stopped, TokensAgreed,
+    Heading, LayersApart, Passed, PieceJudged, Progress, Refused, Rounds, TokensAgreed,
 };
 
-use super::submit::{metric_name, number};
+use super::said::{metric_name, number};
 use super::Ctx;
 
 /// A running check's progress: its heading, a measured round.
@@ -356,30 +356,6 @@ fn say_unmoved(lesson: &Lesson, unmoved: &[(&Move, Option<f64>, Option<f64>)]) {
             &[("before", &shown(before)), ("after", &shown(after))],
         );
         println!("  ✗ {text}");
-    }
-}
-
-/// Why a check could not judge, in the learner's language: a run that failed, inputs
-/// quest cannot compute from, a metric not reported, an exercise that runs elsewhere;
-/// a build the compiler refused says so. Other errors pass as they are.
-pub(crate) fn explain_check_error(ctx: &Ctx, e: anyhow::Error) -> anyhow::Error {
-    if e.downcast_ref::<quest::lab::runner::BuildFailed>()
-        .is_some()
-    {
-        eprintln!("{}", ctx.ui("build_failed"));
-    }
-    match e.downcast::<Stopped>() {
-        Ok(Stopped::Run(e)) => super::run::explain_run_error(ctx, e),
-        Ok(Stopped::NoInputs(e)) => {
-            anyhow::anyhow!(ctx.ui_with("values_no_inputs", &[("error", &format!("{e:#}"))]))
-        }
-        Ok(Stopped::MetricMissing(metric)) => {
-            anyhow::anyhow!(ctx.ui_with("metric_missing", &[("metric", &metric_name(ctx, metric))]))
-        }
-        Ok(Stopped::RunsElsewhere(backend)) => {
-            anyhow::anyhow!(ctx.ui_with("submit_runs_elsewhere", &[("backend", backend.name())]))
-        }
-        Err(e) => e,
     }
 }
 

@@ -14,6 +14,7 @@ mod dev;
 mod learner;
 mod piece;
 mod run;
+mod said;
 mod serve;
 mod status;
 mod submit;

@@ -28,7 +28,7 @@ pub(crate) fn check(
         return Ok(None);
     };
     let verdict = quest::lab::runner::check_piece(binary, request, piece)
-        .map_err(|e| super::run::explain_run_error(ctx, e))?;
+        .map_err(|e| super::said::explain_run_error(ctx, e))?;
     Ok(Some(say(ctx, lesson, piece, verdict.as_ref(), all_rows)))
 }
 

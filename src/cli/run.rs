@@ -14,6 +14,7 @@ use quest::lab::Report;
 use quest::submission::PieceJudged;
 
 use super::learner::{current_exercise, exercise_path, run_record, Learner};
+use super::said::explain_run_error;
 use super::{Ctx, RunArgs};
 
 /// What to run an exercise with: the lesson's settings, overridden by the options.
@@ -43,59 +44,6 @@ pub(crate) fn build(ctx: &Ctx, source: &Path, quiet: bool) -> Result<std::path::
 /// Runs a built exercise, explaining failures in the learner's language.
 pub(crate) fn run_binary(ctx: &Ctx, binary: &Path, request: &RunRequest) -> Result<Report> {
     runner::run(binary, request).map_err(|e| explain_run_error(ctx, e))
-}
-
-/// A failed exercise run, explained in the learner's language.
-pub(crate) fn explain_run_error(ctx: &Ctx, e: anyhow::Error) -> anyhow::Error {
-    if let Some(limit) = e.downcast_ref::<runner::TimedOut>() {
-        anyhow::anyhow!(ctx.ui_with("run_timed_out", &[("s", &limit.0.as_secs().to_string())]))
-    } else if e.downcast_ref::<runner::Killed>().is_some() {
-        explain_killed(ctx, e)
-    } else {
-        anyhow::anyhow!(ctx.ui_with("run_failed", &[("error", &format!("{e:#}"))]))
-    }
-}
-
-/// A process a signal ended, said in the learner's language: the signal first (not its
-/// last log line), and for SIGILL the BLAS in use and the way out. Other errors pass.
-pub(crate) fn explain_killed(ctx: &Ctx, error: anyhow::Error) -> anyhow::Error {
-    let Some(killed) = error.downcast_ref::<runner::Killed>() else {
-        return error;
-    };
-    let who = match killed.program {
-        runner::Program::Exercise => ctx.ui("who_exercise"),
-        runner::Program::PythonPeer => ctx.ui("who_python_peer"),
-    };
-    let meaning = ctx.ui(match killed.signal {
-        libc::SIGILL => "signal_ill",
-        libc::SIGSEGV => "signal_segv",
-        libc::SIGBUS => "signal_bus",
-        libc::SIGFPE => "signal_fpe",
-        libc::SIGABRT => "signal_abrt",
-        libc::SIGKILL => "signal_kill",
-        libc::SIGTERM => "signal_term",
-        _ => "signal_other",
-    });
-    let mut text = ctx.ui_with(
-        "run_killed",
-        &[
-            ("who", who),
-            ("signal", &killed.signal_name()),
-            ("meaning", meaning),
-        ],
-    );
-    if killed.is_illegal_instruction() {
-        text += "\n";
-        text += &ctx.ui_with(
-            "killed_sigill_hint",
-            &[("blas", &quest::device::blas::library())],
-        );
-    }
-    let said = killed.last_lines(5);
-    if !said.is_empty() {
-        text += &format!("\n{}\n{said}", ctx.ui("killed_said"));
-    }
-    anyhow::anyhow!(text)
 }
 
 /// Runs the exercise and records the run (its code's hash, backend, numbers).

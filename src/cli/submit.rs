@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use anyhow::{bail, Result};
 
 use quest::course::spec::CardNumber;
-use quest::course::{Lesson, Metric};
+use quest::course::Lesson;
 use quest::grade::{self, CardProblem, PredictionProblem};
 use quest::lab::{Report, Values};
 use quest::progress::{
@@ -21,9 +21,10 @@ use quest::progress::{
 use quest::stats::median;
 use quest::submission::{self, Judge, Judged, Refused, Subject};
 
-use super::checks::{explain_check_error, say_passed, say_progress, say_refused};
+use super::checks::{say_passed, say_progress, say_refused};
 use super::learner::{current_exercise, run_record, Learner};
 use super::run::request;
+use super::said::{explain_check_error, number};
 use super::{Ctx, RunArgs};
 
 /// The award key for finishing a lesson (its XP is the lesson's `xp`).
@@ -179,11 +180,6 @@ fn record_and_card(
     Ok(())
 }
 
-/// A metric's name in the learner's language.
-pub fn metric_name(ctx: &Ctx, metric: Metric) -> String {
-    ctx.ui(&format!("metric_{}", metric.key())).to_owned()
-}
-
 /// `quest card <id> --before X --after Y --answer q=<a|b>` as this lesson needs it,
 /// with the medians of `measurement` filled in when known.
 fn card_command(lesson: &Lesson, measurement: Option<&Measurement>) -> String {
@@ -206,17 +202,6 @@ fn card_command(lesson: &Lesson, measurement: Option<&Measurement>) -> String {
         ));
     }
     command
-}
-
-/// A measured number with enough digits to stay within a card's tolerance of itself
-/// (0.0042 ms would print as 0.00 with two decimals).
-pub fn number(value: f64) -> String {
-    let digits = if value.abs() >= 10.0 || value == 0.0 {
-        2
-    } else {
-        (3.0 - value.abs().log10().floor()) as usize
-    };
-    format!("{value:.digits$}")
 }
 
 /// Each question, with what its choices mean.

@@ -23,7 +23,7 @@ pub fn check(ctx: &Ctx, lesson: &Lesson, report: &Report) -> Result<Option<Value
         return Ok(None);
     };
     let compared = quest::submission::compare_values(spec, report)
-        .map_err(|e| super::checks::explain_check_error(ctx, e))?;
+        .map_err(|e| super::said::explain_check_error(ctx, e))?;
     println!("{}", ctx.ui("values_checking"));
     say(ctx, lesson, &compared);
     let ok = compared.agree();
