@@ -1,6 +1,6 @@
-//! The learner's card and quiz: measured numbers are accepted only when quest
-//! recorded something close for that code; answers are checked against the lesson's
-//! answer, fixed or computed from what quest measured on this machine.
+//! A card's claims: a measured number is accepted only when quest recorded something
+//! close for that code; a quiz answer is checked against the lesson's answer, fixed or
+//! computed from what quest measured on this machine. `card` judges the card with them.
 
 use std::collections::BTreeMap;
 
