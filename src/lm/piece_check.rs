@@ -340,6 +340,21 @@ fn rms_norm_cases(next: &mut dyn FnMut() -> u64) -> Vec<Case> {
             });
         }
     }
+    // A residual stream's large values (trained models carry a few channels in the
+    // hundreds): in float16 a square past 256 passes 65504 and overflows, so a norm must
+    // sum its squares in float32, as MLX's fallback does.
+    let s = next();
+    cases.push(Case {
+        shape: "x [1, 2, 576] · eps 1e-5 · float16, values to ±1000".to_owned(),
+        dtype: Dtype::Float16,
+        call: Box::new(move |p| {
+            let x = random(&[1, 2, 576], s, Dtype::Float32)?
+                .multiply(Array::from_f32(300.0))?
+                .as_dtype(Dtype::Float16)?;
+            let w = uniform(&[576], s + 7, 0.5, 1.5)?.as_dtype(Dtype::Float16)?;
+            p.rms_norm(&x, &w, 1e-5)
+        }),
+    });
     cases
 }
 
@@ -688,14 +703,40 @@ mod tests {
     }
     impl Pieces for ByOps {
         fn rms_norm(&self, x: &Array, weight: &Array, eps: f32) -> Result<Array> {
-            let ms = x.square()?.mean_axis(-1, true)?;
-            let y = x.multiply(ms.add(Array::from_f32(eps))?.rsqrt()?)?;
+            let x32 = x.as_dtype(Dtype::Float32)?;
+            let ms = x32.square()?.mean_axis(-1, true)?;
+            let y = x32
+                .multiply(ms.add(Array::from_f32(eps))?.rsqrt()?)?
+                .as_dtype(x.dtype())?;
             Ok(if self.weightless {
                 y
             } else {
                 y.multiply(weight)?
             })
         }
+    }
+
+    /// The same ops with the squares summed in the input's dtype: right in float32 and on
+    /// float16 values under 256, overflowed on the large ones.
+    struct SquaredInHalf;
+    impl Pieces for SquaredInHalf {
+        fn rms_norm(&self, x: &Array, weight: &Array, eps: f32) -> Result<Array> {
+            let ms = x.square()?.mean_axis(-1, true)?;
+            let y = x.multiply(ms.add(Array::from_f32(eps))?.rsqrt()?)?;
+            Ok(y.multiply(weight)?)
+        }
+    }
+
+    #[test]
+    fn a_norm_that_squares_in_float16_overflows_on_large_values() {
+        let verdict = check(Piece::RmsNorm, &SquaredInHalf);
+        let wrong: Vec<&Row> = verdict
+            .rows
+            .iter()
+            .filter(|r| !matches!(r.outcome, Outcome::Right { .. }))
+            .collect();
+        assert_eq!(wrong.len(), 1, "{verdict:?}");
+        assert!(wrong[0].shape.contains("values to ±1000"), "{verdict:?}");
     }
 
     /// The lazy learner's: no `rms_norm` of its own, so the trait's default runs.

@@ -671,7 +671,7 @@ fn rows() -> Vec<Row> {
                     // a mean square near 1), not in the model: layer by layer the first norm
                     // already differs (measured: docs/lessons/rms-norm/2026-12-02-layers/).
                     stdout: &[
-                        "6 of 6 shapes right.",
+                        "7 of 7 shapes right.",
                         "At step 0 (predicting from position",
                         "the lesson allows 1e-3",
                         "the first layer whose output is off is layer 0 of 30",
@@ -690,10 +690,24 @@ fn rows() -> Vec<Row> {
                         )
                     },
                     command: "submit",
-                    stdout: &["differs from quest's by", "0 of 6 shapes right."],
+                    stdout: &["differs from quest's by", "0 of 7 shapes right."],
                     stderr: &[PIECE_WRONG],
                     snapshot: Some("rms_norm_piece_refused"),
                     masked: true,
+                },
+                Refusal {
+                    what: "the squares summed in the input's dtype: float16's large values overflow",
+                    edit: |s| {
+                        s.solution
+                            .replace("let x = x.as_dtype(Dtype::Float32)?;", "let x = x.clone();")
+                            .replace("let normed = normed.as_dtype(dtype)?;", "let _ = dtype;")
+                    },
+                    command: "submit",
+                    // Right on the CPU's float32 model and on float16 values under 256.
+                    stdout: &["values to ±1000: differs from quest's by", "6 of 7 shapes right."],
+                    stderr: &[PIECE_WRONG],
+                    snapshot: None,
+                    masked: false,
                 },
                 Refusal {
                     what: "the norm never handed to the model: `.with_pieces(MyNorm)` deleted",
@@ -766,7 +780,7 @@ fn rows() -> Vec<Row> {
                     what: "the same, run: its graph names MLX's norm on every shape",
                     edit: |s| fused_norm_by(s, "mlx_rs::nn::RmsNorm"),
                     command: "run",
-                    stdout: &["MLX's fused `RMSNorm` computed your output", "0 of 6 shapes right."],
+                    stdout: &["MLX's fused `RMSNorm` computed your output", "0 of 7 shapes right."],
                     stderr: &["Nothing was run"],
                     snapshot: None,
                     masked: false,
@@ -786,19 +800,19 @@ fn rows() -> Vec<Row> {
                     masked: false,
                 },
                 Refusal {
-                    what: "yours on the check's six calls, MLX's layer after: the model's own graphs name it",
+                    what: "yours on the check's seven calls, MLX's layer after: the model's own graphs name it",
                     edit: |s| {
                         let fused = fused_norm_by(s, "Layer");
                         format!(
                             "type Layer = mlx_rs::nn::RmsNorm;\nstatic CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);\n{}",
                             fused.replace(
                                 "        let _ = normed;\n",
-                                "        if CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < 6 {\n            return Ok(normed.multiply(weight)?);\n        }\n",
+                                "        if CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < 7 {\n            return Ok(normed.multiply(weight)?);\n        }\n",
                             )
                         )
                     },
                     command: "submit",
-                    stdout: &["6 of 6 shapes right.", "In the model's run, MLX's fused `RMSNorm` computed"],
+                    stdout: &["7 of 7 shapes right.", "In the model's run, MLX's fused `RMSNorm` computed"],
                     stderr: &[],
                     snapshot: None,
                     masked: false,
