@@ -392,18 +392,18 @@ impl Fast {
         Ok(Projected { out, fused })
     }
 
-    /// `h + y · Wᵀ`: the sublayer's last projection and its residual add, the add folded
-    /// in where [`Fast::pre_norm`] left it.
-    pub fn last_projection(&self, x: &Sublayer, y: &Array, linear: &Linear) -> Result<Array> {
+    /// `y · Wᵀ`, the sublayer's last projection, on its way back to the residual stream:
+    /// where [`Fast::pre_norm`] folded the norm, the kernel adds `h` as well.
+    pub fn last_projection(&self, x: &Sublayer, y: &Array, linear: &Linear) -> Result<Residual> {
         let fold = Fold {
             residual: x.folded_residual(),
             ..Fold::default()
         };
         let out = self.linear_folded(y, linear, &fold)?;
-        x.add_unless_folded(out)
+        Ok(x.residual(out))
     }
 
-    /// `h + down(silu(gate) · up)` from the MLP's `[gate | up]` projection: SwiGLU folded
+    /// `down(silu(gate) · up)` from the MLP's `[gate | up]` projection: SwiGLU folded
     /// into the down projection's kernel where quest's matvec runs (a stacked `[gate | up]`,
     /// no pieces), else the gate of each half and then the down projection.
     fn swiglu_last_projection(
@@ -411,7 +411,7 @@ impl Fast {
         x: &Sublayer,
         gate_up: &Projected,
         down: &Linear,
-    ) -> Result<Array> {
+    ) -> Result<Residual> {
         if let (Out::Joined(joined), None) = (&gate_up.out, self.learners(Piece::Swiglu)) {
             let fold = Fold {
                 swiglu: true,
@@ -419,18 +419,18 @@ impl Fast {
                 ..Fold::default()
             };
             let out = self.linear_folded(joined, down, &fold)?;
-            return x.add_unless_folded(out);
+            return Ok(x.residual(out));
         }
         let parts = gate_up.parts()?;
         let y = self.linear(&self.swiglu(&parts[0], &parts[1])?, down)?;
-        Ok(x.stream.add(&y)?)
+        Ok(Residual::Alone(y))
     }
 
-    /// `h + mlp(norm(h))`, a block's feed-forward from its stacked `[gate | up]` and its
+    /// `mlp(norm(h))`, a block's feed-forward from its stacked `[gate | up]` and its
     /// `down`: the learner's [`Pieces::mlp`] (handed the block's projections, each still
     /// quest's product), else quest's own, SwiGLU folded into the down projection's kernel
     /// where quest's matvec runs.
-    pub fn mlp(&self, x: &Sublayer, gate_up: &Fused, down: &Linear) -> Result<Array> {
+    pub fn mlp(&self, x: &Sublayer, gate_up: &Fused, down: &Linear) -> Result<Residual> {
         let Some(pieces) = self.learners(Piece::Mlp) else {
             let projected = self.first_projection(x, gate_up)?;
             return self.swiglu_last_projection(x, &projected, down);
@@ -443,7 +443,7 @@ impl Fast {
             Box::new(|gate, up| self.swiglu(gate, up)),
         );
         let y = pieces.mlp(&input, &layers)?;
-        Ok(x.stream.add(&y)?)
+        Ok(Residual::Alone(y))
     }
 
     /// A decode step's `[q, k, v]` heads from the stacked projection, q and k normed and
@@ -562,11 +562,29 @@ impl Sublayer<'_> {
         self.normed.is_none().then_some(self.stream)
     }
 
-    /// `h + out`, unless the last projection added `h` already.
-    fn add_unless_folded(&self, out: Array) -> Result<Array> {
+    /// The last projection's `out`: `h + r` already where the kernel folded the add in.
+    fn residual(&self, out: Array) -> Residual {
         match self.normed {
-            None => Ok(out),
-            Some(_) => Ok(self.stream.add(out)?),
+            None => Residual::Added(out),
+            Some(_) => Residual::Alone(out),
+        }
+    }
+}
+
+/// A sublayer's output `r` on its way back to the residual stream, which a block adds as
+/// mlx-lm's does: `h = h + r`. Where quest's matvec folded the norm into a decode step's
+/// first projection, it folds the add into the last as well: `r` arrives as `h + r`.
+pub enum Residual {
+    Alone(Array),
+    Added(Array),
+}
+
+impl Residual {
+    /// `h + r`: the residual add, unless the kernel made it.
+    pub fn added_to(self, h: &Array) -> Result<Array> {
+        match self {
+            Residual::Alone(r) => Ok(h.add(r)?),
+            Residual::Added(sum) => Ok(sum),
         }
     }
 }

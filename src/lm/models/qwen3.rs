@@ -19,7 +19,7 @@ use super::decoder::{from_heads, to_heads, Decoder, Layer};
 use super::{check_rope_scaling, Shape};
 use crate::kernels::HeadsSpec;
 use crate::lm::cache::{KvCache, LayerCache};
-use crate::lm::fast::{Fast, Rope, Sublayer};
+use crate::lm::fast::{Fast, Residual, Rope, Sublayer};
 use crate::lm::pieces::Mask;
 use crate::lm::weights::{Fused, Linear, Quantization, RmsNorm, Weights};
 use crate::lm::Layout;
@@ -112,9 +112,9 @@ impl Attention {
         })
     }
 
-    /// `h + o_proj(attention(q, k, v))` of the sublayer's input, the cache extended by its
+    /// `o_proj(attention(q, k, v))` of the sublayer's input, the cache extended by its
     /// keys and values.
-    fn forward(&self, x: &Sublayer, cache: &mut KvCache) -> Result<Array> {
+    fn forward(&self, x: &Sublayer, cache: &mut KvCache) -> Result<Residual> {
         let (b, l) = x.batch_and_length();
         let qkv = self.fast.first_projection(x, &self.qkv_proj)?;
         // A decode step on CUDA may do all of attention, the cache write too, in one kernel.
@@ -195,8 +195,8 @@ impl Mlp {
         })
     }
 
-    /// `h + mlp(x)` of the sublayer's input.
-    fn forward(&self, x: &Sublayer) -> Result<Array> {
+    /// `mlp(x)` of the sublayer's input.
+    fn forward(&self, x: &Sublayer) -> Result<Residual> {
         self.fast.mlp(x, &self.gate_up_proj, &self.down_proj)
     }
 
@@ -243,11 +243,15 @@ impl Layer for Block {
         let LayerCache::Kv(cache) = cache else {
             bail!("a layer got the wrong kind of cache; make the caches with lm::make_prompt_cache(&model)");
         };
-        let h = self
+        // h = h + attn(norm(h)), then h + mlp(norm(h)), as mlx-lm's block reads.
+        let r = self
             .self_attn
             .forward(&self.fast.pre_norm(h, &self.input_layernorm)?, cache)?;
-        self.mlp
-            .forward(&self.fast.pre_norm(&h, &self.post_attention_layernorm)?)
+        let h = r.added_to(h)?;
+        let r = self
+            .mlp
+            .forward(&self.fast.pre_norm(&h, &self.post_attention_layernorm)?)?;
+        r.added_to(&h)
     }
 
     fn empty_cache(&self) -> LayerCache {

@@ -26,7 +26,7 @@ use super::decoder::{from_heads, to_heads, Decoder, Layer};
 use super::gated_delta::GatedDeltaNet;
 use super::{check_rope_scaling, LinearAttention, Shape};
 use crate::lm::cache::{KvCache, LayerCache, RecurrentCache};
-use crate::lm::fast::{Fast, Rope, Sublayer};
+use crate::lm::fast::{Fast, Residual, Rope, Sublayer};
 use crate::lm::pieces::Mask;
 use crate::lm::weights::{Fused, Linear, Quantization, RmsNorm, Weights};
 use crate::lm::Layout;
@@ -81,10 +81,10 @@ impl Attention {
         })
     }
 
-    /// `h + o_proj(attention(q, k, v) · sigmoid(gate))` of the sublayer's input, the cache
+    /// `o_proj(attention(q, k, v) · sigmoid(gate))` of the sublayer's input, the cache
     /// extended by its keys and values. quest's decode kernels take no output gate (they
     /// decline a `q_proj` twice as wide), so MLX's ops make the heads.
-    fn forward(&self, x: &Sublayer, cache: &mut KvCache) -> Result<Array> {
+    fn forward(&self, x: &Sublayer, cache: &mut KvCache) -> Result<Residual> {
         let (b, l) = x.batch_and_length();
         let qkv = self.fast.first_projection(x, &self.qkv_proj)?;
         let (q, k, v, gate) = self.heads_by_ops(&qkv.parts()?, b, l, cache.offset)?;
@@ -158,8 +158,8 @@ impl Mlp {
         })
     }
 
-    /// `h + mlp(x)` of the sublayer's input.
-    fn forward(&self, x: &Sublayer) -> Result<Array> {
+    /// `mlp(x)` of the sublayer's input.
+    fn forward(&self, x: &Sublayer) -> Result<Residual> {
         self.fast.mlp(x, &self.gate_up_proj, &self.down_proj)
     }
 
@@ -218,9 +218,11 @@ impl Block {
 
 impl Layer for Block {
     fn forward(&self, h: &Array, cache: &mut LayerCache) -> Result<Array> {
+        // h = h + mixer(norm(h)), then h + mlp(norm(h)), as mlx-lm's block reads.
         let h = match (&self.mixer, cache) {
             (Mixer::Attention(attn), LayerCache::Kv(kv)) => {
-                attn.forward(&self.fast.pre_norm(h, &self.input_layernorm)?, kv)?
+                let r = attn.forward(&self.fast.pre_norm(h, &self.input_layernorm)?, kv)?;
+                r.added_to(h)?
             }
             (Mixer::GatedDelta(delta), LayerCache::Recurrent(state)) => {
                 let normed = self.fast.rms_norm(h, &self.input_layernorm)?;
@@ -228,8 +230,10 @@ impl Layer for Block {
             }
             _ => bail!("a layer got the wrong kind of cache; make the caches with lm::make_prompt_cache(&model)"),
         };
-        self.mlp
-            .forward(&self.fast.pre_norm(&h, &self.post_attention_layernorm)?)
+        let r = self
+            .mlp
+            .forward(&self.fast.pre_norm(&h, &self.post_attention_layernorm)?)?;
+        r.added_to(&h)
     }
 
     fn empty_cache(&self) -> LayerCache {
