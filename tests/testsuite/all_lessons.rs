@@ -977,6 +977,18 @@ fn rows() -> Vec<Row> {
                     masked: true,
                 },
                 Refusal {
+                    what: "min-p forgotten: the tokens under its floor drawn",
+                    edit: |s| {
+                        s.solution
+                            .replace("if sampling.min_p > 0.0 {", "if false && sampling.min_p > 0.0 {")
+                    },
+                    command: "submit",
+                    stdout: &["· min-p 0.2 · top-k 0 · 2000 draws: ", "of the draws differ from quest's with the same key"],
+                    stderr: &[PIECE_WRONG],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
                     what: "the other order, the temperature first: the filters read tempered probabilities",
                     edit: |s| {
                         s.solution.replace(
