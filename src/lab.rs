@@ -25,7 +25,7 @@ mod ops;
 pub mod runner;
 
 pub use exercise::{
-    base_name, greedy, key, Exercise, Greedy, NoModel, OwnTimes, Report, Step, Timer, Values,
+    base_name, greedy, key, Exercise, Greedy, NoModel, Report, Step, Timer, TimerReading, Values,
     REPORT_SCHEMA,
 };
 pub use ops::{export_to_dot, graph_op_kinds, graph_ops, host_cost_per_op, OpCost};

@@ -1,9 +1,8 @@
 //! quest: a Rust workbook for LLM inference on MLX.
 pub mod bench;
-pub mod check;
 pub mod course;
 pub mod device;
-pub mod grade;
+pub mod judge;
 pub mod kernels;
 pub mod lab;
 pub mod line;
@@ -14,7 +13,6 @@ pub mod render;
 pub mod serve;
 pub mod settings;
 pub mod stats;
-pub mod submission;
 
 /// Every `.rs` file under `src/`, as (its path relative to `src/`, its text): for the
 /// tests that read the code itself.
@@ -262,6 +260,112 @@ mod tests {
         code
     }
 
+    /// A file's text with its comments and the insides of its string and char literals
+    /// blanked, lines kept: what remains are the code's names.
+    fn names_of(text: &str) -> String {
+        let mut out = String::with_capacity(text.len());
+        let mut chars = text.chars().peekable();
+        let (mut in_string, mut in_comment) = (false, false);
+        while let Some(c) = chars.next() {
+            if c == '\n' {
+                in_comment = false;
+                out.push(c);
+            } else if in_comment {
+                out.push(' ');
+            } else if in_string {
+                if c == '\\' {
+                    chars.next();
+                    out.push(' ');
+                } else if c == '"' {
+                    in_string = false;
+                }
+                out.push(' ');
+            } else if c == '/' && chars.peek() == Some(&'/') {
+                in_comment = true;
+                out.push(' ');
+            } else if c == '"' {
+                in_string = true;
+                out.push(' ');
+            } else if c == '\'' {
+                // A char literal ('x', '\n', '"'), not a lifetime ('a): blanked.
+                let ahead: Vec<char> = chars.clone().take(3).collect();
+                let length = match ahead.as_slice() {
+                    ['\\', _, '\''] => 3,
+                    [_, '\'', ..] => 2,
+                    _ => 0,
+                };
+                for _ in 0..length {
+                    chars.next();
+                }
+                out.push(' ');
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    }
+
+    /// The names in `src/` say one word per idea (docs/ARCHITECTURE.md's glossary): your
+    /// code is `yours`, never `own`, `theirs` or `learners`; the socket is the line
+    /// (`QUEST_LINE`); `Outcome` names one type, the judge's. Read from the code, comments and
+    /// string literals aside, tests included.
+    #[test]
+    fn the_code_says_one_word_per_idea() {
+        let refused_parts = ["own", "theirs", "learners", "ours"];
+        let mut found = Vec::new();
+        for (path, text) in crate::rust_sources() {
+            for (n, code) in names_of(&text).lines().enumerate() {
+                let names = code
+                    .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .filter(|w| !w.is_empty());
+                for name in names {
+                    let snake = name.to_lowercase();
+                    let parts: Vec<&str> = snake.split('_').collect();
+                    // English in a test's name: "its own", "their own".
+                    let refused = parts.iter().enumerate().any(|(i, p)| {
+                        refused_parts.contains(p)
+                            && !(*p == "own" && i > 0 && ["its", "their"].contains(&parts[i - 1]))
+                    });
+                    let camel_refused = !name.contains('_')
+                        && name.chars().next().is_some_and(char::is_uppercase)
+                        && ["Own", "Theirs", "Ours", "Learners"].iter().any(|w| {
+                            name.match_indices(w).any(|(at, _)| {
+                                name[at + w.len()..]
+                                    .chars()
+                                    .next()
+                                    .is_none_or(char::is_uppercase)
+                            })
+                        });
+                    if refused || camel_refused {
+                        found.push(format!("src/{}:{}: `{name}`", path.display(), n + 1));
+                    }
+                    if name == "QUEST_CLOCK" {
+                        found.push(format!(
+                            "src/{}:{}: `{name}` (the line is QUEST_LINE)",
+                            path.display(),
+                            n + 1
+                        ));
+                    }
+                }
+                let defines_outcome = ["enum Outcome", "struct Outcome", "type Outcome"]
+                    .iter()
+                    .any(|d| code.contains(d));
+                if defines_outcome && path != std::path::Path::new("judge/outcome.rs") {
+                    found.push(format!(
+                        "src/{}:{}: a second type named `Outcome`",
+                        path.display(),
+                        n + 1
+                    ));
+                }
+            }
+        }
+        assert!(
+            found.is_empty(),
+            "names the glossary refuses:\n{}",
+            found.join("\n")
+        );
+    }
+
     /// The files depend one way too: from each file's `crate::…` and `super::…` paths
     /// (outside its tests and comments), the graph between files (`src/a/b.rs` is the module
     /// `a::b`, `src/a/mod.rs` or `src/a.rs` the module `a`) has no cycle. A path through an
@@ -502,6 +606,9 @@ mod tests {
         let mut still_held = BTreeSet::new();
         for (rel, text) in super::rust_sources() {
             let rel = rel.to_string_lossy().replace('\\', "/");
+            if rel.ends_with("/tests.rs") {
+                continue;
+            }
             let mut lines = text.lines().enumerate().peekable();
             while let Some((number, line)) = lines.next() {
                 let is_tests = line.starts_with("#[cfg(")

@@ -1,5 +1,5 @@
 //! The exercise's end of quest's line: the socket quest starts an exercise with, at its
-//! file descriptor 3 (`QUEST_CLOCK`). What travels on it is what the judged code must
+//! file descriptor 3 (`QUEST_LINE`). What travels on it is what the judged code must
 //! not be able to set or write itself: which pieces run (quest's own for a baseline, the
 //! learner's otherwise), the prompt, handed over only once the model is loaded, and
 //! every token as it reaches the host, which quest timestamps on its own clock
@@ -75,7 +75,7 @@ fn line() -> Option<&'static Line> {
     static LINE: OnceLock<Option<Line>> = OnceLock::new();
     LINE.get_or_init(|| {
         use std::os::fd::FromRawFd;
-        let fd: i32 = crate::settings::CLOCK.os()?.to_str()?.parse().ok()?;
+        let fd: i32 = crate::settings::LINE.os()?.to_str()?.parse().ok()?;
         // SAFETY: quest put its end of a socket pair at this descriptor for this process
         // (`lab::clock::Clock::attach`), and nothing else in the exercise owns it.
         let stream = unsafe { UnixStream::from_raw_fd(fd) };

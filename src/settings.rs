@@ -133,7 +133,7 @@ settings! {
         "tokens the exercise generates (`quest run --max-tokens`)";
     REPORT: "QUEST_REPORT", Exercise, "unset: the exercise prints its numbers" computed true,
         "where the exercise writes its JSON report for quest";
-    CLOCK: "QUEST_CLOCK", Exercise, "unset: the exercise times itself and prints its numbers" computed true,
+    LINE: "QUEST_LINE", Exercise, "unset: the exercise times itself and prints its numbers" computed true,
         "the file descriptor of quest's line to the exercise (3, a socket): quest says on it which pieces run, hands over the prompt once the model is loaded (`Exercise::prompt`), and timestamps each token the exercise hands over as it reaches the host (`Timer::first_token`, `Timer::token`); the times quest shows and awards are its clock's";
     FORCE: "QUEST_FORCE", Exercise, "unset: each step feeds the token it picked" computed true,
         "token ids, comma-separated, that `Exercise::decode` feeds one per step instead of its own picks (teacher forcing: quest checks a model's logits on the reference's tokens)";
@@ -148,7 +148,7 @@ settings! {
     DRAWS_PER_STEP: "QUEST_DRAWS_PER_STEP", Exercise, "1000",
         "how many tokens `Exercise::decode_sampled` draws a step when `QUEST_DRAWS` is set";
     PIECES: "QUEST_PIECES", Exercise, "yours",
-        "for an exercise run by hand, `yours` or `quest`: with `quest`, `Model::with_pieces` keeps quest's own pieces (MLX's fused ops), the baseline a lesson's piece is measured against in the same binary. Run by quest, the exercise takes the choice from quest's line (`QUEST_CLOCK`) and never from its environment, which the code it judges could set";
+        "for an exercise run by hand, `yours` or `quest`: with `quest`, `Model::with_pieces` keeps quest's own pieces (MLX's fused ops), the baseline a lesson's piece is measured against in the same binary. Run by quest, the exercise takes the choice from quest's line (`QUEST_LINE`) and never from its environment, which the code it judges could set";
     LAB_SOURCE: "QUEST_LAB_SOURCE", Build, "lab/src/main.rs's own" computed true,
         "the source file `quest-lab` is built from (quest sets it when it builds an exercise)";
 }

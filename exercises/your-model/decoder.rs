@@ -209,5 +209,5 @@ fn main() -> Result<()> {
     let (mut weights, tokenizer) = lm::load_weights(&run.model)?;
     let model = MyModel::load(&mut weights)?;
     let read = weights.finish()?;
-    run.decode_own(&model, &read, &tokenizer)
+    run.decode_yours(&model, &read, &tokenizer)
 }

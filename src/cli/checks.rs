@@ -1,14 +1,14 @@
 //! `quest submit`'s checks as the learner reads them: each progress and outcome of
-//! [`quest::submission`], said in the learner's language (the course's `ui:` texts and
+//! [`quest::judge`], said in the learner's language (the course's `ui:` texts and
 //! the lesson's own messages). Prints; decides nothing.
 
 use std::path::Path;
 
-use quest::check::rules::{self, Finding};
 use quest::course::spec::{FeedRule, Move};
 use quest::course::Lesson;
-use quest::grade::{Effect, FeedProblem, LayersVerdict, LogitsGap, StepDraws};
-use quest::submission::{
+use quest::judge::rules::{self, Finding};
+use quest::judge::{Effect, FeedProblem, LayersVerdict, LogitsGap, StepDraws};
+use quest::judge::{
     Heading, LayersApart, Passed, PieceJudged, Progress, Refused, Rounds, TokensAgreed,
 };
 

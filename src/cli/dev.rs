@@ -12,12 +12,12 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use clap::Subcommand;
 
-use quest::check::rules;
 use quest::course::figures::{self, Evidence};
 use quest::course::glossary;
 use quest::course::{first_line_difference, Course, Lang, Lesson, TranslationStatus};
+use quest::judge::rules;
+use quest::judge::{Check, Judge, Outcome, Passed, Refused, Subject};
 use quest::progress::{load_achievements, CodeKind, CodeRef, LevelCurve};
-use quest::submission::{Check, Judge, Outcome, Passed, Refused, Subject};
 
 #[derive(Subcommand)]
 pub enum DevCommand {
@@ -126,7 +126,7 @@ pub fn run(root: &Path, command: &DevCommand) -> Result<()> {
             for source in sources {
                 let binary =
                     quest::lab::runner::build(&quest::lab::runner::workspace_root(), source, true)?;
-                let verdict = quest::submission::judge_draws(&binary, &request, &sampling, check)?;
+                let verdict = quest::judge::judge_draws(&binary, &request, &sampling, check)?;
                 println!("{}: {sampling}: {}", source.display(), draws_line(&verdict));
             }
             Ok(())
@@ -423,9 +423,9 @@ fn untraced_figures(root: &Path, lessons: &[Lesson]) -> Vec<String> {
     let mut problems = Vec::new();
     // The lesson's own result folder, where its measured claims are kept with their commands.
     let mut paths: Vec<std::path::PathBuf> = spec.sources.clone();
-    let own = Path::new("docs/lessons").join(&lessons[0].meta.id);
-    if root.join(&own).is_dir() {
-        paths.push(own);
+    let results = Path::new("docs/lessons").join(&lessons[0].meta.id);
+    if root.join(&results).is_dir() {
+        paths.push(results);
     }
     for lesson in lessons {
         for path in docs_paths(&lesson.source) {
@@ -543,7 +543,7 @@ fn check_code(root: &Path, lesson: &Lesson, problems: &mut Vec<String>, notes: &
         Some((Ok(text), path)) => Some((path.as_path(), text.as_str())),
         _ => None,
     };
-    problems.extend(quest::check::lesson_code(lesson, &starting, readable));
+    problems.extend(quest::judge::lesson_code(lesson, &starting, readable));
     if let Some((Err(e), path)) = &solution {
         problems.push(format!("{}: {e}", path.display()));
     }
@@ -641,7 +641,7 @@ fn results_check(
     notes: &mut Vec<String>,
 ) {
     let id = &lesson.meta.id;
-    let proving: Vec<Check> = quest::submission::checks(&lesson.spec)
+    let proving: Vec<Check> = quest::judge::checks(&lesson.spec)
         .into_iter()
         .filter(|check| check.judges_results())
         .filter(|check| !(*check == Check::Values && starting_breaks_rules))
@@ -688,14 +688,14 @@ fn results_check(
 
 /// The solution's largest differences in the piece check, per dtype, as a note.
 fn piece_differences(lesson: &Lesson, verdict: &quest::lm::piece_check::Verdict) -> String {
-    use quest::lm::piece_check::Outcome as Shape;
+    use quest::lm::piece_check::Found;
     let largest = |dtype: &str| {
         verdict
             .rows
             .iter()
             .filter(|row| row.shape.ends_with(dtype))
-            .filter_map(|row| match row.outcome {
-                Shape::Right { difference } => Some(difference),
+            .filter_map(|row| match row.found {
+                Found::Right { difference } => Some(difference),
                 _ => None,
             })
             .fold(0.0f32, f32::max)
@@ -722,7 +722,7 @@ fn refusal_text(refused: &Refused) -> String {
                 verdict.right(),
                 verdict.rows.len(),
                 row.shape,
-                row.outcome
+                row.found
             ),
             None => format!("all {} shapes right", verdict.rows.len()),
         },
@@ -738,7 +738,7 @@ fn refusal_text(refused: &Refused) -> String {
             honest,
             spread,
             worst,
-        } => draws_line(&quest::grade::DrawsVerdict::Beyond {
+        } => draws_line(&quest::judge::DrawsVerdict::Beyond {
             distance: *distance,
             honest: *honest,
             spread: *spread,
@@ -754,8 +754,8 @@ fn refusal_text(refused: &Refused) -> String {
 
 /// A draws verdict in one line: the mean distance, honest draws' and the excess; where
 /// refused, the furthest step.
-fn draws_line(verdict: &quest::grade::DrawsVerdict) -> String {
-    use quest::grade::DrawsVerdict;
+fn draws_line(verdict: &quest::judge::DrawsVerdict) -> String {
+    use quest::judge::DrawsVerdict;
     let numbers = |distance: f64, honest: f64, spread: f64| {
         format!(
             "distance {distance:.4}, honest {honest:.4} ± {spread:.4}, excess {:+.4}",

@@ -15,7 +15,7 @@ use quest::progress::{
 use super::Ctx;
 
 /// The lesson's starting code and solution, as files: the submission's library finds them.
-pub use quest::submission::{solution_path, starting_code_file};
+pub use quest::judge::{solution_path, starting_code_file};
 
 pub struct Learner {
     pub store: Store,

@@ -1,17 +1,17 @@
 //! The piece check and the seam's counts, as the learner reads them: `quest run` shows the
 //! verdict before the run, `quest submit` refuses on it, and on counts that do not show
-//! the learner's code ran ([`quest::grade::piece_calls_problem`]).
+//! the learner's code ran ([`quest::judge::piece_calls_problem`]).
 
 use std::path::Path;
 
 use anyhow::Result;
 use quest::course::spec::Piece;
 use quest::course::Lesson;
-use quest::grade::CallsProblem;
+use quest::judge::CallsProblem;
+use quest::judge::PieceJudged;
 use quest::lab::runner::RunRequest;
 use quest::lab::Report;
-use quest::lm::piece_check::{Outcome, Row, Verdict};
-use quest::submission::PieceJudged;
+use quest::lm::piece_check::{Found, Row, Verdict};
 
 use super::Ctx;
 
@@ -34,7 +34,7 @@ pub(crate) fn check(
 
 /// The piece check's verdict on `piece` (`None`: never handed to the model), printed:
 /// every row with `all_rows`, else the summary and the first wrong rows; and how it
-/// judges the piece ([`quest::submission::judge_piece`]).
+/// judges the piece ([`quest::judge::judge_piece`]).
 pub(crate) fn say(
     ctx: &Ctx,
     lesson: &Lesson,
@@ -43,7 +43,7 @@ pub(crate) fn say(
     all_rows: bool,
 ) -> PieceJudged {
     let id = lesson.meta.id.as_str();
-    let judged = quest::submission::judge_piece(verdict);
+    let judged = quest::judge::judge_piece(verdict);
     let Some(verdict) = verdict else {
         println!(
             "  ✗ {}",
@@ -90,13 +90,13 @@ pub(crate) fn say(
     let wrong: Vec<&Row> = verdict
         .rows
         .iter()
-        .filter(|row| !row.outcome.is_right())
+        .filter(|row| !row.found.is_right())
         .collect();
     let shown = if all_rows { verdict.rows.len() } else { 3 };
     for row in verdict
         .rows
         .iter()
-        .filter(|row| all_rows || !row.outcome.is_right())
+        .filter(|row| all_rows || !row.found.is_right())
         .take(shown)
     {
         println!("  {}", row_text(ctx, piece, row));
@@ -132,8 +132,8 @@ fn row_text(ctx: &Ctx, piece: Piece, row: &Row) -> String {
     } else {
         ("piece_row_right", "piece_row_wrong")
     };
-    match &row.outcome {
-        Outcome::Right { difference } => format!(
+    match &row.found {
+        Found::Right { difference } => format!(
             "✓ {}",
             ctx.ui_with(
                 right_key,
@@ -143,7 +143,7 @@ fn row_text(ctx: &Ctx, piece: Piece, row: &Row) -> String {
                 ]
             )
         ),
-        Outcome::Wrong {
+        Found::Wrong {
             difference,
             allowed,
         } => format!(
@@ -157,7 +157,7 @@ fn row_text(ctx: &Ctx, piece: Piece, row: &Row) -> String {
                 ]
             )
         ),
-        Outcome::WrongShape { got, want } => format!(
+        Found::WrongShape { got, want } => format!(
             "✗ {}",
             ctx.ui_with(
                 "piece_row_wrong_shape",
@@ -168,14 +168,14 @@ fn row_text(ctx: &Ctx, piece: Piece, row: &Row) -> String {
                 ]
             )
         ),
-        Outcome::QuestRan => format!(
+        Found::QuestRan => format!(
             "✗ {}",
             ctx.ui_with(
                 "piece_row_quest_ran",
                 &[("case", shape), ("piece", piece.method())]
             )
         ),
-        Outcome::Fused { op, evaluated } => format!(
+        Found::Fused { op, evaluated } => format!(
             "✗ {}",
             ctx.ui_with(
                 if *evaluated {
@@ -186,18 +186,18 @@ fn row_text(ctx: &Ctx, piece: Piece, row: &Row) -> String {
                 &[("case", shape), ("op", op.primitive()), ("path", op.path())]
             )
         ),
-        Outcome::Evaluated => format!(
+        Found::Evaluated => format!(
             "✗ {}",
             ctx.ui_with("piece_row_evaluated", &[("case", shape)])
         ),
-        Outcome::NotWritten { message } => format!(
+        Found::NotWritten { message } => format!(
             "✗ {}",
             ctx.ui_with(
                 "piece_row_not_written",
                 &[("case", shape), ("message", message)]
             )
         ),
-        Outcome::Failed { message } => format!(
+        Found::Failed { message } => format!(
             "✗ {}",
             ctx.ui_with("piece_row_failed", &[("case", shape), ("message", message)])
         ),
@@ -208,7 +208,7 @@ fn row_text(ctx: &Ctx, piece: Piece, row: &Row) -> String {
 /// called the learner's piece of `lesson` in every layer: what that means, to print.
 pub(crate) fn calls_text(ctx: &Ctx, lesson: &Lesson, report: &Report) -> Option<String> {
     let piece = lesson.spec.piece?;
-    let problem = quest::grade::piece_calls_problem(piece, report.calls.as_ref(), report.layers)?;
+    let problem = quest::judge::piece_calls_problem(piece, report.calls.as_ref(), report.layers)?;
     Some(calls_said(ctx, piece, &problem))
 }
 

@@ -8,10 +8,10 @@ use std::time::{Duration, SystemTime};
 use anyhow::{bail, Context, Result};
 
 use quest::course::Lesson;
+use quest::judge::PieceJudged;
 use quest::lab::clock::{Disagreement, HeldBack};
 use quest::lab::runner::{self, RunRequest};
 use quest::lab::Report;
-use quest::submission::PieceJudged;
 
 use super::learner::{current_exercise, exercise_path, run_record, Learner};
 use super::said::explain_run_error;
@@ -120,7 +120,7 @@ fn invite_predictions(ctx: &Ctx, lesson: &Lesson, learner: &Learner) {
     let record = learner.lesson(id);
     if lesson.spec.quiz.is_empty()
         || !record.attempts.is_empty()
-        || quest::grade::measured_already(&record)
+        || quest::judge::measured_already(&record)
     {
         return;
     }
@@ -171,7 +171,7 @@ fn run_exercise(ctx: &Ctx, lesson: &Lesson, source: &Path, request: &RunRequest)
 /// Where a figure timed inside the exercise (a step's graph building) is more than
 /// quest's clock allows (the whole step, timed from outside), said; `None` where it fits.
 pub(crate) fn inside_over_clock_text(ctx: &Ctx, r: &Report) -> Option<String> {
-    let (build, step) = quest::submission::inside_over_clock(r)?;
+    let (build, step) = quest::judge::inside_over_clock(r)?;
     Some(inside_over_clock_said(ctx, build, step))
 }
 
@@ -198,11 +198,14 @@ pub(crate) fn disagreement_said(ctx: &Ctx, disagreement: &Disagreement) -> Strin
     let rate = |x: f64| format!("{x:.2}");
     match disagreement {
         Disagreement::StoppedEarly {
-            own_tok_s,
+            timer_tok_s,
             clock_tok_s,
         } => ctx.ui_with(
             "clock_stopped_early",
-            &[("own", &rate(*own_tok_s)), ("clock", &rate(*clock_tok_s))],
+            &[
+                ("timer", &rate(*timer_tok_s)),
+                ("clock", &rate(*clock_tok_s)),
+            ],
         ),
         Disagreement::Rewritten {
             reported_tok_s,
@@ -211,7 +214,7 @@ pub(crate) fn disagreement_said(ctx: &Ctx, disagreement: &Disagreement) -> Strin
         } => ctx.ui_with(
             "clock_rewritten",
             &[
-                ("own", &rate(*reported_tok_s)),
+                ("reported", &rate(*reported_tok_s)),
                 ("clock", &rate(*clock_tok_s)),
             ],
         ),
@@ -282,11 +285,14 @@ fn print_report(ctx: &Ctx, r: &Report) {
         tokens(r.generated_tokens)
     );
     // quest's clock's numbers, the exercise's own timer's beside them.
-    let own = r.own.as_ref();
-    let own_ms = own.map_or(String::new(), |own| {
+    let reading = r.timer.as_ref();
+    let timer_ms = reading.map_or(String::new(), |reading| {
         format!(
             "   {}",
-            ctx.ui_with("your_timer_ms", &[("ms", &format!("{:.1}", own.ttft_ms))])
+            ctx.ui_with(
+                "your_timer_ms",
+                &[("ms", &format!("{:.1}", reading.ttft_ms))]
+            )
         )
     });
     // A fresh process's first forward, paid before the prompt: said apart from the prefill.
@@ -310,7 +316,7 @@ fn print_report(ctx: &Ctx, r: &Report) {
         );
     }
     println!(
-        "{}: {:.1} {}{own_ms}",
+        "{}: {:.1} {}{timer_ms}",
         ctx.ui("ttft"),
         r.ttft_ms,
         ctx.ui("ms")
@@ -319,17 +325,17 @@ fn print_report(ctx: &Ctx, r: &Report) {
         // The first token is the prefill's: decode is timed from the second on.
         println!("{}: {}", ctx.ui("decode"), ctx.ui("decode_unmeasured"));
     } else {
-        let own_tok_s = own.map_or(String::new(), |own| {
+        let timer_tok_s = reading.map_or(String::new(), |reading| {
             format!(
                 "   {}",
                 ctx.ui_with(
                     "your_timer_tok_s",
-                    &[("tok_s", &format!("{:.2}", own.decode_tok_s))]
+                    &[("tok_s", &format!("{:.2}", reading.decode_tok_s))]
                 )
             )
         });
         println!(
-            "{}: {:.2} {}{own_tok_s}",
+            "{}: {:.2} {}{timer_tok_s}",
             ctx.ui("decode"),
             r.decode_tok_s,
             ctx.ui("tok_per_s")

@@ -4,8 +4,8 @@
 //! none of theirs.
 
 use quest::course::Metric;
+use quest::judge::Stopped;
 use quest::lab::runner;
-use quest::submission::Stopped;
 
 use super::Ctx;
 

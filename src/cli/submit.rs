@@ -2,7 +2,7 @@
 //! submission passes its checks when the code keeps the lesson's rules (read from the
 //! syntax tree), writes the solution's tokens (as `tokens:` asks), and has been
 //! measured beside the lesson's starting code (interleaved, medians) — showing the
-//! effect where the lesson says it shows. The checks are [`quest::submission`]'s: here
+//! effect where the lesson says it shows. The checks are [`quest::judge`]'s: here
 //! they are run in order, each outcome said ([`super::checks`]), and the refusal or what
 //! was measured recorded. The card then carries numbers quest measured and the quiz's
 //! right answers; with both, the lesson is complete.
@@ -13,13 +13,12 @@ use anyhow::{bail, Result};
 
 use quest::course::spec::CardNumber;
 use quest::course::Lesson;
-use quest::grade::{self, CardProblem, PredictionProblem};
+use quest::judge::{self, CardProblem, Judge, Judged, PredictionProblem, Refused, Subject};
 use quest::lab::{Report, Values};
 use quest::progress::{
     Attempt, Card, CodeKind, CodeRef, LessonRecord, Measurement, Run, State, Submission, Timestamp,
 };
 use quest::stats::median;
-use quest::submission::{self, Judge, Judged, Refused, Subject};
 
 use super::checks::{say_passed, say_progress, say_refused};
 use super::learner::{current_exercise, run_record, Learner};
@@ -70,7 +69,7 @@ pub fn submit(ctx: &Ctx, lesson: &Lesson, options: &SubmitOptions) -> Result<()>
     record_and_card(ctx, &mut learner, lesson, options, code, judged)
 }
 
-/// The lesson's checks in order ([`submission::checks`]), each run by the runner and
+/// The lesson's checks in order ([`judge::checks`]), each run by the runner and
 /// said as it ends ([`super::checks`]), up to the first that refuses: what they found
 /// for the record, or the refusal.
 fn judge(
@@ -84,15 +83,15 @@ fn judge(
     let mut judge = Judge::new(lesson, request, backend)
         .with_rounds(options.rounds)
         .diagnosing();
-    for check in submission::checks(&lesson.spec) {
+    for check in judge::checks(&lesson.spec) {
         let outcome = judge
             .run(check, &mut subject, &mut |progress| {
                 say_progress(ctx, progress)
             })
             .map_err(|e| explain_check_error(ctx, e))?;
         match outcome {
-            submission::Outcome::Passed(passed) => say_passed(ctx, lesson, &passed),
-            submission::Outcome::Refused(refused) => {
+            judge::Outcome::Passed(passed) => say_passed(ctx, lesson, &passed),
+            judge::Outcome::Refused(refused) => {
                 let why = say_refused(ctx, lesson, &refused);
                 return Ok(Err(Refusal::of(ctx, &subject.code, why, refused)));
             }
@@ -158,7 +157,7 @@ fn record_and_card(
         learner,
         id,
         Some(code.clone()),
-        Outcome::ChecksPassed,
+        Ended::ChecksPassed,
         measurement.clone(),
     )?;
     judge_predictions(ctx, learner, lesson, &code, !options.predictions.is_empty())?;
@@ -168,10 +167,10 @@ fn record_and_card(
         record
             .card
             .as_ref()
-            .is_some_and(|card| grade::card_problems(lesson, &record, &code, card).is_empty())
+            .is_some_and(|card| judge::card_problems(lesson, &record, &code, card).is_empty())
     };
     if card_ok {
-        record_submission(ctx, learner, id, Some(code), Outcome::Passed, None)?;
+        record_submission(ctx, learner, id, Some(code), Ended::Passed, None)?;
         return finish(ctx, learner, lesson);
     }
     println!("\n{}", ctx.ui("submit_fill_card"));
@@ -255,7 +254,7 @@ fn run_records(ctx: &Ctx, reports: &[(Report, CodeRef)], values: Option<&Values>
 
 /// How a submission ended, as the progress file records it.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Outcome {
+enum Ended {
     /// A check refused it.
     Failed,
     /// Its checks passed; the card is still to be filled.
@@ -284,7 +283,7 @@ fn refuse(
             Ok(())
         })?;
     }
-    record_submission(ctx, learner, id, Some(code), Outcome::Failed, measured)?;
+    record_submission(ctx, learner, id, Some(code), Ended::Failed, measured)?;
     bail!(why)
 }
 
@@ -293,15 +292,15 @@ fn record_submission(
     learner: &mut Learner,
     id: &str,
     code: Option<CodeRef>,
-    outcome: Outcome,
+    ended: Ended,
     measurement: Option<Measurement>,
 ) -> Result<()> {
     learner.update(ctx, |state| {
         let submission = Submission {
             at: Timestamp::now(),
             code,
-            passed: outcome == Outcome::Passed,
-            checks_passed: outcome != Outcome::Failed,
+            passed: ended == Ended::Passed,
+            checks_passed: ended != Ended::Failed,
             lang: ctx.lang,
             measurement,
         };
@@ -315,7 +314,7 @@ fn record_submission(
 fn finish(ctx: &Ctx, learner: &mut Learner, lesson: &Lesson) -> Result<()> {
     let id = lesson.meta.id.as_str();
     let xp = lesson.spec.xp;
-    let bonus = grade::first_try_bonus(xp, ctx.course.first_try_percent);
+    let bonus = judge::first_try_bonus(xp, ctx.course.first_try_percent);
     let (new, first_try, missed) = learner.update(ctx, |state| {
         let now = Timestamp::now();
         let new = state.award(&lesson_award(id), xp, now);
@@ -369,7 +368,7 @@ fn record_predictions(
 ) -> Result<()> {
     let id = lesson.meta.id.as_str();
     let record = learner.lesson(id);
-    match grade::predictions(lesson, &record, given, Timestamp::now()) {
+    match judge::predictions(lesson, &record, given, Timestamp::now()) {
         Ok(attempts) => {
             learner.update(ctx, |state| {
                 state.lesson_mut(id).attempts.extend(attempts);
@@ -452,7 +451,7 @@ fn judge_predictions(
     let id = lesson.meta.id.as_str();
     let judged: Vec<Attempt> = learner.update(ctx, |state| {
         let record = state.lesson_mut(id);
-        let verdicts = grade::judge_waiting(lesson, record, code);
+        let verdicts = judge::judge_waiting(lesson, record, code);
         Ok(verdicts
             .into_iter()
             .map(|(i, right)| {
@@ -589,13 +588,13 @@ pub fn card(ctx: &Ctx, lesson: &Lesson, input: CardInput) -> Result<()> {
     let judged_code = code
         .clone()
         .unwrap_or_else(|| CodeRef::of(CodeKind::Learner, b""));
-    let problems = grade::card_problems(lesson, &record, &judged_code, &card);
+    let problems = judge::card_problems(lesson, &record, &judged_code, &card);
     // Wrong answers are named only once nothing else is wrong: then every answer is
     // recorded, the wrong ones too, before the refusal says which.
     let judged = problems
         .iter()
         .all(|problem| matches!(problem, CardProblem::Wrong(_)));
-    let attempts = grade::card_attempts(lesson, &record, &judged_code, &card, card.at);
+    let attempts = judge::card_attempts(lesson, &record, &judged_code, &card, card.at);
     if !problems.is_empty() {
         if judged {
             learner.update(ctx, |state| {
@@ -622,7 +621,7 @@ pub fn card(ctx: &Ctx, lesson: &Lesson, input: CardInput) -> Result<()> {
     })?;
     println!("✓ {}", ctx.ui_with("card_saved", &[("id", id)]));
     if checks_passed {
-        record_submission(ctx, &mut learner, id, code, Outcome::Passed, None)?;
+        record_submission(ctx, &mut learner, id, code, Ended::Passed, None)?;
         finish(ctx, &mut learner, lesson)
     } else {
         println!("{}", ctx.ui_with("card_then_submit", &[("id", id)]));

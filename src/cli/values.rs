@@ -4,8 +4,8 @@
 use anyhow::Result;
 
 use quest::course::Lesson;
+use quest::judge::ValuesCompared;
 use quest::lab::{self, Report, Values};
-use quest::submission::ValuesCompared;
 
 use super::Ctx;
 
@@ -22,7 +22,7 @@ pub fn check(ctx: &Ctx, lesson: &Lesson, report: &Report) -> Result<Option<Value
     let Some(spec) = &lesson.spec.values else {
         return Ok(None);
     };
-    let compared = quest::submission::compare_values(spec, report)
+    let compared = quest::judge::compare_values(spec, report)
         .map_err(|e| super::said::explain_check_error(ctx, e))?;
     println!("{}", ctx.ui("values_checking"));
     say(ctx, lesson, &compared);

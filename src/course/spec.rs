@@ -328,7 +328,7 @@ pub enum TokenCheck {
 /// every step of its run the learner's sampler draws `per_step` tokens from that step's
 /// logits; their mean distance from the exact distribution (total variation, over the
 /// steps) may be at most `tolerance` above what as many honest draws average
-/// (`grade::draws_compared`). Measured, never guessed.
+/// (`judge::draws_compared`). Measured, never guessed.
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DrawsCheck {
@@ -338,7 +338,7 @@ pub struct DrawsCheck {
 
 /// `logits: {tolerance: 1e-3, half_precision: 2e-1}`: every step's logits within the
 /// tolerance (max abs difference over the vocabulary) of quest's own model's; another
-/// argmax within it is a near tie (`grade::logits_compared`). `tolerance` holds where the
+/// argmax within it is a near tie (`judge::logits_compared`). `tolerance` holds where the
 /// model computes in float32 (the CPU);
 /// `half_precision` where it computes in float16 (a GPU), whose rounding alone moves an
 /// honest piece's logits by far more. Both are measured, never guessed.

@@ -234,9 +234,9 @@ pub fn fetch_nvrtc(root: &Path) -> Result<PathBuf> {
     // at once never see each other's half-unpacked files, and the first rename wins.
     static FETCHES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = FETCHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let own = format!("{}-{n}", std::process::id());
-    let download = root.with_extension(format!("download-{own}"));
-    let staging = root.with_extension(format!("staging-{own}"));
+    let unique = format!("{}-{n}", std::process::id());
+    let download = root.with_extension(format!("download-{unique}"));
+    let staging = root.with_extension(format!("staging-{unique}"));
     let fetched = std::process::Command::new("python3")
         .args([
             "-m",
@@ -293,7 +293,7 @@ mod tests {
     };
 
     #[test]
-    fn a_learners_kernel_is_written_as_quest_compiles_its_own() {
+    fn your_kernel_is_written_as_quest_compiles_its_own() {
         let text = DOUBLE.text(&[("N", 8)]).unwrap();
         assert!(
             text.contains("extern \"C\" __global__ void quest_double_N8(\n    const float* x,\n    float* out) {\n  constexpr int N = 8;\n"),

@@ -338,7 +338,7 @@ fn held_back(
 pub enum Disagreement {
     /// The timer was marked done before the last token reached the host: it timed the
     /// building of a lazy graph, not the compute (MLX is lazy).
-    StoppedEarly { own_tok_s: f64, clock_tok_s: f64 },
+    StoppedEarly { timer_tok_s: f64, clock_tok_s: f64 },
     /// The report's rate is not what the timer's own marks give: it was written over.
     Rewritten {
         reported_tok_s: f64,
@@ -361,12 +361,12 @@ fn agree(a_ms: f64, b_ms: f64) -> bool {
     (a_ms - b_ms).abs() <= AGREE_WITHIN * a_ms.max(b_ms) + CHANNEL_SLACK_MS
 }
 
-/// How the exercise's own decode rate (`own_tok_s`, from its report) compares with quest's
+/// How the exercise's own decode rate (`timer_tok_s`, from its report) compares with quest's
 /// clock, for a run of `steps` steps of `rows` rows: `None` when they agree.
 pub fn disagreement(
     arrivals: &Arrivals,
     clocked: &Clocked,
-    own_tok_s: f64,
+    timer_tok_s: f64,
     steps: usize,
     rows: usize,
 ) -> Option<Disagreement> {
@@ -380,23 +380,23 @@ pub fn disagreement(
     let last = last_arrival(arrivals, steps);
     // The decode's length, in ms, that a rate over these steps means.
     let length = |tok_s: f64| ((steps - 1) * rows) as f64 * 1e3 / tok_s;
-    let own_ms = if own_tok_s > 0.0 {
-        length(own_tok_s)
+    let timer_ms = if timer_tok_s > 0.0 {
+        length(timer_tok_s)
     } else {
         f64::INFINITY
     };
     if let Some(done) = arrivals.done_ms {
         let marks_ms = done - first;
-        if !agree(own_ms, marks_ms) {
+        if !agree(timer_ms, marks_ms) {
             return Some(Disagreement::Rewritten {
-                reported_tok_s: own_tok_s,
+                reported_tok_s: timer_tok_s,
                 marks_tok_s: length(marks_ms.max(1e-9)),
                 clock_tok_s: clocked.decode_tok_s,
             });
         }
         if done < last && !agree(marks_ms, last - first) {
             return Some(Disagreement::StoppedEarly {
-                own_tok_s,
+                timer_tok_s,
                 clock_tok_s: clocked.decode_tok_s,
             });
         }
@@ -404,8 +404,8 @@ pub fn disagreement(
     }
     // No done mark (a loop of quest's, or a timer never marked done): the report alone,
     // which may not claim a shorter decode than the clock saw.
-    (own_ms < last - first && !agree(own_ms, last - first)).then_some(Disagreement::Rewritten {
-        reported_tok_s: own_tok_s,
+    (timer_ms < last - first && !agree(timer_ms, last - first)).then_some(Disagreement::Rewritten {
+        reported_tok_s: timer_tok_s,
         marks_tok_s: f64::NAN,
         clock_tok_s: clocked.decode_tok_s,
     })
@@ -413,8 +413,8 @@ pub fn disagreement(
 
 /// quest's end of the clock for one exercise process.
 pub struct Clock {
-    ours: UnixStream,
-    theirs: Option<UnixStream>,
+    quest_end: UnixStream,
+    exercise_end: Option<UnixStream>,
     hello: Hello,
     prompt: String,
     arrivals: Arc<Mutex<Arrivals>>,
@@ -432,8 +432,9 @@ impl Clock {
     ) -> Result<Clock> {
         use std::os::fd::AsRawFd;
         use std::os::unix::process::CommandExt;
-        let (ours, theirs) = UnixStream::pair().context("could not make quest's clock")?;
-        let fd = theirs.as_raw_fd();
+        let (quest_end, exercise_end) =
+            UnixStream::pair().context("could not make quest's line to the exercise")?;
+        let fd = exercise_end.as_raw_fd();
         // SAFETY: between fork and exec only dup2 and fcntl run, both async-signal-safe;
         // they put the exercise's end at line::FD, open across exec.
         unsafe {
@@ -448,10 +449,10 @@ impl Clock {
                 Ok(())
             });
         }
-        command.env(crate::settings::CLOCK.name, line::FD.to_string());
+        command.env(crate::settings::LINE.name, line::FD.to_string());
         Ok(Clock {
-            ours,
-            theirs: Some(theirs),
+            quest_end,
+            exercise_end: Some(exercise_end),
             hello,
             prompt: prompt.to_owned(),
             arrivals: Arc::default(),
@@ -465,10 +466,10 @@ impl Clock {
     pub fn listen(&mut self) -> Result<()> {
         // quest's copy of the exercise's end is closed, so the exercise's exit ends the
         // stream.
-        self.theirs = None;
+        self.exercise_end = None;
         self.started = Instant::now();
-        let reader = BufReader::new(self.ours.try_clone()?);
-        let mut writer = self.ours.try_clone()?;
+        let reader = BufReader::new(self.quest_end.try_clone()?);
+        let mut writer = self.quest_end.try_clone()?;
         // Best effort: an exercise that has already ended is judged by how it ended.
         let _ = writeln!(writer, "{}", serde_json::to_string(&self.hello)?);
         let prompt = serde_json::to_string(&self.prompt)?;
@@ -679,9 +680,9 @@ mod tests {
         early.done_ms = Some(600.5);
         let times = clocked(&early, &[vec![7, 8, 9]]).unwrap().unwrap();
         // The timer's own rate: two tokens over 0.4 ms.
-        let own = 2.0 * 1e3 / 0.4;
+        let timer = 2.0 * 1e3 / 0.4;
         assert!(matches!(
-            disagreement(&early, &times, own, 3, 1),
+            disagreement(&early, &times, timer, 3, 1),
             Some(Disagreement::StoppedEarly { .. })
         ));
         let times = clocked(&honest(), &[vec![7, 8, 9]]).unwrap().unwrap();

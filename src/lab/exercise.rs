@@ -151,7 +151,7 @@ impl Exercise {
         }
         crate::line::send("end");
         let loaded = self.prompt.get().map_or(timer.start, |(_, at)| *at);
-        let own = OwnTimes {
+        let reading = TimerReading {
             load_ms: loaded.saturating_duration_since(self.began).as_secs_f64() * 1e3,
             ttft_ms: timer.ttft().as_secs_f64() * 1e3,
             decode_tok_s: timer.decode_tok_s(tokens.len()) * rows.len().max(1) as f64,
@@ -159,9 +159,9 @@ impl Exercise {
         };
         // Run by quest, the timed fields are its clock's, filled in by quest.
         let timed = if crate::line::connected() {
-            OwnTimes::default()
+            TimerReading::default()
         } else {
-            own.clone()
+            reading.clone()
         };
         let report = Report {
             schema: REPORT_SCHEMA,
@@ -175,7 +175,7 @@ impl Exercise {
             ttft_ms: timed.ttft_ms,
             decode_tok_s: timed.decode_tok_s,
             token_ms: timed.token_ms,
-            own: Some(own),
+            timer: Some(reading),
             disagreement: None,
             held_back: None,
             calls: None,
@@ -452,7 +452,7 @@ impl Exercise {
     /// times its own ([`crate::lm::Fed`]), and `weights` (from [`crate::lm::Checkpoint::finish`])
     /// names what it holds. It reports no layers' hidden states. With `QUEST_PIECES=quest`
     /// it decodes with quest's own model instead.
-    pub fn decode_own(
+    pub fn decode_yours(
         &self,
         model: &dyn crate::lm::Forward,
         weights: &crate::lm::WeightsRead,
@@ -464,14 +464,14 @@ impl Exercise {
             let (quest, _) = crate::lm::load(&self.model)?;
             return self.decode(&quest, tokenizer);
         }
-        let own = Own {
+        let yours = Yours {
             model,
             weights,
             fed: std::cell::RefCell::new(Vec::new()),
             layers: model.make_cache().len(),
         };
-        let run = self.greedy_checked(&own, tokenizer, false)?;
-        self.report_greedy(&run, &own, tokenizer, None)
+        let run = self.greedy_checked(&yours, tokenizer, false)?;
+        self.report_greedy(&run, &yours, tokenizer, None)
     }
 
     /// The journey's loop with each step's token drawn by `sampler` as `QUEST_SAMPLING`
@@ -600,14 +600,14 @@ impl Exercise {
 }
 
 /// A learner's decoder as the report sees it: each forward call timed, as [`Model`] does.
-struct Own<'a> {
+struct Yours<'a> {
     model: &'a dyn crate::lm::Forward,
     weights: &'a crate::lm::WeightsRead,
     fed: std::cell::RefCell<Vec<crate::lm::Fed>>,
     layers: usize,
 }
 
-impl Forward for Own<'_> {
+impl Forward for Yours<'_> {
     fn forward(
         &self,
         tokens: &mlx_rs::Array,
@@ -664,7 +664,7 @@ impl Exercise {
             ttft_ms: 0.0,
             decode_tok_s: 0.0,
             token_ms: Vec::new(),
-            own: None,
+            timer: None,
             disagreement: None,
             held_back: None,
             calls: None,
@@ -906,7 +906,8 @@ pub struct Report {
     /// when quest ran the exercise ([`run`](super::runner::run)), the timer's when it ran
     /// by hand.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub own: Option<OwnTimes>,
+    #[serde(alias = "own")]
+    pub timer: Option<TimerReading>,
     /// Where the timer and quest's clock disagree (set by quest, never read from a file).
     #[serde(skip)]
     pub disagreement: Option<clock::Disagreement>,
@@ -985,7 +986,7 @@ pub struct Report {
 
 /// The times an exercise's own [`Timer`] measured, as its report carries them.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-pub struct OwnTimes {
+pub struct TimerReading {
     /// From the exercise's start to its asking for the prompt.
     pub load_ms: f64,
     pub ttft_ms: f64,
@@ -1099,7 +1100,7 @@ mod tests {
             ttft_ms: 100.0,
             decode_tok_s,
             token_ms,
-            own: None,
+            timer: None,
             disagreement: None,
             held_back: None,
             calls: None,

@@ -408,11 +408,14 @@ fn timed_by_quest(mut report: Report, arrivals: &clock::Arrivals) -> Result<Repo
         report.token_ms.clear();
         return Ok(report);
     };
-    let own_tok_s = report.own.as_ref().map_or(0.0, |own| own.decode_tok_s);
+    let timer_tok_s = report
+        .timer
+        .as_ref()
+        .map_or(0.0, |timer| timer.decode_tok_s);
     report.disagreement = clock::disagreement(
         arrivals,
         &clocked,
-        own_tok_s,
+        timer_tok_s,
         report.tokens.len(),
         rows.len(),
     );

@@ -125,7 +125,7 @@ impl KvCache {
         if counts_as_quests() {
             crate::lm::pieces::quest_ran(crate::course::spec::Piece::KvCache);
         }
-        Ok(self.own_update_and_fetch(keys, values)?)
+        Ok(self.quests_update_and_fetch(keys, values)?)
     }
 
     /// Drops the last `n` positions (no more than it holds), mlx-lm's `trim`: the buffers
@@ -141,7 +141,7 @@ impl KvCache {
         n
     }
 
-    fn own_update_and_fetch(
+    fn quests_update_and_fetch(
         &mut self,
         keys: &Array,
         values: &Array,

@@ -11,7 +11,7 @@ use mlx_rs::{Array, Dtype};
 use crate::course::spec::Piece;
 use crate::lm::cache::{KvCache, KvStore, MakeStore};
 use crate::lm::piece_check::{
-    answer, compare, dtype_name, quietly, random, tolerance, Outcome, Row, Verdict,
+    answer, compare, dtype_name, quietly, random, tolerance, Found, Row, Verdict,
 };
 use crate::lm::pieces::quest_runs;
 
@@ -75,13 +75,13 @@ pub fn check(make: &MakeStore) -> Verdict {
         .enumerate()
         .map(|(i, (what, calls, dtype))| {
             let shape = format!("{what} · [1, 3, L, 64] · {}", dtype_name(dtype));
-            let outcome = match run(make, &calls, dtype, 9000 + 100 * i as u64) {
-                Ok(outcome) => outcome,
-                Err(e) => Outcome::Failed {
+            let found = match run(make, &calls, dtype, 9000 + 100 * i as u64) {
+                Ok(found) => found,
+                Err(e) => Found::Failed {
                     message: format!("quest's own cache failed here: {e:#}"),
                 },
             };
-            Row { shape, outcome }
+            Row { shape, found }
         })
         .collect();
     Verdict {
@@ -91,16 +91,16 @@ pub fn check(make: &MakeStore) -> Verdict {
 }
 
 /// One sequence: the first call whose answer is not quest's, or the largest difference.
-fn run(make: &MakeStore, calls: &[Call], dtype: Dtype, seed: u64) -> Result<Outcome> {
+fn run(make: &MakeStore, calls: &[Call], dtype: Dtype, seed: u64) -> Result<Found> {
     let mut quests = KvCache::new();
     let mut yours = match quietly(|| Ok(make())) {
         Ok(store) => store,
-        Err(outcome) => return Ok(outcome),
+        Err(found) => return Ok(found),
     };
     let mut largest = 0f32;
     for (n, &call) in calls.iter().enumerate() {
         let seed = seed + n as u64;
-        let outcome = match call {
+        let found = match call {
             Update(len) => {
                 let keys = random(&[1, 3, len, 64], seed, dtype)?;
                 let values = random(&[1, 3, len, 64], seed + 50, dtype)?;
@@ -108,20 +108,20 @@ fn run(make: &MakeStore, calls: &[Call], dtype: Dtype, seed: u64) -> Result<Outc
                 let before = quest_runs(Piece::KvCache);
                 let got = quietly(|| yours.update_and_fetch(&keys, &values));
                 if quest_runs(Piece::KvCache) != before {
-                    return Ok(Outcome::QuestRan);
+                    return Ok(Found::QuestRan);
                 }
                 let (got_k, got_v) = match got {
                     Ok(got) => got,
-                    Err(outcome) => return Ok(outcome),
+                    Err(found) => return Ok(found),
                 };
-                let mut worst = Outcome::Right { difference: 0.0 };
+                let mut worst = Found::Right { difference: 0.0 };
                 for (got, want) in [(&got_k, &want_k), (&got_v, &want_v)] {
-                    let outcome = same(got, want, dtype)?;
-                    if !outcome.is_right() {
-                        worst = outcome;
+                    let found = same(got, want, dtype)?;
+                    if !found.is_right() {
+                        worst = found;
                         break;
                     }
-                    if let Outcome::Right { difference } = outcome {
+                    if let Found::Right { difference } = found {
                         largest = largest.max(difference);
                     }
                 }
@@ -130,26 +130,26 @@ fn run(make: &MakeStore, calls: &[Call], dtype: Dtype, seed: u64) -> Result<Outc
             Trim(k) => {
                 let want = quests.trim(k);
                 match quietly(|| Ok(yours.trim(k))) {
-                    Ok(got) if got == want => Outcome::Right { difference: 0.0 },
-                    Ok(got) => Outcome::Failed {
+                    Ok(got) if got == want => Found::Right { difference: 0.0 },
+                    Ok(got) => Found::Failed {
                         message: format!(
                             "call {}: trim({k}) returned {got}; quest's cache trimmed {want}",
                             n + 1
                         ),
                     },
-                    Err(outcome) => return Ok(outcome),
+                    Err(found) => return Ok(found),
                 }
             }
         };
-        if !outcome.is_right() {
-            return Ok(say_call(outcome, n, call));
+        if !found.is_right() {
+            return Ok(say_call(found, n, call));
         }
         let offset = match quietly(|| Ok(yours.offset())) {
             Ok(offset) => offset,
-            Err(outcome) => return Ok(outcome),
+            Err(found) => return Ok(found),
         };
         if offset != quests.offset {
-            return Ok(Outcome::Failed {
+            return Ok(Found::Failed {
                 message: format!(
                     "after call {} ({}), offset() said {offset}; the cache holds {}",
                     n + 1,
@@ -159,15 +159,15 @@ fn run(make: &MakeStore, calls: &[Call], dtype: Dtype, seed: u64) -> Result<Outc
             });
         }
     }
-    Ok(Outcome::Right {
+    Ok(Found::Right {
         difference: largest,
     })
 }
 
 /// The learner's keys or values against quest's: the same shape, the same values.
-fn same(got: &Array, want: &Array, dtype: Dtype) -> Result<Outcome> {
+fn same(got: &Array, want: &Array, dtype: Dtype) -> Result<Found> {
     if got.shape() != want.shape() {
-        return Ok(Outcome::WrongShape {
+        return Ok(Found::WrongShape {
             got: got.shape().to_vec(),
             want: want.shape().to_vec(),
         });
@@ -184,9 +184,9 @@ fn name(call: Call) -> String {
 }
 
 /// A wrong answer said with the call it came from (a wrong shape names both shapes).
-fn say_call(outcome: Outcome, n: usize, call: Call) -> Outcome {
-    match outcome {
-        Outcome::Failed { message } if !message.starts_with("call ") => Outcome::Failed {
+fn say_call(found: Found, n: usize, call: Call) -> Found {
+    match found {
+        Found::Failed { message } if !message.starts_with("call ") => Found::Failed {
             message: format!("call {} ({}): {message}", n + 1, name(call)),
         },
         other => other,
@@ -255,7 +255,7 @@ mod tests {
     }
 
     #[test]
-    fn quests_own_cache_and_a_concatenating_one_pass() {
+    fn quests_cache_and_a_concatenating_one_pass() {
         for make in [maker::<KvCache>(), maker::<Concatenating>()] {
             let verdict = check(&make);
             assert!(verdict.passed(), "{verdict:?}");
@@ -269,7 +269,7 @@ mod tests {
         let wrong: Vec<_> = verdict
             .rows
             .iter()
-            .filter(|r| !r.outcome.is_right())
+            .filter(|r| !r.found.is_right())
             .map(|r| r.shape.as_str())
             .collect();
         assert_eq!(wrong.len(), 3, "{verdict:?}");

@@ -121,7 +121,7 @@ impl Fast {
 
     /// Which of quest's kernels computed a call, and which are off for the learner's piece.
     pub fn kernel_use(&self) -> KernelUse {
-        let (ran, own, now) = (self.ran.get(), self.kernels.get(), self.kernels());
+        let (ran, chosen, now) = (self.ran.get(), self.kernels.get(), self.kernels());
         KernelUse {
             ran: Kernel::ALL
                 .into_iter()
@@ -130,7 +130,7 @@ impl Fast {
                 .collect(),
             off_for_piece: Kernel::ALL
                 .into_iter()
-                .filter(|k| own.uses(*k) && !now.uses(*k))
+                .filter(|k| chosen.uses(*k) && !now.uses(*k))
                 .map(Kernel::name)
                 .collect(),
         }
@@ -169,13 +169,13 @@ impl Fast {
     /// The learner's pieces where they compute `piece`: the one decision, per piece,
     /// between the learner's code and quest's. Where every piece is the learner's, a
     /// method the learner did not write runs quest's default there, counted as quest's own.
-    fn learners(&self, piece: Piece) -> Option<Ref<'_, Counted>> {
-        let theirs = match self.written.get() {
+    fn yours(&self, piece: Piece) -> Option<Ref<'_, Counted>> {
+        let yours = match self.written.get() {
             Written::Nothing => false,
             Written::One(written) => written == piece,
             Written::Every => true,
         };
-        if !theirs {
+        if !yours {
             return None;
         }
         Ref::filter_map(self.pieces.borrow(), Option::as_ref).ok()
@@ -196,7 +196,7 @@ impl Fast {
     /// `x / rms(x) · weight` over the last axis (mlx-lm's `nn.RMSNorm`): the learner's
     /// [`Pieces::rms_norm`], else MLX's fused `fast::rms_norm`.
     pub fn rms_norm(&self, x: &Array, norm: &RmsNorm) -> Result<Array> {
-        match self.learners(Piece::RmsNorm) {
+        match self.yours(Piece::RmsNorm) {
             Some(pieces) => pieces.rms_norm(x, &norm.weight, norm.eps),
             None => Ok(mlx_rs::fast::rms_norm(x, Some(&norm.weight), norm.eps)?),
         }
@@ -205,7 +205,7 @@ impl Fast {
     /// `x` (`[B, heads, L, head_dim]`) rotated to positions `offset..offset + L`: the
     /// learner's [`Pieces::rope`], else MLX's fused `fast::rope`.
     pub fn rope(&self, x: &Array, rope: &Rope, offset: i32) -> Result<Array> {
-        match self.learners(Piece::Rope) {
+        match self.yours(Piece::Rope) {
             Some(pieces) => pieces.rope(x, rope.dims, rope.traditional, rope.base, offset),
             None => Ok(mlx_rs::fast::rope(
                 x,
@@ -229,7 +229,7 @@ impl Fast {
         scale: f32,
         mask: Option<Mask>,
     ) -> Result<Array> {
-        if let Some(pieces) = self.learners(Piece::Attention) {
+        if let Some(pieces) = self.yours(Piece::Attention) {
             return pieces.attention(queries, keys, values, scale, mask);
         }
         let mask = mask.map(|Mask::Causal| ScaledDotProductAttentionMask::Causal);
@@ -240,7 +240,7 @@ impl Fast {
 
     /// `silu(gate) · up`: the learner's [`Pieces::swiglu`], else quest's compiled gate.
     pub fn swiglu(&self, gate: &Array, up: &Array) -> Result<Array> {
-        match self.learners(Piece::Swiglu) {
+        match self.yours(Piece::Swiglu) {
             Some(pieces) => pieces.swiglu(gate, up),
             None => Ok(activations::swiglu(gate, up)?),
         }
@@ -257,7 +257,7 @@ impl Fast {
         beta: &Array,
         state: Array,
     ) -> Result<(Array, Array)> {
-        match self.learners(Piece::GatedDelta) {
+        match self.yours(Piece::GatedDelta) {
             Some(pieces) => pieces.gated_delta(queries, keys, values, g, beta, state),
             None => gated_delta_ops::recurrence(queries, keys, values, g, beta, state),
         }
@@ -267,7 +267,7 @@ impl Fast {
     /// by the learner's [`Pieces::quantized_matmul`] where the model has pieces, else
     /// [`Fast::linear_without_pieces`].
     pub fn linear(&self, x: &Array, linear: &Linear) -> Result<Array> {
-        let Some(pieces) = self.learners(Piece::QuantizedMatmul) else {
+        let Some(pieces) = self.yours(Piece::QuantizedMatmul) else {
             return self.linear_without_pieces(x, linear);
         };
         product(x, linear, |q| {
@@ -412,7 +412,7 @@ impl Fast {
         gate_up: &Projected,
         down: &Linear,
     ) -> Result<Residual> {
-        if let (Out::Joined(joined), None) = (&gate_up.out, self.learners(Piece::Swiglu)) {
+        if let (Out::Joined(joined), None) = (&gate_up.out, self.yours(Piece::Swiglu)) {
             let fold = Fold {
                 swiglu: true,
                 residual: x.folded_residual(),
@@ -431,7 +431,7 @@ impl Fast {
     /// quest's product), else quest's own, SwiGLU folded into the down projection's kernel
     /// where quest's matvec runs.
     pub fn mlp(&self, x: &Sublayer, gate_up: &Fused, down: &Linear) -> Result<Residual> {
-        let Some(pieces) = self.learners(Piece::Mlp) else {
+        let Some(pieces) = self.yours(Piece::Mlp) else {
             let projected = self.first_projection(x, gate_up)?;
             return self.swiglu_last_projection(x, &projected, down);
         };
@@ -692,15 +692,15 @@ mod tests {
 
     /// The learner's code computes the lesson's piece alone; run by hand, every piece.
     #[test]
-    fn the_learners_code_runs_for_the_lessons_piece_alone() {
+    fn your_code_runs_for_the_lessons_piece_alone() {
         let rope = fast(Written::One(Piece::Rope));
-        assert!(rope.learners(Piece::Rope).is_some());
-        assert!(rope.learners(Piece::RmsNorm).is_none());
-        assert!(fast(Written::Every).learners(Piece::RmsNorm).is_some());
-        assert!(fast(Written::Nothing).learners(Piece::Rope).is_none());
+        assert!(rope.yours(Piece::Rope).is_some());
+        assert!(rope.yours(Piece::RmsNorm).is_none());
+        assert!(fast(Written::Every).yours(Piece::RmsNorm).is_some());
+        assert!(fast(Written::Nothing).yours(Piece::Rope).is_none());
         let baseline = Fast::new(Kernels::EVERY_ONE);
         baseline.set_written(Written::One(Piece::Rope));
-        assert!(baseline.learners(Piece::Rope).is_none());
+        assert!(baseline.yours(Piece::Rope).is_none());
         assert_eq!(baseline.kernels().running(), ["matvec"]);
     }
 }

@@ -96,8 +96,8 @@ pub fn replaced_by(piece: Piece) -> &'static [Fused] {
 /// What the walk found of a piece's output.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Seen {
-    /// Its own ops: none of the fused ops the piece replaces.
-    Own,
+    /// Plain ops: none of the fused ops the piece replaces.
+    Plain,
     /// One of them computed it (`evaluated`: an array it computed, evaluated before the
     /// piece returned).
     Fused { op: Fused, evaluated: bool },
@@ -128,7 +128,7 @@ pub fn seen(piece: Piece, out: &Array, inputs: &[&Array]) -> Result<Seen> {
     if piece != Piece::Sample && lines.first().map(String::as_str) == Some("(evaluated)") {
         return Ok(Seen::Evaluated);
     }
-    Ok(Seen::Own)
+    Ok(Seen::Plain)
 }
 
 /// The name of every node that computes `out`, down to `stops` and evaluated arrays
@@ -227,7 +227,10 @@ mod tests {
                     .unwrap(),
             )
             .unwrap();
-        assert_eq!(seen(Piece::RmsNorm, &by_ops, &[&x, &w]).unwrap(), Seen::Own);
+        assert_eq!(
+            seen(Piece::RmsNorm, &by_ops, &[&x, &w]).unwrap(),
+            Seen::Plain
+        );
         by_ops.eval().unwrap();
         assert_eq!(
             seen(Piece::RmsNorm, &by_ops, &[&x, &w]).unwrap(),
@@ -235,7 +238,7 @@ mod tests {
         );
         // A fused op the piece does not replace is not its business.
         let rotated = mlx_rs::fast::rope(&x, 64, false, 10000.0, 1.0, 0, None).unwrap();
-        assert_eq!(seen(Piece::RmsNorm, &rotated, &[&x]).unwrap(), Seen::Own);
+        assert_eq!(seen(Piece::RmsNorm, &rotated, &[&x]).unwrap(), Seen::Plain);
         assert_eq!(
             seen(Piece::Rope, &rotated, &[&x]).unwrap(),
             Seen::Fused {

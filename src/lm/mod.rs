@@ -18,13 +18,13 @@ mod gguf_check;
 pub mod graph;
 pub mod hub;
 pub mod models;
-pub mod own;
 pub mod piece_check;
 pub mod pieces;
 pub mod random;
 pub mod sample;
 pub mod tokenizer;
 pub mod weights;
+pub mod yours;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -36,12 +36,12 @@ pub use cache::{trim_prompt_cache, KvCache, KvStore, LayerCache, RecurrentCache}
 pub use fetch::DEFAULT_MODEL;
 pub use hub::ModelSource;
 pub use models::{Fed, Model};
-pub use own::{load_weights, Checkpoint, Config, Forward, WeightsRead};
 pub use pieces::{Calls, Mask, MlpLayers, Pieces, QuestPieces};
 pub use sample::{QuestSampler, Sampler, Sampling};
 pub use tokenizer::{Message, Tokenizer};
 pub use weights::Linear;
 use weights::Weights;
+pub use yours::{load_weights, Checkpoint, Config, Forward, WeightsRead};
 
 use crate::device::{require_built_backend, Backend};
 

@@ -36,12 +36,12 @@ pub struct Verdict {
 pub struct Row {
     /// What the call was, e.g. `x [1, 9, 1, 64] · dims 64 · split-half · offset 17 · float16`.
     pub shape: String,
-    pub outcome: Outcome,
+    pub found: Found,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
-pub enum Outcome {
+pub enum Found {
     /// Within the tolerance: the largest difference, relative to the reference's largest
     /// magnitude.
     Right { difference: f32 },
@@ -66,18 +66,15 @@ pub enum Outcome {
     Failed { message: String },
 }
 
-impl Outcome {
+impl Found {
     pub fn is_right(&self) -> bool {
-        matches!(self, Outcome::Right { .. })
+        matches!(self, Found::Right { .. })
     }
 }
 
 impl Verdict {
     pub fn right(&self) -> usize {
-        self.rows
-            .iter()
-            .filter(|row| row.outcome.is_right())
-            .count()
+        self.rows.iter().filter(|row| row.found.is_right()).count()
     }
 
     pub fn passed(&self) -> bool {
@@ -86,7 +83,7 @@ impl Verdict {
 
     /// The first row that is not right.
     pub fn first_wrong(&self) -> Option<&Row> {
-        self.rows.iter().find(|row| !row.outcome.is_right())
+        self.rows.iter().find(|row| !row.found.is_right())
     }
 
     /// Whether the piece is not written yet at all (every row `todo!()`).
@@ -95,7 +92,7 @@ impl Verdict {
             && self
                 .rows
                 .iter()
-                .all(|row| matches!(row.outcome, Outcome::NotWritten { .. }))
+                .all(|row| matches!(row.found, Found::NotWritten { .. }))
     }
 }
 
@@ -161,17 +158,17 @@ pub fn check(piece: Piece, pieces: &dyn Pieces) -> Verdict {
         .into_iter()
         .map(|case| Row {
             shape: case.shape.clone(),
-            outcome: run_case(piece, &case, pieces),
+            found: run_case(piece, &case, pieces),
         })
         .collect();
     Verdict { piece, rows }
 }
 
-fn run_case(piece: Piece, case: &Case, pieces: &dyn Pieces) -> Outcome {
+fn run_case(piece: Piece, case: &Case, pieces: &dyn Pieces) -> Found {
     let want = match (case.call)(&QuestPieces).and_then(|a| Ok(a.as_dtype(Dtype::Float32)?)) {
         Ok(want) => want,
         Err(e) => {
-            return Outcome::Failed {
+            return Found::Failed {
                 message: format!("quest's own {piece} failed here: {e:#}"),
             }
         }
@@ -191,30 +188,30 @@ fn judge(
     piece: Piece,
     want: &Array,
     learner: impl FnOnce() -> Result<Array>,
-    compare: impl FnOnce(&Array, &Array) -> Outcome,
-) -> Outcome {
+    compare: impl FnOnce(&Array, &Array) -> Found,
+) -> Found {
     let before = quest_runs(piece);
     let got = quietly(learner);
     if quest_runs(piece) != before {
-        return Outcome::QuestRan;
+        return Found::QuestRan;
     }
     let got = match got {
         Ok(got) => got,
-        Err(outcome) => return outcome,
+        Err(found) => return found,
     };
     // The graph, not the source: what computed the output, whatever the code spells.
     match crate::lm::graph::seen(piece, &got, &[]) {
-        Ok(Seen::Own) => {}
-        Ok(Seen::Fused { op, evaluated }) => return Outcome::Fused { op, evaluated },
-        Ok(Seen::Evaluated) => return Outcome::Evaluated,
+        Ok(Seen::Plain) => {}
+        Ok(Seen::Fused { op, evaluated }) => return Found::Fused { op, evaluated },
+        Ok(Seen::Evaluated) => return Found::Evaluated,
         Err(e) => {
-            return Outcome::Failed {
+            return Found::Failed {
                 message: format!("{e:#}"),
             }
         }
     }
     if got.shape() != want.shape() {
-        return Outcome::WrongShape {
+        return Found::WrongShape {
             got: got.shape().to_vec(),
             want: want.shape().to_vec(),
         };
@@ -222,16 +219,16 @@ fn judge(
     compare(&got, want)
 }
 
-/// Calls `f`, a panic caught and said as an outcome (`todo!()` as not written), without
+/// Calls `f`, a panic caught and said as an found (`todo!()` as not written), without
 /// the default hook's message on stderr.
-pub(crate) fn quietly<T>(f: impl FnOnce() -> Result<T>) -> Result<T, Outcome> {
+pub(crate) fn quietly<T>(f: impl FnOnce() -> Result<T>) -> Result<T, Found> {
     let hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(|_| {}));
     let result = catch_unwind(AssertUnwindSafe(f));
     std::panic::set_hook(hook);
     match result {
         Ok(Ok(got)) => Ok(got),
-        Ok(Err(e)) => Err(Outcome::Failed {
+        Ok(Err(e)) => Err(Found::Failed {
             message: format!("{e:#}"),
         }),
         Err(panic) => {
@@ -242,9 +239,9 @@ pub(crate) fn quietly<T>(f: impl FnOnce() -> Result<T>) -> Result<T, Outcome> {
                 .unwrap_or_else(|| "a panic".into());
             if message.starts_with("not yet implemented") || message.starts_with("not implemented")
             {
-                Err(Outcome::NotWritten { message })
+                Err(Found::NotWritten { message })
             } else {
-                Err(Outcome::Failed {
+                Err(Found::Failed {
                     message: format!("panicked: {message}"),
                 })
             }
@@ -253,7 +250,7 @@ pub(crate) fn quietly<T>(f: impl FnOnce() -> Result<T>) -> Result<T, Outcome> {
 }
 
 /// The largest difference of `got` from `want`, relative to `want`'s largest magnitude.
-pub(crate) fn compare(got: &Array, want: &Array, allowed: f32) -> Outcome {
+pub(crate) fn compare(got: &Array, want: &Array, allowed: f32) -> Found {
     let measure = || -> Result<f32> {
         let got = got.as_dtype(Dtype::Float32)?;
         let difference = max(abs(subtract(&got, want)?)?, None)?.item_cast::<f32>();
@@ -261,13 +258,13 @@ pub(crate) fn compare(got: &Array, want: &Array, allowed: f32) -> Outcome {
         Ok(difference / scale)
     };
     match measure() {
-        Ok(difference) if difference <= allowed => Outcome::Right { difference },
+        Ok(difference) if difference <= allowed => Found::Right { difference },
         // NaN compares false: wrong, and said as NaN.
-        Ok(difference) => Outcome::Wrong {
+        Ok(difference) => Found::Wrong {
             difference,
             allowed,
         },
-        Err(e) => Outcome::Failed {
+        Err(e) => Found::Failed {
             message: format!("{e:#}"),
         },
     }
@@ -623,8 +620,8 @@ fn check_sampler(sampler: &dyn Sampler) -> Verdict {
                 "logits [2, 64] · temperature {} · top-p {} · min-p {} · top-k {} · {draws} draws",
                 sampling.temperature, sampling.top_p, sampling.min_p, sampling.top_k
             );
-            let outcome = (|| -> Result<Outcome, Outcome> {
-                let failed = |e: anyhow::Error| Outcome::Failed {
+            let found = (|| -> Result<Found, Found> {
+                let failed = |e: anyhow::Error| Found::Failed {
                     message: format!("{e:#}"),
                 };
                 let logits = random(&[2, 64], 500 + i as u64, Dtype::Float32)
@@ -634,7 +631,7 @@ fn check_sampler(sampler: &dyn Sampler) -> Verdict {
                 let want = QuestSampler
                     .sample(&logits, sampling, draws, &key)
                     .map_err(failed)?;
-                let compare = |got: &Array, want: &Array| -> Outcome {
+                let compare = |got: &Array, want: &Array| -> Found {
                     let as_ids = |a: &Array| -> Result<Vec<u32>> {
                         // A broadcast (greedy's) is a view: made row-major, it is written
                         // out whole (an elementwise op may keep the view's strides).
@@ -666,9 +663,9 @@ fn check_sampler(sampler: &dyn Sampler) -> Verdict {
                     // one in a thousand.
                     let allowed = 1e-3;
                     if difference <= allowed {
-                        Outcome::Right { difference }
+                        Found::Right { difference }
                     } else {
-                        Outcome::Wrong {
+                        Found::Wrong {
                             difference,
                             allowed,
                         }
@@ -681,8 +678,8 @@ fn check_sampler(sampler: &dyn Sampler) -> Verdict {
                     compare,
                 ))
             })()
-            .unwrap_or_else(|outcome| outcome);
-            Row { shape, outcome }
+            .unwrap_or_else(|found| found);
+            Row { shape, found }
         })
         .collect();
     Verdict {
@@ -733,7 +730,7 @@ mod tests {
         let wrong: Vec<&Row> = verdict
             .rows
             .iter()
-            .filter(|r| !matches!(r.outcome, Outcome::Right { .. }))
+            .filter(|r| !matches!(r.found, Found::Right { .. }))
             .collect();
         assert_eq!(wrong.len(), 1, "{verdict:?}");
         assert!(wrong[0].shape.contains("values to ±1000"), "{verdict:?}");
@@ -768,8 +765,8 @@ mod tests {
         let wrong = check(Piece::RmsNorm, &ByOps { weightless: true });
         assert_eq!(wrong.right(), 0, "{wrong:?}");
         assert!(matches!(
-            wrong.first_wrong().unwrap().outcome,
-            Outcome::Wrong { difference, .. } if difference > 0.1
+            wrong.first_wrong().unwrap().found,
+            Found::Wrong { difference, .. } if difference > 0.1
         ));
 
         for quest_s in [
@@ -777,7 +774,7 @@ mod tests {
             check(Piece::RmsNorm, &CallsQuest),
         ] {
             assert!(
-                quest_s.rows.iter().all(|r| r.outcome == Outcome::QuestRan),
+                quest_s.rows.iter().all(|r| r.found == Found::QuestRan),
                 "{quest_s:?}"
             );
         }
@@ -799,8 +796,8 @@ mod tests {
     fn a_wrong_shape_names_both() {
         let verdict = check(Piece::Swiglu, &Flattened);
         assert!(matches!(
-            &verdict.rows[0].outcome,
-            Outcome::WrongShape { got, want } if got == &vec![1536] && want == &vec![1, 1, 1536]
+            &verdict.rows[0].found,
+            Found::WrongShape { got, want } if got == &vec![1536] && want == &vec![1, 1, 1536]
         ));
     }
 
@@ -849,12 +846,12 @@ mod tests {
         // A float32 constant: every float16 row says the dtype, every float32 row passes.
         let promoted = check(Piece::Mlp, &MlpByHand { cast: false });
         for row in &promoted.rows {
-            match &row.outcome {
-                Outcome::Failed { message } => {
+            match &row.found {
+                Found::Failed { message } => {
                     assert!(row.shape.ends_with("float16"), "{row:?}");
                     assert!(message.contains("keep the input's dtype"), "{message}");
                 }
-                outcome => assert!(outcome.is_right() && row.shape.ends_with("float32")),
+                found => assert!(found.is_right() && row.shape.ends_with("float32")),
             }
         }
         for quest_s in [
@@ -862,7 +859,7 @@ mod tests {
             check(Piece::Mlp, &MlpBySigmoid { quests_gate: true }),
         ] {
             assert!(
-                quest_s.rows.iter().all(|r| r.outcome == Outcome::QuestRan),
+                quest_s.rows.iter().all(|r| r.found == Found::QuestRan),
                 "{quest_s:?}"
             );
         }
@@ -978,8 +975,8 @@ mod tests {
             let verdict = check(Piece::RmsNorm, &trick);
             let evaluated = matches!(trick, FusedNorm::EvaluatedThenHidden);
             assert!(
-                verdict.rows.iter().all(|r| r.outcome
-                    == Outcome::Fused {
+                verdict.rows.iter().all(|r| r.found
+                    == Found::Fused {
                         op: Fused::RmsNorm,
                         evaluated
                     }),
@@ -988,8 +985,8 @@ mod tests {
         }
         let layer_norm = check(Piece::RmsNorm, &FusedNorm::LayerNorm);
         assert!(
-            layer_norm.rows.iter().all(|r| r.outcome
-                == Outcome::Fused {
+            layer_norm.rows.iter().all(|r| r.found
+                == Found::Fused {
                     op: Fused::LayerNorm,
                     evaluated: false
                 }),
@@ -997,10 +994,7 @@ mod tests {
         );
         let evaluated = check(Piece::RmsNorm, &Evaluated);
         assert!(
-            evaluated
-                .rows
-                .iter()
-                .all(|r| r.outcome == Outcome::Evaluated),
+            evaluated.rows.iter().all(|r| r.found == Found::Evaluated),
             "{evaluated:?}"
         );
     }
@@ -1130,8 +1124,8 @@ mod tests {
     }
 
     #[test]
-    fn quests_own_sampler_passes_its_own_check_but_counts_as_quests() {
+    fn quests_sampler_passes_its_own_check_but_counts_as_quests() {
         let verdict = check_sampler(&crate::lm::sample::QuestSampler);
-        assert!(verdict.rows.iter().all(|r| r.outcome == Outcome::QuestRan));
+        assert!(verdict.rows.iter().all(|r| r.found == Found::QuestRan));
     }
 }

@@ -300,7 +300,7 @@ fn observe(piece: Piece, out: &Array, inputs: &[&Array]) {
                 graphs.fused_op.get_or_insert(op);
             }
             Ok(Seen::Evaluated) => graphs.evaluated += 1,
-            Ok(Seen::Own) | Err(_) => {}
+            Ok(Seen::Plain) | Err(_) => {}
         }
         cell.set(all);
     });
@@ -765,7 +765,7 @@ mod tests {
                     prefix_blind,
                 }))
             };
-            for (what, ours, right) in [
+            for (what, yours, right) in [
                 ("rope", rope(false, false), true),
                 ("rope restarting at 0", rope(true, false), false),
                 ("rope, other layout", rope(false, true), false),
@@ -777,7 +777,7 @@ mod tests {
                     false,
                 ),
             ] {
-                let diff = max_diff(&quest, &ours);
+                let diff = max_diff(&quest, &yours);
                 if right {
                     assert!(diff <= 1e-4, "{name} {what}: {diff}");
                 } else {

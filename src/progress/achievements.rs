@@ -407,7 +407,7 @@ mod tests {
     }
 
     #[test]
-    fn beating_the_library_needs_the_learners_code_that_passed() {
+    fn beating_the_library_needs_your_code_that_passed() {
         let beat = when("{beat_library: {lesson: mlx-path}}");
         let with_submission = |runs: Vec<Run>| {
             let mut state = state_with_runs(runs);

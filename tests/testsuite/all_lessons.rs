@@ -1535,7 +1535,7 @@ fn rows() -> Vec<Row> {
                         format!(
                             "use quest::lm::load as load_model;\n{}",
                             s.solution.replace(
-                                "    run.decode_own(&model, &read, &tokenizer)",
+                                "    run.decode_yours(&model, &read, &tokenizer)",
                                 "    let (quest, _) = load_model(&run.model)?;\n    let _ = (model, read);\n    run.decode(&quest, &tokenizer)",
                             )
                         )
@@ -1849,7 +1849,7 @@ fn flow(row: &Row) {
 
     // The honest edit passes every check.
     let mut honest = (row.honest)(&sources);
-    if quest::check::same_as_solution(&honest, &sources.solution) {
+    if quest::judge::same_as_solution(&honest, &sources.solution) {
         honest = learners_own(&honest);
     }
     if spec.values.is_some() {

@@ -161,7 +161,7 @@ pub fn backups_of(path: &Path) -> Vec<PathBuf> {
 }
 
 /// The solution as a learner's own submission: quest refuses the solution copied as it
-/// is (`quest::check::same_as_solution`), so a flow that passes with the solution's
+/// is (`quest::judge::same_as_solution`), so a flow that passes with the solution's
 /// arithmetic adds a line of its own to it.
 pub fn learners_own(solution: &str) -> String {
     format!("{solution}\n// A line of the learner's own.\nconst _MINE: () = ();\n")

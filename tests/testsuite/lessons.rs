@@ -109,7 +109,7 @@ fn every_lessons_code_breaks_or_keeps_its_rules_as_it_should() {
         let solution_path = lesson.solution_path().unwrap();
         let solution = std::fs::read_to_string(&solution_path).unwrap();
         let problems =
-            quest::check::lesson_code(&lesson, &starting, Some((&solution_path, &solution)));
+            quest::judge::lesson_code(&lesson, &starting, Some((&solution_path, &solution)));
         assert!(problems.is_empty(), "{problems:#?}");
         checked += 1;
     }
@@ -126,7 +126,7 @@ fn a_lesson_whose_rules_ask_nothing_is_named() {
     let solution_path = lesson.solution_path().unwrap();
     let solution = std::fs::read_to_string(&solution_path).unwrap();
     // The solution as the starting code: it keeps every rule.
-    let problems = quest::check::lesson_code(&lesson, &solution, Some((&solution_path, &solution)));
+    let problems = quest::judge::lesson_code(&lesson, &solution, Some((&solution_path, &solution)));
     assert!(
         problems
             .iter()
@@ -137,7 +137,7 @@ fn a_lesson_whose_rules_ask_nothing_is_named() {
         "{problems:#?}"
     );
     // The starting code as the solution: it breaks the lesson's rule.
-    let problems = quest::check::lesson_code(&lesson, &starting, Some((&solution_path, &starting)));
+    let problems = quest::judge::lesson_code(&lesson, &starting, Some((&solution_path, &starting)));
     assert!(
         problems
             .iter()
@@ -308,7 +308,7 @@ fn the_course_has_levels_and_achievements() {
 fn findings(id: &str, source: &str) -> Vec<(String, String)> {
     let course = Course::load(&lessons_dir()).unwrap();
     let lesson = course.lesson(id, Lang::En).unwrap();
-    quest::check::rules::check(source, &lesson.spec.rules)
+    quest::judge::rules::check(source, &lesson.spec.rules)
         .into_iter()
         .map(|f| (f.rule, f.call))
         .collect()

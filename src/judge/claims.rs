@@ -8,7 +8,7 @@ use crate::course::spec::{Answer, MeasuredAnswer, Question, EFFECT_SHOWS_RATIO};
 
 /// Why a claimed number was refused: what was claimed and what quest had measured.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Refused {
+pub struct ClaimRefused {
     /// `before` or `after`.
     pub which: &'static str,
     pub claimed: f64,
@@ -21,12 +21,12 @@ pub fn check_claim(
     claimed: f64,
     measured: &[f64],
     tolerance: f64,
-) -> Result<(), Refused> {
+) -> Result<(), ClaimRefused> {
     let close = |m: &f64| claimed.is_finite() && (claimed - m).abs() <= tolerance * m.abs();
     if measured.iter().any(close) {
         Ok(())
     } else {
-        Err(Refused {
+        Err(ClaimRefused {
             which,
             claimed,
             measured: measured.to_vec(),

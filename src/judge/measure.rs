@@ -6,9 +6,9 @@ use std::path::Path;
 
 use anyhow::Result;
 
+use super::Effect;
 use crate::course::spec::{Baseline, Measure};
 use crate::course::Lesson;
-use crate::grade::{self, Effect};
 use crate::lab::runner::{self, RunRequest};
 use crate::lab::Report;
 use crate::progress::{CodeRef, Measurement};
@@ -41,14 +41,14 @@ pub(super) fn measure<'l>(
         rounds: rounds.unwrap_or(measure.rounds).max(1),
     };
     let rounds = measure_rounds(&asked, baseline, (yours, code), say)?;
-    let unmoved = grade::unmoved(&measure.moves, |metric, judged| {
+    let unmoved = super::unmoved(&measure.moves, |metric, judged| {
         rounds.median_of(metric, if judged { code } else { &original_code })
     });
     if !unmoved.is_empty() {
         return Ok(Outcome::Refused(Refused::Unmoved { rounds, unmoved }));
     }
     Ok(
-        match grade::effect(&lesson.spec, backend, rounds.improvement) {
+        match super::effect(&lesson.spec, backend, rounds.improvement) {
             Effect::Missing { ratio, at_least } => Outcome::Refused(Refused::EffectMissing {
                 rounds,
                 ratio,

@@ -2,7 +2,7 @@
 //! what quest measured, a quiz answer against the lesson's): what is wrong with a card,
 //! the answers and predictions to record, the first-try bonus.
 
-use super::claims::{check_claim, correct_answer, Evidence, Refused};
+use super::claims::{check_claim, correct_answer, ClaimRefused, Evidence};
 use crate::course::spec::{Answer, CardNumber, Question};
 use crate::course::{Lesson, Metric};
 use crate::progress::{Attempt, Card, CodeKind, CodeRef, LessonRecord, Timestamp};
@@ -11,7 +11,7 @@ use crate::stats::median;
 /// What is wrong with a card for this code.
 pub enum CardProblem {
     /// A number no run of that code backs.
-    Unbacked(Refused),
+    Unbacked(ClaimRefused),
     /// A number the lesson's card asks for is missing.
     MissingNumber(&'static str),
     MissingAnswer(String),

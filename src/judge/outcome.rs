@@ -1,10 +1,10 @@
 //! What a check found: passed with what it measured, refused with why (and the
 //! numbers), or stopped before it could judge. Data only: the CLI says it.
 
-use crate::check::rules::Finding;
+use super::rules::Finding;
+use super::{CallsProblem, Effect, FeedProblem, LayersVerdict, LogitsGap, StepDraws};
 use crate::course::spec::Move;
 use crate::course::Metric;
-use crate::grade::{CallsProblem, Effect, FeedProblem, LayersVerdict, LogitsGap, StepDraws};
 use crate::lab::clock::Disagreement;
 use crate::lab::{Report, Values};
 use crate::lm::piece_check::Verdict;

@@ -6,13 +6,13 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
+use super::{AgainstQuest, DrawsVerdict, LogitsVerdict};
 use crate::course::spec::{DrawsCheck, TokenCheck, ValuesSpec};
 use crate::course::Lesson;
 use crate::device::Backend;
-use crate::grade::{self, AgainstQuest, DrawsVerdict, LogitsVerdict};
 use crate::lab::runner::{self, RunRequest};
 use crate::lab::{Greedy, Report, Values};
-use crate::lm::piece_check::{Outcome as Shape, Verdict};
+use crate::lm::piece_check::{Found, Verdict};
 use crate::lm::Sampling;
 use crate::physics::arithmetic;
 use crate::progress::{CodeRef, Measurement};
@@ -150,7 +150,7 @@ impl<'l> Judge<'l> {
             Check::Rules => {
                 say(Progress::Checking(Heading::Rules));
                 let text = String::from_utf8_lossy(&subject.text);
-                let findings = crate::check::rules::check(&text, &self.lesson.spec.rules);
+                let findings = super::rules::check(&text, &self.lesson.spec.rules);
                 Ok(refused_if(!findings.is_empty(), Passed::Rules, || {
                     Refused::Rules(findings)
                 }))
@@ -174,7 +174,7 @@ impl<'l> Judge<'l> {
     fn copied(&self, subject: &Subject) -> Outcome<'l> {
         let solution = solution_path(self.lesson).and_then(|p| Ok(std::fs::read_to_string(p)?));
         let copied = solution.is_ok_and(|solution| {
-            crate::check::same_as_solution(&String::from_utf8_lossy(&subject.text), &solution)
+            super::same_as_solution(&String::from_utf8_lossy(&subject.text), &solution)
         });
         refused_if(copied, Passed::Copied, || Refused::Copied)
     }
@@ -243,7 +243,7 @@ impl<'l> Judge<'l> {
         }
         let prompt = reference.prompt_ids.len();
         Ok(
-            match grade::logits_compared(&reference.logits, &yours, tolerance, prompt) {
+            match super::logits_compared(&reference.logits, &yours, tolerance, prompt) {
                 LogitsVerdict::Within {
                     steps,
                     largest,
@@ -301,7 +301,7 @@ impl<'l> Judge<'l> {
         Ok(LayersApart::Compared {
             step,
             layers: reference.len(),
-            verdict: grade::layers_compared(reference, yours, relative),
+            verdict: super::layers_compared(reference, yours, relative),
         })
     }
 
@@ -386,9 +386,9 @@ impl<'l> Judge<'l> {
     }
 
     /// Where `report`'s counts do not show the model called the lesson's piece.
-    fn calls_problem(&self, report: &Report) -> Option<grade::CallsProblem> {
+    fn calls_problem(&self, report: &Report) -> Option<super::CallsProblem> {
         let piece = self.lesson.spec.piece?;
-        grade::piece_calls_problem(piece, report.calls.as_ref(), report.layers)
+        super::piece_calls_problem(piece, report.calls.as_ref(), report.layers)
     }
 
     /// What the run fed the model, call by call, as the model recorded it.
@@ -396,7 +396,7 @@ impl<'l> Judge<'l> {
         say(Progress::Checking(Heading::Feeds));
         let first_run = first_run(subject);
         let feeds = &self.lesson.spec.feeds;
-        let problems = grade::feed_problems(feeds, &first_run.prefill_fed, &first_run.steps_fed);
+        let problems = super::feed_problems(feeds, &first_run.prefill_fed, &first_run.steps_fed);
         refused_if(!problems.is_empty(), Passed::Feeds, || {
             Refused::Feeds(problems)
         })
@@ -410,7 +410,7 @@ impl<'l> Judge<'l> {
         let first = first_run(subject);
         let n = first.tokens.len().max(again.tokens.len());
         Ok(
-            match grade::first_difference(&first.tokens, &again.tokens, n) {
+            match super::first_difference(&first.tokens, &again.tokens, n) {
                 Some(at) => Outcome::Refused(Refused::Repeat {
                     at,
                     first: first.text.trim().to_owned(),
@@ -427,7 +427,7 @@ impl<'l> Judge<'l> {
     fn tokens(&self, subject: &Subject, say: &mut dyn FnMut(Progress)) -> Outcome<'l> {
         let first = first_run(subject);
         let compared = subject.solution_run.as_ref().and_then(|solution| {
-            let n = grade::tokens_compared(
+            let n = super::tokens_compared(
                 self.lesson.spec.tokens,
                 solution.tokens.len(),
                 first.tokens.len(),
@@ -438,14 +438,14 @@ impl<'l> Judge<'l> {
             return Outcome::Passed(Passed::Tokens(TokensAgreed::NotCompared));
         };
         say(Progress::Checking(Heading::Tokens));
-        let Some(at) = grade::first_difference(&solution.tokens, &first.tokens, n) else {
+        let Some(at) = super::first_difference(&solution.tokens, &first.tokens, n) else {
             let n = n.min(first.tokens.len());
             return Outcome::Passed(Passed::Tokens(TokensAgreed::Same { n }));
         };
         // Where the logits check saw near ties, a run may leave the solution's tokens at
         // one and still be quest's computation.
         let against_quest = subject.logits.as_ref().map(|(quest_tokens, near_ties)| {
-            grade::tokens_against_quest(quest_tokens, &first.tokens, near_ties)
+            super::tokens_against_quest(quest_tokens, &first.tokens, near_ties)
         });
         match against_quest {
             Some(AgainstQuest::NearTie(at)) => {
@@ -534,7 +534,7 @@ pub fn compare_values(spec: &ValuesSpec, report: &Report) -> Result<ValuesCompar
 pub fn inside_over_clock(report: &Report) -> Option<(f64, f64)> {
     // 5 %: the clock's arrivals and the process's marks differ by the channel's µs, and
     // medians of different steps by their spread.
-    grade::inside_figure_over_clock(&report.steps_build_ms, &report.token_ms, 0.05)
+    super::inside_figure_over_clock(&report.steps_build_ms, &report.token_ms, 0.05)
 }
 
 /// How the piece check's verdict judges the piece (`None`: never handed to the model).
@@ -547,14 +547,10 @@ pub fn judge_piece(verdict: Option<&Verdict>) -> PieceJudged {
     } else if verdict
         .rows
         .iter()
-        .any(|row| matches!(row.outcome, Shape::Fused { .. } | Shape::Evaluated))
+        .any(|row| matches!(row.found, Found::Fused { .. } | Found::Evaluated))
     {
         PieceJudged::Fused
-    } else if verdict
-        .rows
-        .iter()
-        .all(|row| row.outcome == Shape::QuestRan)
-    {
+    } else if verdict.rows.iter().all(|row| row.found == Found::QuestRan) {
         PieceJudged::QuestRan
     } else if verdict.passed() {
         PieceJudged::Passed
@@ -565,7 +561,7 @@ pub fn judge_piece(verdict: Option<&Verdict>) -> PieceJudged {
 
 /// A sampler's run with `check.per_step` draws a step, its draws judged against the exact
 /// distribution of each step's logits under the sampling quest asks for
-/// ([`grade::draws_compared`]).
+/// ([`super::draws_compared`]).
 pub fn judge_draws(
     binary: &Path,
     request: &RunRequest,
@@ -580,7 +576,7 @@ pub fn judge_draws(
         .collect();
     // quest's honest draws from their own seed, not the learner's key's.
     let honest_seed = sampling.seed ^ 0x5eed;
-    Ok(grade::draws_compared(
+    Ok(super::draws_compared(
         &expected,
         &drawn.draws,
         check.tolerance,

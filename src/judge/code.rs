@@ -1,9 +1,8 @@
-//! A submission's code, interpreted from the lesson's data: the code rules (read
-//! from the syntax tree with syn, not a regex), and the card and quiz. Knows nothing
-//! of the progress file: callers hand it plain numbers.
+//! A lesson's code as data, read from the syntax tree (nothing built or run): whether its
+//! starting code and solution are what the lesson needs, and whether your file is the
+//! solution's.
 
-pub mod rules;
-
+use super::rules;
 use crate::course::Lesson;
 
 /// What is wrong with a lesson's code as data, read from the syntax tree alone (nothing
@@ -58,10 +57,10 @@ pub fn lesson_code(
     problems
 }
 
-/// Whether `learner`'s file is `solution`'s as the compiler reads it: the same syntax
+/// Whether your file (`yours`) is `solution`'s as the compiler reads it: the same syntax
 /// tree, comments (doc comments too) and formatting aside. Either file unreadable as
 /// Rust: not the same.
-pub fn same_as_solution(learner: &str, solution: &str) -> bool {
+pub fn same_as_solution(yours: &str, solution: &str) -> bool {
     fn tree(source: &str) -> Option<String> {
         let mut file = syn::parse_file(source).ok()?;
         strip_docs(&mut file);
@@ -81,7 +80,7 @@ pub fn same_as_solution(learner: &str, solution: &str) -> bool {
         }
         NoDocs.visit_file_mut(file);
     }
-    matches!((tree(learner), tree(solution)), (Some(a), Some(b)) if a == b)
+    matches!((tree(yours), tree(solution)), (Some(a), Some(b)) if a == b)
 }
 
 #[cfg(test)]
