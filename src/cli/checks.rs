@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use quest::course::spec::{FeedRule, Move};
+use quest::course::spec::{FeedRule, Move, Piece};
 use quest::course::Lesson;
 use quest::judge::rules::{self, Finding};
 use quest::judge::{Effect, FeedProblem, LayersVerdict, LogitsGap, StepDraws};
@@ -37,7 +37,8 @@ pub(crate) fn say_progress(ctx: &Ctx, progress: Progress) {
     };
     let text = match heading {
         Heading::Rules => ctx.ui("submit_checking_code").to_owned(),
-        Heading::Piece => ctx.ui("submit_checking_piece").to_owned(),
+        Heading::Piece(Piece::Speculate) => ctx.ui("submit_checking_speculator").to_owned(),
+        Heading::Piece(_) => ctx.ui("submit_checking_piece").to_owned(),
         Heading::Logits {
             tolerance,
             measured,
@@ -65,12 +66,13 @@ pub(crate) fn say_progress(ctx: &Ctx, progress: Progress) {
         Heading::Measure {
             rounds,
             against_quest,
-            sampler,
+            piece,
             metric,
         } => ctx.ui_with(
-            match (against_quest, sampler) {
-                (true, true) => "submit_measuring_sampler",
-                (true, false) => "submit_measuring_pieces",
+            match (against_quest, piece) {
+                (true, Some(Piece::Sample)) => "submit_measuring_sampler",
+                (true, Some(Piece::Speculate)) => "submit_measuring_speculator",
+                (true, _) => "submit_measuring_pieces",
                 (false, _) => "submit_measuring",
             },
             &[

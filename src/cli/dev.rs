@@ -701,6 +701,15 @@ fn piece_differences(lesson: &Lesson, verdict: &quest::lm::piece_check::Verdict)
             .fold(0.0f32, f32::max)
     };
     let piece = lesson.spec.piece.map_or("piece", |piece| piece.method());
+    // A speculator is right in tokens, not within a difference of a dtype.
+    if lesson.spec.piece == Some(quest::course::spec::Piece::Speculate) {
+        return format!(
+            "{}: the solution's {piece}: {} of {} proposals right",
+            lesson.meta.id,
+            verdict.right(),
+            verdict.rows.len()
+        );
+    }
     format!(
         "{}: the solution's {piece}: largest difference {:.1e} in float32, {:.1e} in float16 (relative to the largest value)",
         lesson.meta.id,

@@ -244,6 +244,9 @@ pub(crate) struct RunArgs {
     /// Tokens to generate (default: the lesson's).
     #[arg(long)]
     max_tokens: Option<usize>,
+    /// The prompt to answer (default: the lesson's).
+    #[arg(long)]
+    prompt: Option<String>,
     /// Stop an exercise that runs longer than this many seconds (default: no limit;
     /// also `QUEST_TIME_LIMIT`).
     #[arg(long, env = "QUEST_TIME_LIMIT")]

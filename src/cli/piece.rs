@@ -54,7 +54,11 @@ pub(crate) fn say(
     println!(
         "{}",
         ctx.ui_with(
-            "piece_checking",
+            if piece == Piece::Speculate {
+                "piece_checking_speculate"
+            } else {
+                "piece_checking"
+            },
             &[
                 ("piece", piece.method()),
                 ("cases", &verdict.rows.len().to_string())
@@ -82,7 +86,7 @@ pub(crate) fn say(
                     &[("case", every), ("piece", piece.method())]
                 )
             );
-            println!("  {}", summary(ctx, verdict));
+            println!("  {}", summary(ctx, piece, verdict));
             return judged;
         }
         _ => {}
@@ -110,13 +114,17 @@ pub(crate) fn say(
             )
         );
     }
-    println!("  {}", summary(ctx, verdict));
+    println!("  {}", summary(ctx, piece, verdict));
     judged
 }
 
-fn summary(ctx: &Ctx, verdict: &Verdict) -> String {
+fn summary(ctx: &Ctx, piece: Piece, verdict: &Verdict) -> String {
     ctx.ui_with(
-        "piece_summary",
+        if piece == Piece::Speculate {
+            "piece_summary_proposals"
+        } else {
+            "piece_summary"
+        },
         &[
             ("right", &verdict.right().to_string()),
             ("total", &verdict.rows.len().to_string()),
@@ -127,10 +135,11 @@ fn summary(ctx: &Ctx, verdict: &Verdict) -> String {
 fn row_text(ctx: &Ctx, piece: Piece, row: &Row) -> String {
     let shape = row.shape.as_str();
     // A sampler's difference is a share of its draws, not of a value.
-    let (right_key, wrong_key) = if piece == Piece::Sample {
-        ("piece_row_right_draws", "piece_row_wrong_draws")
-    } else {
-        ("piece_row_right", "piece_row_wrong")
+    let (right_key, wrong_key) = match piece {
+        Piece::Sample => ("piece_row_right_draws", "piece_row_wrong_draws"),
+        // A speculative decoder is right in tokens, not within a difference.
+        Piece::Speculate => ("piece_row_right_tokens", "piece_row_wrong"),
+        _ => ("piece_row_right", "piece_row_wrong"),
     };
     match &row.found {
         Found::Right { difference } => format!(
@@ -195,6 +204,17 @@ fn row_text(ctx: &Ctx, piece: Piece, row: &Row) -> String {
             ctx.ui_with(
                 "piece_row_not_written",
                 &[("case", shape), ("message", message)]
+            )
+        ),
+        Found::OtherTokens { got, want } => format!(
+            "✗ {}",
+            ctx.ui_with(
+                "piece_row_other_tokens",
+                &[
+                    ("case", shape),
+                    ("got", &format!("{got:?}")),
+                    ("want", &format!("{want:?}"))
+                ]
             )
         ),
         Found::Failed { message } => format!(

@@ -24,7 +24,10 @@ pub(crate) fn request(lesson: &Lesson, args: &RunArgs) -> RunRequest {
             .model
             .clone()
             .unwrap_or_else(|| lesson.spec.model.clone()),
-        prompt: lesson.spec.prompt.clone(),
+        prompt: args
+            .prompt
+            .clone()
+            .unwrap_or_else(|| lesson.spec.prompt.clone()),
         max_tokens: args.max_tokens.unwrap_or(lesson.spec.max_tokens).max(1),
         time_limit: args.time_limit.map(Duration::from_secs),
         piece: lesson.spec.piece,
@@ -339,6 +342,20 @@ fn print_report(ctx: &Ctx, r: &Report) {
             ctx.ui("decode"),
             r.decode_tok_s,
             ctx.ui("tok_per_s")
+        );
+    }
+    // A loop that keeps several tokens a call: the calls as quest's clock counted them.
+    if let Some(per_call) = r.metric(quest::course::Metric::TokensPerForward) {
+        println!(
+            "{}",
+            ctx.ui_with(
+                "forward_calls",
+                &[
+                    ("calls", &r.forward_calls.to_string()),
+                    ("tokens", &r.generated_tokens.to_string()),
+                    ("per_call", &format!("{per_call:.2}"))
+                ]
+            )
         );
     }
     if let Some(text) = disagreement_text(ctx, r) {

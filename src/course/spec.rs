@@ -466,10 +466,13 @@ pub enum Metric {
     UsPerOp,
     /// `ops_per_step × us_per_op`: the host's time per step those ops predict, in ms.
     HostMsPredicted,
+    /// Tokens decoded over the forward calls of quest's model that decoded them, the
+    /// prompt's included: 1 for plain decoding, more where a call keeps several.
+    TokensPerForward,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 11] = [
+    pub const ALL: [Metric; 12] = [
         Metric::DecodeTokS,
         Metric::PerSeqTokS,
         Metric::TtftMs,
@@ -481,6 +484,7 @@ impl Metric {
         Metric::OpsPerStep,
         Metric::UsPerOp,
         Metric::HostMsPredicted,
+        Metric::TokensPerForward,
     ];
 
     /// Its key in reports and in the progress file.
@@ -497,6 +501,7 @@ impl Metric {
             Metric::OpsPerStep => "ops_per_step",
             Metric::UsPerOp => "us_per_op",
             Metric::HostMsPredicted => "host_ms_predicted",
+            Metric::TokensPerForward => "tokens_per_forward",
         }
     }
 
@@ -515,12 +520,16 @@ impl Metric {
             Metric::OpsPerStep => "ops",
             Metric::UsPerOp => "µs/op",
             Metric::HostMsPredicted => "ms",
+            Metric::TokensPerForward => "tok/call",
         }
     }
 
     /// Whether a larger value is better (speed) or worse (time).
     pub fn higher_is_better(self) -> bool {
-        matches!(self, Metric::DecodeTokS | Metric::PerSeqTokS)
+        matches!(
+            self,
+            Metric::DecodeTokS | Metric::PerSeqTokS | Metric::TokensPerForward
+        )
     }
 
     /// How much better `after` is than `before`: above 1 is better, in either
@@ -762,12 +771,13 @@ impl LessonSpec {
         let at = path.display();
         if let Some(measure) = &self.measure {
             if measure.against == Baseline::QuestPieces
+                && self.piece.is_none()
                 && self.logits.is_none()
                 && self.draws.is_none()
             {
                 bail!(
                     "{at}: `against: quest_pieces` measures a piece of the model or the \
-                     sampler: it needs `logits` or `draws`"
+                     sampler: it needs `piece`, `logits` or `draws`"
                 );
             }
             if measure
@@ -915,10 +925,13 @@ pub enum Piece {
     Mlp,
     /// A layer's KV cache (`lm::KvStore`): `update_and_fetch`, the call the model makes.
     KvCache,
+    /// A speculative decoder's guesses checked by the model (`lm::speculate::Speculator`):
+    /// `verify`, one call a step of the loop.
+    Speculate,
 }
 
 impl Piece {
-    pub const ALL: [Piece; 9] = [
+    pub const ALL: [Piece; 10] = [
         Piece::RmsNorm,
         Piece::Swiglu,
         Piece::Rope,
@@ -928,6 +941,7 @@ impl Piece {
         Piece::Sample,
         Piece::Mlp,
         Piece::KvCache,
+        Piece::Speculate,
     ];
 
     /// The method's name, as the learner's `impl` writes it.
@@ -942,6 +956,7 @@ impl Piece {
             Piece::Sample => "sample",
             Piece::Mlp => "mlp",
             Piece::KvCache => "update_and_fetch",
+            Piece::Speculate => "verify",
         }
     }
 

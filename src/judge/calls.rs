@@ -80,8 +80,9 @@ pub fn piece_calls_problem(
     if counted.seam == 0 {
         return Some(CallsProblem::NeverCalled);
     }
-    // A sampler is called once a step, not once a layer.
-    let layers = if piece == crate::course::spec::Piece::Sample {
+    // A sampler and a speculator are called once a step, not once a layer.
+    use crate::course::spec::Piece;
+    let layers = if matches!(piece, Piece::Sample | Piece::Speculate) {
         1
     } else {
         layers

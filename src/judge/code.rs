@@ -7,7 +7,7 @@ use crate::course::Lesson;
 
 /// What is wrong with a lesson's code as data, read from the syntax tree alone (nothing
 /// built or run): its starting code must break one of its rules unless the lesson judges
-/// by numbers (logits, draws, values: running both proves those), its solution must keep
+/// by numbers (a piece, logits, draws, values: running both proves those), its solution must keep
 /// every rule and differ from the starting code, and neither may start with `//!` or
 /// `#![…]` (quest includes exercise files, where those are not allowed). `solution` is
 /// the solution's path and text, where the lesson has one. `quest dev check` runs this
@@ -21,8 +21,10 @@ pub fn lesson_code(
     let rules_of = &lesson.spec.rules;
     let mut problems = Vec::new();
     let starting_breaks_rules = !rules::check(starting, rules_of).is_empty();
-    let judged_by_numbers =
-        lesson.spec.logits.is_some() || lesson.spec.draws.is_some() || lesson.spec.values.is_some();
+    let judged_by_numbers = lesson.spec.piece.is_some()
+        || lesson.spec.logits.is_some()
+        || lesson.spec.draws.is_some()
+        || lesson.spec.values.is_some();
     if !rules_of.is_empty() && !judged_by_numbers && !starting_breaks_rules {
         problems.push(format!(
             "{id}: the starting code already keeps every rule: the exercise asks nothing"

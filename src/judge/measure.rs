@@ -96,7 +96,7 @@ fn measure_rounds(
     say(Progress::Checking(Heading::Measure {
         rounds,
         against_quest,
-        sampler: asked.lesson.spec.draws.is_some(),
+        piece: asked.lesson.spec.piece,
         metric,
     }));
     let mut reports: Vec<(Report, CodeRef)> = Vec::new();

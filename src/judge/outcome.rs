@@ -240,7 +240,7 @@ pub enum Progress {
 /// The heading a check begins with.
 pub enum Heading {
     Rules,
-    Piece,
+    Piece(crate::course::spec::Piece),
     /// `measured`: whether the lesson's tolerance was measured in this float type.
     Logits {
         tolerance: f32,
@@ -259,7 +259,8 @@ pub enum Heading {
     Measure {
         rounds: usize,
         against_quest: bool,
-        sampler: bool,
+        /// The lesson's piece, whose baseline the heading names (a sampler, a speculator).
+        piece: Option<crate::course::spec::Piece>,
         metric: Metric,
     },
 }

@@ -198,7 +198,7 @@ impl<'l> Judge<'l> {
         let Some(piece) = self.lesson.spec.piece else {
             return Ok(Outcome::Passed(Passed::NotAsked));
         };
-        say(Progress::Checking(Heading::Piece));
+        say(Progress::Checking(Heading::Piece(piece)));
         let binary = subject.binary()?;
         let verdict = ran(runner::check_piece(&binary, &self.request, piece))?;
         Ok(match (judge_piece(verdict.as_ref()), verdict) {

@@ -37,7 +37,12 @@ pub struct Exercise {
     began: Instant,
     /// The prompt, once asked for, and when.
     prompt: std::cell::OnceCell<(String, Instant)>,
+    /// The forward calls that decoded the tokens, where a loop keeps several a call.
+    forward_calls: std::cell::Cell<usize>,
 }
+
+/// The most tokens a speculative decoder proposes a step ([`Exercise::decode_speculative`]).
+pub const SPECULATE_K: usize = 4;
 
 /// For a loop that runs no model (a course's test fixture): no weights, no kernels.
 pub struct NoModel;
@@ -73,6 +78,7 @@ impl Exercise {
             report_path: settings::REPORT.os().map(PathBuf::from),
             began: Instant::now(),
             prompt: std::cell::OnceCell::new(),
+            forward_calls: std::cell::Cell::new(0),
         })
     }
 
@@ -204,6 +210,7 @@ impl Exercise {
             steps_build_ms: timer.steps_built(&fed),
             layers: model.layers(),
             ops_per_step: ops.map_or(0, |(n, _)| n),
+            forward_calls: self.forward_calls.get(),
             us_per_op: ops.map_or(0.0, |(_, cost)| cost.us_per_op),
         };
         match &self.report_path {
@@ -546,6 +553,58 @@ impl Exercise {
         self.report_greedy(&run, model, tokenizer, None)
     }
 
+    /// Speculative decoding ([`crate::lm::speculate`]): the chat prompt prefilled, then
+    /// `speculator` proposes up to [`SPECULATE_K`] tokens a step and verifies them in one
+    /// forward call, every kept token handed to the timer as it is known; then the report,
+    /// with the forward calls that decoded the tokens. quest checks `verify` first where it
+    /// asks (`verify` alone on this model), and measures the loop against the same one
+    /// proposing nothing ([`crate::lm::speculate::ProposesNothing`], `QUEST_PIECES=quest`).
+    pub fn decode_speculative(
+        &self,
+        model: &Model,
+        tokenizer: &crate::lm::Tokenizer,
+        speculator: &mut dyn crate::lm::speculate::Speculator,
+    ) -> Result<()> {
+        use crate::lm::speculate::{self, ProposesNothing};
+        use crate::lm::Message;
+        let text = tokenizer.apply_chat_template(&[Message::user(&self.prompt()?)], true, false)?;
+        let prompt_ids = tokenizer.encode(&text)?;
+        let mut baseline = ProposesNothing;
+        let speculator: &mut dyn speculate::Speculator = if crate::line::quest_pieces() {
+            &mut baseline
+        } else {
+            speculate::when_asked(model, &prompt_ids, speculator);
+            speculator
+        };
+        let mut counted = speculate::Counted(speculator);
+        let calls_before = model.fed().len();
+        let mut timer = Timer::start();
+        let decoded = speculate::decode(
+            model,
+            &prompt_ids,
+            self.max_tokens,
+            SPECULATE_K,
+            &mut counted,
+            &mut |token, first| {
+                if first {
+                    timer.first_token(token);
+                } else {
+                    timer.token(token);
+                }
+            },
+        )?;
+        timer.done();
+        self.forward_calls.set(model.fed().len() - calls_before);
+        let run = Greedy {
+            prompt_ids,
+            tokens: decoded.tokens,
+            logits: Vec::new(),
+            timer,
+            step_ops: 0,
+        };
+        self.report_greedy(&run, model, tokenizer, None)
+    }
+
     /// [`greedy`] with the tokens quest names to feed (`QUEST_FORCE`) and every step's
     /// logits written where quest asks (`QUEST_LOGITS`); with `count_ops`, one more step's
     /// ops counted after it.
@@ -686,6 +745,7 @@ impl Exercise {
             layers: 0,
             ops_per_step: 0,
             us_per_op: 0.0,
+            forward_calls: 0,
         };
         match &self.report_path {
             Some(path) => report.write(path),
@@ -979,6 +1039,12 @@ pub struct Report {
     /// [`Exercise::decode_counting_ops`]).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub ops_per_step: usize,
+    /// The forward calls of quest's model that decoded `tokens`, the prompt's included,
+    /// for a loop that may keep several tokens a call (0: not counted;
+    /// [`Exercise::decode_speculative`]). Run by quest, its clock's count of the calls
+    /// asked for.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub forward_calls: usize,
     /// The host's µs per op on this backend, measured in the same process ([`OpCost`]).
     #[serde(default, skip_serializing_if = "is_zero_f64")]
     pub us_per_op: f64,
@@ -1048,6 +1114,8 @@ impl Report {
             Metric::HostMsPredicted => self.ops_per_step as f64 * self.us_per_op / 1e3,
             Metric::WeightMbPerToken if self.weight_bytes_per_token == 0 => return None,
             Metric::WeightMbPerToken => self.weight_bytes_per_token as f64 / 1e6,
+            Metric::TokensPerForward if self.forward_calls == 0 => return None,
+            Metric::TokensPerForward => self.generated_tokens as f64 / self.forward_calls as f64,
         };
         value.is_finite().then_some(value)
     }
@@ -1122,6 +1190,7 @@ mod tests {
             layers: 0,
             ops_per_step: 0,
             us_per_op: 0.0,
+            forward_calls: 0,
         }
     }
 

@@ -425,6 +425,10 @@ fn timed_by_quest(mut report: Report, arrivals: &clock::Arrivals) -> Result<Repo
     report.decode_tok_s = clocked.decode_tok_s;
     report.token_ms = clocked.token_ms;
     report.held_back = clocked.held_back;
+    // A loop that keeps several tokens a call: its calls as quest's clock saw them asked.
+    if report.forward_calls > 0 {
+        report.forward_calls = arrivals.asked_ms.len();
+    }
     Ok(report)
 }
 

@@ -89,7 +89,12 @@ pub fn replaced_by(piece: Piece) -> &'static [Fused] {
         Piece::Rope => &[Fused::Rope],
         Piece::Attention => &[Fused::Attention],
         Piece::QuantizedMatmul => &[Fused::QuantizedMatmul, Fused::GatherQmm],
-        Piece::Swiglu | Piece::Mlp | Piece::GatedDelta | Piece::Sample | Piece::KvCache => &[],
+        Piece::Swiglu
+        | Piece::Mlp
+        | Piece::GatedDelta
+        | Piece::Sample
+        | Piece::KvCache
+        | Piece::Speculate => &[],
     }
 }
 

@@ -22,6 +22,7 @@ pub mod piece_check;
 pub mod pieces;
 pub mod random;
 pub mod sample;
+pub mod speculate;
 pub mod tokenizer;
 pub mod weights;
 pub mod yours;

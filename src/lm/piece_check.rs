@@ -60,6 +60,9 @@ pub enum Found {
     },
     /// The output came back already evaluated: what computed it is not in the graph.
     Evaluated,
+    /// Tokens where the reference decodes others (`want`): a speculative decoder's kept
+    /// tokens and the step after them.
+    OtherTokens { got: Vec<u32>, want: Vec<u32> },
     /// The piece is still `todo!()` / `unimplemented!()`.
     NotWritten { message: String },
     /// It returned an error or panicked.
@@ -120,7 +123,7 @@ pub fn tolerance(dtype: Dtype) -> f32 {
 /// end the process when quest asked for the check alone. Nothing otherwise.
 pub(crate) fn when_asked(pieces: &dyn Pieces) {
     if let Some((piece, alone)) = crate::line::piece_check() {
-        if !matches!(piece, Piece::Sample | Piece::KvCache) {
+        if !matches!(piece, Piece::Sample | Piece::KvCache | Piece::Speculate) {
             answer(check(piece, pieces), alone);
         }
     }
@@ -307,7 +310,7 @@ fn cases(piece: Piece) -> Vec<Case> {
         Piece::QuantizedMatmul => quantized_matmul_cases(&mut next),
         Piece::GatedDelta => gated_delta_cases(&mut next),
         // Their own checks: a sampler's draws, a cache's calls in sequence.
-        Piece::Sample | Piece::KvCache => Vec::new(),
+        Piece::Sample | Piece::KvCache | Piece::Speculate => Vec::new(),
         Piece::Mlp => mlp_cases(&mut next),
     }
 }
@@ -1113,7 +1116,7 @@ mod tests {
     #[test]
     fn every_piece_of_the_seam_has_shapes() {
         for piece in Piece::ALL {
-            if !matches!(piece, Piece::Sample | Piece::KvCache) {
+            if !matches!(piece, Piece::Sample | Piece::KvCache | Piece::Speculate) {
                 assert!(cases(piece).len() >= 4, "{piece}");
             }
         }

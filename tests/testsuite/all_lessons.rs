@@ -636,6 +636,96 @@ fn rows() -> Vec<Row> {
         },
         Row {
             args: FEW_TOKENS,
+            // The agreeing guesses counted with a loop of its own, not `take_while`: the
+            // same tokens kept.
+            honest: |s| {
+                s.solution.replace(
+                    "        let agreed = proposed\n            .iter()\n            .zip(&picks)\n            .take_while(|(guess, pick)| guess == pick)\n            .count();",
+                    "        let mut agreed = 0;\n        while agreed < proposed.len() && proposed[agreed] == picks[agreed] {\n            agreed += 1;\n        }",
+                )
+            },
+            refusals: &[
+                Refusal {
+                    what: "every guess kept, whatever the model picks",
+                    edit: |s| {
+                        s.solution.replace(
+                            ".take_while(|(guess, pick)| guess == pick)",
+                            ".take_while(|_| true)",
+                        )
+                    },
+                    command: "submit",
+                    stdout: &["2 of 4 proposals right."],
+                    stderr: &[PIECE_WRONG],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "the rejected guesses left in the cache",
+                    edit: |s| {
+                        s.solution.replace(
+                            "        lm::trim_prompt_cache(cache, (proposed.len() - agreed) as i32);\n",
+                            "",
+                        )
+                    },
+                    command: "submit",
+                    stdout: &["proposals right.", "where greedy decoding gives"],
+                    stderr: &[PIECE_WRONG],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "nothing ever proposed: greedy decoding's tokens, one a forward call",
+                    edit: |s| {
+                        s.solution.replace(
+                            "        for n in (1..=MAX_NGRAM).rev() {",
+                            "        for n in (1..=MAX_NGRAM).rev().filter(|_| false) {",
+                        )
+                    },
+                    command: "submit",
+                    stdout: &["your guesses were never kept"],
+                    stderr: &["did not make the change the lesson measures"],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "each guess verified in a forward call of its own",
+                    edit: |s| {
+                        s.solution.replace(
+                            "        let mut input = vec![last];\n        input.extend_from_slice(proposed);\n        let logits = model.forward(&lm::tokens_array(&input), cache)?;\n        let picks = argmax_axis(&logits, -1, None)?;\n        let picks: Vec<u32> = picks.as_slice::<u32>().to_vec();",
+                            "        let mut picks = Vec::new();\n        let mut input = last;\n        for i in 0..=proposed.len() {\n            let logits = model.forward(&lm::tokens_array(&[input]), cache)?;\n            let pick = argmax_axis(&logits, -1, None)?.as_slice::<u32>()[0];\n            picks.push(pick);\n            if i == proposed.len() || proposed[i] != pick {\n                break;\n            }\n            input = pick;\n        }\n        let proposed = &proposed[..picks.len().min(proposed.len())];\n        let cache_held = picks.len() - 1;\n        let _ = cache_held;",
+                        )
+                    },
+                    command: "submit",
+                    stdout: &["your guesses were never kept"],
+                    stderr: &["did not make the change the lesson measures"],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "quest's baseline called for the verify",
+                    edit: |s| {
+                        s.solution
+                            .replace(
+                                "use quest::lm::speculate::Speculator;",
+                                "use quest::lm::speculate::{ProposesNothing as Plain, Speculator};",
+                            )
+                            .replace(
+                                "        let mut input = vec![last];\n",
+                                "        if proposed.is_empty() {\n            return Plain.verify(model, cache, last, proposed);\n        }\n        let mut input = vec![last];\n",
+                            )
+                    },
+                    command: "submit",
+                    stdout: &["not a verify of yours"],
+                    stderr: &["fix those lines"],
+                    snapshot: None,
+                    masked: false,
+                },
+            ],
+            answers: &["exact=greedy", "term=bytes"],
+            ..Row::of("prompt-lookup")
+        },
+        Row {
+            args: FEW_TOKENS,
             // The mean of the squares as a sum over n, then a square root and a division:
             // another order of the same arithmetic (6.2e-5 from quest's at most, measured).
             honest: |s| {
@@ -1641,6 +1731,7 @@ walks! {
     ignored custom_kernel: "custom-kernel",
     ignored host_or_device: "host-or-device",
     ignored kv_cache_by_hand: "kv-cache-by-hand",
+    ignored prompt_lookup: "prompt-lookup",
 }
 
 /// Every lesson of the course has a row and a walk test, and every row a lesson: a new
