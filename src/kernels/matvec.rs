@@ -357,6 +357,8 @@ pub struct Levers {
     pub persist: bool,
     /// Where a matrix's grid is at most two blocks an SM, a kernel compiled for two (so
     /// twice the registers a thread), asking for eight chunks of a row ahead, not four.
+    /// Off by default: the matrix it was built for ran slower with it
+    /// (docs/gpu/2026-12-07-deep-lever/).
     pub deep: bool,
 }
 
