@@ -144,9 +144,25 @@ pub(crate) fn send_step(kind: &str, ids: &[u32]) {
 /// cannot move this mark later than the compute it asks for, so quest bounds the decode by
 /// it whatever the code does with its tokens' hand-overs (`lab::clock`).
 pub fn asked() {
-    if connected() {
+    if connected() && !PREFILLING.with(std::cell::Cell::get) {
         send("asked");
     }
+}
+
+thread_local! {
+    /// Inside quest's loop's prefill: its calls are the prompt's, not decode steps.
+    static PREFILLING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f`, the prompt's forward calls, with no call marked as asked for: the clock
+/// bounds the decode by the calls asked after the first token's, and a prefill of several
+/// calls (a chunked one) would read as decode steps begun before it. Everything `f` does
+/// is inside the time to first token all the same.
+pub(crate) fn prefilling<T>(f: impl FnOnce() -> T) -> T {
+    PREFILLING.with(|p| p.set(true));
+    let out = f();
+    PREFILLING.with(|p| p.set(false));
+    out
 }
 
 /// Tells quest the model is loaded and waits for the prompt; `None` when no line is there.

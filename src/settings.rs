@@ -129,6 +129,8 @@ settings! {
         "the model the exercise loads (`quest run --model`)";
     PROMPT: "QUEST_PROMPT", Exercise, "What is the capital of France? Answer in one sentence.",
         "the prompt an exercise run by hand writes its answer to (run by quest, it gets the lesson's prompt over quest's clock)";
+    PREFILL_CHUNK: "QUEST_PREFILL_CHUNK", Exercise, "64",
+        "the positions `Exercise::decode_prefilled` asks a chunked prefill to feed a forward call at most (chunked-prefill's)";
     MAX_TOKENS: "QUEST_MAX_TOKENS", Exercise, "32",
         "tokens the exercise generates (`quest run --max-tokens`)";
     REPORT: "QUEST_REPORT", Exercise, "unset: the exercise prints its numbers" computed true,

@@ -38,6 +38,7 @@ pub(crate) fn say_progress(ctx: &Ctx, progress: Progress) {
     let text = match heading {
         Heading::Rules => ctx.ui("submit_checking_code").to_owned(),
         Heading::Piece(Piece::Speculate) => ctx.ui("submit_checking_speculator").to_owned(),
+        Heading::Piece(Piece::Prefill) => ctx.ui("submit_checking_prefill").to_owned(),
         Heading::Piece(_) => ctx.ui("submit_checking_piece").to_owned(),
         Heading::Logits {
             tolerance,
@@ -72,6 +73,7 @@ pub(crate) fn say_progress(ctx: &Ctx, progress: Progress) {
             match (against_quest, piece) {
                 (true, Some(Piece::Sample)) => "submit_measuring_sampler",
                 (true, Some(Piece::Speculate)) => "submit_measuring_speculator",
+                (true, Some(Piece::Prefill)) => "submit_measuring_prefill",
                 (true, _) => "submit_measuring_pieces",
                 (false, _) => "submit_measuring",
             },
@@ -527,6 +529,19 @@ fn feed_text(ctx: &Ctx, lesson: &Lesson, problem: &FeedProblem) -> String {
         } => message(
             rule,
             &[
+                ("positions", &positions.to_string()),
+                ("limit", &limit.to_string()),
+            ],
+        ),
+        FeedProblem::Prefill {
+            rule,
+            call,
+            positions,
+            limit,
+        } => message(
+            rule,
+            &[
+                ("call", &call.to_string()),
                 ("positions", &positions.to_string()),
                 ("limit", &limit.to_string()),
             ],

@@ -54,10 +54,10 @@ pub(crate) fn say(
     println!(
         "{}",
         ctx.ui_with(
-            if piece == Piece::Speculate {
-                "piece_checking_speculate"
-            } else {
-                "piece_checking"
+            match piece {
+                Piece::Speculate => "piece_checking_speculate",
+                Piece::Prefill => "piece_checking_prefill",
+                _ => "piece_checking",
             },
             &[
                 ("piece", piece.method()),
@@ -120,10 +120,10 @@ pub(crate) fn say(
 
 fn summary(ctx: &Ctx, piece: Piece, verdict: &Verdict) -> String {
     ctx.ui_with(
-        if piece == Piece::Speculate {
-            "piece_summary_proposals"
-        } else {
-            "piece_summary"
+        match piece {
+            Piece::Speculate => "piece_summary_proposals",
+            Piece::Prefill => "piece_summary_chunks",
+            _ => "piece_summary",
         },
         &[
             ("right", &verdict.right().to_string()),

@@ -24,10 +24,12 @@ pub(crate) fn request(lesson: &Lesson, args: &RunArgs) -> RunRequest {
             .model
             .clone()
             .unwrap_or_else(|| lesson.spec.model.clone()),
-        prompt: args
-            .prompt
-            .clone()
-            .unwrap_or_else(|| lesson.spec.prompt.clone()),
+        prompt: {
+            let text = args.prompt.as_deref().unwrap_or(&lesson.spec.prompt);
+            // A long document of a short text: copies joined by spaces (one line, as
+            // quest's line hands a prompt over).
+            vec![text; lesson.spec.prompt_copies.unwrap_or(1).max(1)].join(" ")
+        },
         max_tokens: args.max_tokens.unwrap_or(lesson.spec.max_tokens).max(1),
         time_limit: args.time_limit.map(Duration::from_secs),
         piece: lesson.spec.piece,
@@ -354,6 +356,18 @@ fn print_report(ctx: &Ctx, r: &Report) {
                     ("calls", &r.forward_calls.to_string()),
                     ("tokens", &r.generated_tokens.to_string()),
                     ("per_call", &format!("{per_call:.2}"))
+                ]
+            )
+        );
+    }
+    if let Some(peak_mb) = r.metric(quest::course::Metric::PrefillPeakMb) {
+        println!(
+            "{}",
+            ctx.ui_with(
+                "prefill_peak",
+                &[
+                    ("mb", &format!("{peak_mb:.1}")),
+                    ("tokens", &r.prompt_tokens.to_string())
                 ]
             )
         );

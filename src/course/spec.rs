@@ -41,6 +41,10 @@ pub struct LessonSpec {
     pub model: String,
     #[serde(default = "default_prompt")]
     pub prompt: String,
+    /// The prompt as a document of this many copies of `prompt`, joined by spaces: a long
+    /// context from a short text (chunked-prefill's thousands of tokens).
+    #[serde(default)]
+    pub prompt_copies: Option<usize>,
     #[serde(default = "default_max_tokens")]
     pub max_tokens: usize,
     /// Paths relative to the project root (the folder that holds `lessons/`).
@@ -239,7 +243,7 @@ pub struct Rule {
 /// A rule about what the run fed the model: a limit on the positions (per sequence) of
 /// one kind of forward call. Its message (`messages:`, keyed by `id`) may name
 /// `{positions}` (what was fed), `{limit}` and, for a step, `{step}` (1 is the first
-/// decode step).
+/// decode step), for a prefill call, `{call}` (1 is the first).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FeedRule {
@@ -252,6 +256,10 @@ pub struct FeedRule {
     /// many positions: the cache holds the rest.
     #[serde(default)]
     pub step: Option<usize>,
+    /// Every forward call of the prefill (each before the first token) feeds at most this
+    /// many positions: the prompt goes in chunks.
+    #[serde(default)]
+    pub prefill: Option<usize>,
 }
 
 /// Which calls a rule is about: a group, or one named function, method or macro.
@@ -469,10 +477,13 @@ pub enum Metric {
     /// Tokens decoded over the forward calls of quest's model that decoded them, the
     /// prompt's included: 1 for plain decoding, more where a call keeps several.
     TokensPerForward,
+    /// The most memory MLX held while the prompt was prefilled, in MB (its allocator's
+    /// peak, read by quest's loop).
+    PrefillPeakMb,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 12] = [
+    pub const ALL: [Metric; 13] = [
         Metric::DecodeTokS,
         Metric::PerSeqTokS,
         Metric::TtftMs,
@@ -485,6 +496,7 @@ impl Metric {
         Metric::UsPerOp,
         Metric::HostMsPredicted,
         Metric::TokensPerForward,
+        Metric::PrefillPeakMb,
     ];
 
     /// Its key in reports and in the progress file.
@@ -502,6 +514,7 @@ impl Metric {
             Metric::UsPerOp => "us_per_op",
             Metric::HostMsPredicted => "host_ms_predicted",
             Metric::TokensPerForward => "tokens_per_forward",
+            Metric::PrefillPeakMb => "prefill_peak_mb",
         }
     }
 
@@ -521,6 +534,7 @@ impl Metric {
             Metric::UsPerOp => "µs/op",
             Metric::HostMsPredicted => "ms",
             Metric::TokensPerForward => "tok/call",
+            Metric::PrefillPeakMb => "MB",
         }
     }
 
@@ -699,10 +713,10 @@ impl LessonSpec {
             if !ids.insert(feed.id.as_str()) {
                 bail!("{at}: rule `{}` is listed twice", feed.id);
             }
-            match (feed.first_token, feed.step) {
-                (Some(n), None) | (None, Some(n)) if n >= 1 => {}
+            match [feed.first_token, feed.step, feed.prefill] {
+                [Some(n), None, None] | [None, Some(n), None] | [None, None, Some(n)] if n >= 1 => {}
                 _ => bail!(
-                    "{at}: feed rule `{}` needs one of `first_token:` or `step:`, a number of positions, 1 or more",
+                    "{at}: feed rule `{}` needs one of `first_token:`, `step:` or `prefill:`, a number of positions, 1 or more",
                     feed.id
                 ),
             }
@@ -928,10 +942,13 @@ pub enum Piece {
     /// A speculative decoder's guesses checked by the model (`lm::speculate::Speculator`):
     /// `verify`, one call a step of the loop.
     Speculate,
+    /// The prompt through the cache in chunks (`lm::prefill::Prefill`): `prefill`, once a
+    /// run.
+    Prefill,
 }
 
 impl Piece {
-    pub const ALL: [Piece; 10] = [
+    pub const ALL: [Piece; 11] = [
         Piece::RmsNorm,
         Piece::Swiglu,
         Piece::Rope,
@@ -942,6 +959,7 @@ impl Piece {
         Piece::Mlp,
         Piece::KvCache,
         Piece::Speculate,
+        Piece::Prefill,
     ];
 
     /// The method's name, as the learner's `impl` writes it.
@@ -957,6 +975,7 @@ impl Piece {
             Piece::Mlp => "mlp",
             Piece::KvCache => "update_and_fetch",
             Piece::Speculate => "verify",
+            Piece::Prefill => "prefill",
         }
     }
 

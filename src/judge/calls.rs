@@ -80,9 +80,9 @@ pub fn piece_calls_problem(
     if counted.seam == 0 {
         return Some(CallsProblem::NeverCalled);
     }
-    // A sampler and a speculator are called once a step, not once a layer.
+    // A sampler and a speculator are called once a step, a prefill once: not a layer each.
     use crate::course::spec::Piece;
-    let layers = if matches!(piece, Piece::Sample | Piece::Speculate) {
+    let layers = if matches!(piece, Piece::Sample | Piece::Speculate | Piece::Prefill) {
         1
     } else {
         layers

@@ -14,6 +14,13 @@ pub enum FeedProblem<'a> {
         positions: usize,
         limit: usize,
     },
+    /// Forward call `call` of the prefill (1 is the first) fed `positions`.
+    Prefill {
+        rule: &'a FeedRule,
+        call: usize,
+        positions: usize,
+        limit: usize,
+    },
     /// Decode step `step` (1 is the first after the first token) fed `positions`.
     Step {
         rule: &'a FeedRule,
@@ -43,6 +50,16 @@ pub fn feed_problems<'a>(
             if positions > limit {
                 problems.push(FeedProblem::FirstToken {
                     rule,
+                    positions,
+                    limit,
+                });
+            }
+        }
+        if let Some(limit) = rule.prefill {
+            if let Some((i, &positions)) = prefill.iter().enumerate().find(|(_, &p)| p > limit) {
+                problems.push(FeedProblem::Prefill {
+                    rule,
+                    call: i + 1,
                     positions,
                     limit,
                 });

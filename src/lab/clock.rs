@@ -72,6 +72,8 @@ pub struct Arrivals {
     pub checked: Option<String>,
     /// How often the model called each piece, counted by quest's seam (JSON).
     pub calls: Option<String>,
+    /// The most bytes MLX held during the prefill, as quest's loop read them.
+    pub prefill_peak_bytes: Option<u64>,
 }
 
 /// A run's numbers as quest's clock measured them.
@@ -508,6 +510,10 @@ impl Clock {
                     }
                     "calls" => {
                         seen.calls = Some(rest.to_owned());
+                        None
+                    }
+                    "peak" => {
+                        seen.prefill_peak_bytes = rest.trim().parse().ok();
                         None
                     }
                     "asked" => {

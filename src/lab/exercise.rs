@@ -39,6 +39,8 @@ pub struct Exercise {
     prompt: std::cell::OnceCell<(String, Instant)>,
     /// The forward calls that decoded the tokens, where a loop keeps several a call.
     forward_calls: std::cell::Cell<usize>,
+    /// The most bytes MLX held during a prefill quest's loop measured.
+    prefill_peak_bytes: std::cell::Cell<u64>,
 }
 
 /// The most tokens a speculative decoder proposes a step ([`Exercise::decode_speculative`]).
@@ -79,6 +81,7 @@ impl Exercise {
             began: Instant::now(),
             prompt: std::cell::OnceCell::new(),
             forward_calls: std::cell::Cell::new(0),
+            prefill_peak_bytes: std::cell::Cell::new(0),
         })
     }
 
@@ -211,6 +214,7 @@ impl Exercise {
             layers: model.layers(),
             ops_per_step: ops.map_or(0, |(n, _)| n),
             forward_calls: self.forward_calls.get(),
+            prefill_peak_bytes: self.prefill_peak_bytes.get(),
             us_per_op: ops.map_or(0.0, |(_, cost)| cost.us_per_op),
         };
         match &self.report_path {
@@ -605,6 +609,72 @@ impl Exercise {
         self.report_greedy(&run, model, tokenizer, None)
     }
 
+    /// A chunked prefill ([`crate::lm::prefill`]): the chat prompt into the cache through
+    /// `prefill`, at most `QUEST_PREFILL_CHUNK` positions a forward call, then greedy
+    /// decoding; the first token timed as the prefill's logits give it, each later one as
+    /// it is known. quest's loop reads MLX's peak memory over the prefill (above what was
+    /// held before it) and sends it on quest's line. quest checks `prefill` first where it
+    /// asks, and measures the loop against the one-shot prefill
+    /// ([`crate::lm::prefill::OneShot`], `QUEST_PIECES=quest`).
+    pub fn decode_prefilled(
+        &self,
+        model: &Model,
+        tokenizer: &crate::lm::Tokenizer,
+        prefill: &mut dyn crate::lm::prefill::Prefill,
+    ) -> Result<()> {
+        use crate::course::spec::Piece;
+        use crate::lm::prefill::{self, OneShot};
+        use crate::lm::Message;
+        let chunk: usize = crate::settings::PREFILL_CHUNK.parse()?;
+        anyhow::ensure!(
+            chunk >= 1,
+            "{} must be 1 or more",
+            crate::settings::PREFILL_CHUNK.name
+        );
+        let text = tokenizer.apply_chat_template(&[Message::user(&self.prompt()?)], true, false)?;
+        let prompt_ids = tokenizer.encode(&text)?;
+        let mut baseline = OneShot;
+        let prefill: &mut dyn prefill::Prefill = if crate::line::quest_pieces() {
+            &mut baseline
+        } else {
+            prefill::when_asked(model, &prompt_ids, prefill);
+            crate::lm::pieces::seam_called(Piece::Prefill);
+            prefill
+        };
+        let mut cache = model.make_cache();
+        let held_before = mlx_rs::memory::active_memory()?;
+        mlx_rs::memory::reset_peak_memory()?;
+        let mut timer = Timer::start();
+        let logits =
+            crate::line::prefilling(|| prefill.prefill(model, &mut cache, &prompt_ids, chunk))?;
+        let argmax = |logits: &mlx_rs::Array| -> Result<u32> {
+            let last = logits.reshape(&[1, -1])?;
+            Ok(mlx_rs::ops::indexing::argmax_axis(&last, -1, None)?.item_exact::<u32>())
+        };
+        let first = argmax(&logits)?;
+        let peak = mlx_rs::memory::peak_memory()?.saturating_sub(held_before) as u64;
+        crate::line::send(&format!("peak {peak}"));
+        self.prefill_peak_bytes.set(peak);
+        timer.first_token(first);
+        let mut tokens = vec![first];
+        while tokens.len() < self.max_tokens {
+            let last = *tokens.last().expect("the first token");
+            let logits = model.forward(&crate::lm::tokens_array(&[last]), &mut cache)?;
+            let next = argmax(&crate::lm::last_position(&logits))?;
+            timer.token(next);
+            tokens.push(next);
+        }
+        timer.done();
+        let run = Greedy {
+            prompt_ids,
+            tokens,
+            logits: Vec::new(),
+            timer,
+            step_ops: 0,
+        };
+        self.report_greedy(&run, model, tokenizer, None)
+    }
+
     /// [`greedy`] with the tokens quest names to feed (`QUEST_FORCE`) and every step's
     /// logits written where quest asks (`QUEST_LOGITS`); with `count_ops`, one more step's
     /// ops counted after it.
@@ -746,6 +816,7 @@ impl Exercise {
             ops_per_step: 0,
             us_per_op: 0.0,
             forward_calls: 0,
+            prefill_peak_bytes: 0,
         };
         match &self.report_path {
             Some(path) => report.write(path),
@@ -1045,6 +1116,10 @@ pub struct Report {
     /// asked for.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub forward_calls: usize,
+    /// The most bytes MLX held while the prompt was prefilled (0: not measured;
+    /// [`Exercise::decode_prefilled`]). Run by quest, what quest's loop sent on its line.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub prefill_peak_bytes: u64,
     /// The host's µs per op on this backend, measured in the same process ([`OpCost`]).
     #[serde(default, skip_serializing_if = "is_zero_f64")]
     pub us_per_op: f64,
@@ -1063,6 +1138,10 @@ pub struct TimerReading {
 
 fn is_zero_f64(x: &f64) -> bool {
     *x == 0.0
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -1116,6 +1195,8 @@ impl Report {
             Metric::WeightMbPerToken => self.weight_bytes_per_token as f64 / 1e6,
             Metric::TokensPerForward if self.forward_calls == 0 => return None,
             Metric::TokensPerForward => self.generated_tokens as f64 / self.forward_calls as f64,
+            Metric::PrefillPeakMb if self.prefill_peak_bytes == 0 => return None,
+            Metric::PrefillPeakMb => self.prefill_peak_bytes as f64 / 1e6,
         };
         value.is_finite().then_some(value)
     }
@@ -1191,6 +1272,7 @@ mod tests {
             ops_per_step: 0,
             us_per_op: 0.0,
             forward_calls: 0,
+            prefill_peak_bytes: 0,
         }
     }
 

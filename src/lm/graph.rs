@@ -94,7 +94,8 @@ pub fn replaced_by(piece: Piece) -> &'static [Fused] {
         | Piece::GatedDelta
         | Piece::Sample
         | Piece::KvCache
-        | Piece::Speculate => &[],
+        | Piece::Speculate
+        | Piece::Prefill => &[],
     }
 }
 

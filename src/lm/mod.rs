@@ -20,6 +20,7 @@ pub mod hub;
 pub mod models;
 pub mod piece_check;
 pub mod pieces;
+pub mod prefill;
 pub mod random;
 pub mod sample;
 pub mod speculate;

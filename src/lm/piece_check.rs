@@ -123,7 +123,10 @@ pub fn tolerance(dtype: Dtype) -> f32 {
 /// end the process when quest asked for the check alone. Nothing otherwise.
 pub(crate) fn when_asked(pieces: &dyn Pieces) {
     if let Some((piece, alone)) = crate::line::piece_check() {
-        if !matches!(piece, Piece::Sample | Piece::KvCache | Piece::Speculate) {
+        if !matches!(
+            piece,
+            Piece::Sample | Piece::KvCache | Piece::Speculate | Piece::Prefill
+        ) {
             answer(check(piece, pieces), alone);
         }
     }
@@ -310,7 +313,7 @@ fn cases(piece: Piece) -> Vec<Case> {
         Piece::QuantizedMatmul => quantized_matmul_cases(&mut next),
         Piece::GatedDelta => gated_delta_cases(&mut next),
         // Their own checks: a sampler's draws, a cache's calls in sequence.
-        Piece::Sample | Piece::KvCache | Piece::Speculate => Vec::new(),
+        Piece::Sample | Piece::KvCache | Piece::Speculate | Piece::Prefill => Vec::new(),
         Piece::Mlp => mlp_cases(&mut next),
     }
 }
@@ -1116,7 +1119,10 @@ mod tests {
     #[test]
     fn every_piece_of_the_seam_has_shapes() {
         for piece in Piece::ALL {
-            if !matches!(piece, Piece::Sample | Piece::KvCache | Piece::Speculate) {
+            if !matches!(
+                piece,
+                Piece::Sample | Piece::KvCache | Piece::Speculate | Piece::Prefill
+            ) {
                 assert!(cases(piece).len() >= 4, "{piece}");
             }
         }

@@ -726,6 +726,79 @@ fn rows() -> Vec<Row> {
         },
         Row {
             args: FEW_TOKENS,
+            // The chunks walked by index, not by `chunks`: the same calls.
+            honest: |s| {
+                s.solution.replace(
+                    "        for part in prompt.chunks(chunk) {",
+                    "        let starts: Vec<usize> = (0..prompt.len()).step_by(chunk).collect();\n        for start in starts {\n            let part = &prompt[start..(start + chunk).min(prompt.len())];",
+                )
+            },
+            refusals: &[
+                Refusal {
+                    what: "the whole prompt in one call, whatever the chunk",
+                    edit: |s| {
+                        s.solution
+                            .replace("prompt.chunks(chunk)", "prompt.chunks(prompt.len().max(1))")
+                    },
+                    command: "submit",
+                    stdout: &["more than the chunk of 64", "1 of 3 chunk sizes right."],
+                    stderr: &[PIECE_WRONG],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "each chunk into a fresh cache: the earlier chunks forgotten",
+                    edit: |s| {
+                        s.solution.replace(
+                            "            let logits = model.forward(&lm::tokens_array(part), cache)?;",
+                            "            let mut fresh = model.make_cache();\n            let logits = model.forward(&lm::tokens_array(part), &mut fresh)?;\n            cache.clone_from_slice(&fresh);",
+                        )
+                    },
+                    command: "submit",
+                    stdout: &["1 of 3 chunk sizes right."],
+                    stderr: &[PIECE_WRONG],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "MLX's peak counter reset inside the prefill",
+                    edit: |s| {
+                        s.solution.replace(
+                            "        let mut last = None;\n",
+                            "        let mut last = None;\n        mlx_rs::memory::reset_peak_memory()?;\n",
+                        )
+                    },
+                    command: "submit",
+                    stdout: &["MLX's memory counter"],
+                    stderr: &["fix those lines"],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "quest's one-shot prefill called for the prefill",
+                    edit: |s| {
+                        s.solution
+                            .replace(
+                                "use quest::lm::prefill::Prefill;",
+                                "use quest::lm::prefill::{OneShot, Prefill};",
+                            )
+                            .replace(
+                                "        let mut last = None;\n",
+                                "        if prompt.len() < 2 {\n            return OneShot.prefill(model, cache, prompt, chunk);\n        }\n        let mut last = None;\n",
+                            )
+                    },
+                    command: "submit",
+                    stdout: &["one-shot prefill: not a prefill of yours"],
+                    stderr: &["fix those lines"],
+                    snapshot: None,
+                    masked: false,
+                },
+            ],
+            answers: &["holds=logits", "small-chunks=bytes"],
+            ..Row::of("chunked-prefill")
+        },
+        Row {
+            args: FEW_TOKENS,
             // The mean of the squares as a sum over n, then a square root and a division:
             // another order of the same arithmetic (6.2e-5 from quest's at most, measured).
             honest: |s| {
@@ -1732,6 +1805,7 @@ walks! {
     ignored host_or_device: "host-or-device",
     ignored kv_cache_by_hand: "kv-cache-by-hand",
     ignored prompt_lookup: "prompt-lookup",
+    ignored chunked_prefill: "chunked-prefill",
 }
 
 /// Every lesson of the course has a row and a walk test, and every row a lesson: a new
