@@ -181,10 +181,13 @@ mod tests {
     use super::*;
     use crate::lm::random;
 
-    /// Chunks written from the math, each evaluated before the next.
-    struct Chunks;
+    /// A prefill made of a closure: the check's subject.
+    struct By<F>(F);
 
-    impl Prefill for Chunks {
+    impl<F> Prefill for By<F>
+    where
+        F: FnMut(&dyn Forward, &mut [LayerCache], &[u32], usize) -> Result<Array>,
+    {
         fn prefill(
             &mut self,
             model: &dyn Forward,
@@ -192,84 +195,66 @@ mod tests {
             prompt: &[u32],
             chunk: usize,
         ) -> Result<Array> {
-            let mut last = None;
-            for part in prompt.chunks(chunk) {
-                let logits = model.forward(&crate::lm::tokens_array(part), cache)?;
-                let states: Vec<&Array> = cache.iter().flat_map(|c| c.state()).collect();
-                mlx_rs::transforms::eval(states)?;
-                last = Some(crate::lm::last_position(&logits));
-            }
-            last.ok_or_else(|| anyhow::anyhow!("an empty prompt"))
+            (self.0)(model, cache, prompt, chunk)
         }
+    }
+
+    /// Chunks written from the math, each evaluated before the next; with `forget`, each
+    /// into a fresh cache (the earlier chunks lost).
+    fn chunks(
+        model: &dyn Forward,
+        cache: &mut [LayerCache],
+        prompt: &[u32],
+        chunk: usize,
+        forget: bool,
+    ) -> Result<Array> {
+        let mut last = None;
+        for part in prompt.chunks(chunk) {
+            let mut fresh = model.make_cache();
+            let into: &mut [LayerCache] = if forget { &mut fresh } else { cache };
+            let logits = model.forward(&crate::lm::tokens_array(part), into)?;
+            mlx_rs::transforms::eval(into.iter().flat_map(|c| c.state()))?;
+            last = Some(crate::lm::last_position(&logits));
+            if forget {
+                cache.clone_from_slice(&fresh);
+            }
+        }
+        last.ok_or_else(|| anyhow::anyhow!("an empty prompt"))
     }
 
     fn prompt() -> Vec<u32> {
         (0..150u32).map(|i| (i * 37 + 11) % 256).collect()
     }
 
+    /// Chunks from the math right at every size; the whole prompt in one call right only
+    /// where the chunk is longer than the prompt; quest's one-shot inside not the learner's.
     #[test]
     fn chunks_from_the_math_pass_and_one_call_does_not() {
         let model = random::model(&random::tiny_llama(), 5).unwrap();
-        let verdict = check(&model, &prompt(), &mut Chunks);
+        let by_math =
+            |m: &dyn Forward, c: &mut [LayerCache], p: &[u32], n: usize| chunks(m, c, p, n, false);
+        let verdict = check(&model, &prompt(), &mut By(by_math));
         assert!(verdict.passed(), "{verdict:?}");
         assert_eq!(verdict.rows.len(), 3);
 
-        struct Whole;
-        impl Prefill for Whole {
-            fn prefill(
-                &mut self,
-                model: &dyn Forward,
-                cache: &mut [LayerCache],
-                prompt: &[u32],
-                _: usize,
-            ) -> Result<Array> {
-                let logits = model.forward(&crate::lm::tokens_array(prompt), cache)?;
-                Ok(crate::lm::last_position(&logits))
-            }
-        }
-        let whole = check(&model, &prompt(), &mut Whole);
+        let whole = |m: &dyn Forward, c: &mut [LayerCache], p: &[u32], _: usize| one_shot(m, c, p);
+        let whole = check(&model, &prompt(), &mut By(whole));
         assert_eq!(whole.right(), 1, "{whole:?}");
 
-        struct Quests;
-        impl Prefill for Quests {
-            fn prefill(
-                &mut self,
-                model: &dyn Forward,
-                cache: &mut [LayerCache],
-                prompt: &[u32],
-                chunk: usize,
-            ) -> Result<Array> {
-                OneShot.prefill(model, cache, prompt, chunk)
-            }
-        }
-        let quests = check(&model, &prompt(), &mut Quests);
+        let quests = |m: &dyn Forward, c: &mut [LayerCache], p: &[u32], n: usize| {
+            OneShot.prefill(m, c, p, n)
+        };
+        let quests = check(&model, &prompt(), &mut By(quests));
         assert!(quests.rows.iter().all(|r| r.found == Found::QuestRan));
     }
 
     /// Chunks that skip the cache (each chunk alone): the last logits are not the prompt's.
     #[test]
     fn chunks_without_the_cache_are_wrong() {
-        struct Forgets;
-        impl Prefill for Forgets {
-            fn prefill(
-                &mut self,
-                model: &dyn Forward,
-                cache: &mut [LayerCache],
-                prompt: &[u32],
-                chunk: usize,
-            ) -> Result<Array> {
-                let mut last = None;
-                for part in prompt.chunks(chunk) {
-                    let mut fresh = model.make_cache();
-                    let logits = model.forward(&crate::lm::tokens_array(part), &mut fresh)?;
-                    last = Some(crate::lm::last_position(&logits));
-                    cache.clone_from_slice(&fresh);
-                }
-                last.ok_or_else(|| anyhow::anyhow!("an empty prompt"))
-            }
-        }
         let model = random::model(&random::tiny_llama(), 5).unwrap();
-        let verdict = check(&model, &prompt(), &mut Forgets);
+        let forgets =
+            |m: &dyn Forward, c: &mut [LayerCache], p: &[u32], n: usize| chunks(m, c, p, n, true);
+        let verdict = check(&model, &prompt(), &mut By(forgets));
         assert!(!verdict.rows[0].found.is_right(), "{verdict:?}");
         assert!(
             verdict.rows[2].found.is_right(),

@@ -319,11 +319,7 @@ mod tests {
             last: u32,
             proposed: &[u32],
         ) -> Result<Vec<u32>> {
-            let mut input = vec![last];
-            input.extend_from_slice(proposed);
-            let logits = model.forward(&crate::lm::tokens_array(&input), cache)?;
-            let picks = mlx_rs::ops::indexing::argmax_axis(&logits, -1, None)?;
-            let picks: Vec<u32> = picks.as_slice::<u32>().to_vec();
+            let picks = picks(model, cache, last, proposed)?;
             let agreed = proposed
                 .iter()
                 .zip(&picks)
@@ -333,6 +329,41 @@ mod tests {
             let mut kept = proposed[..agreed].to_vec();
             kept.push(picks[agreed]);
             Ok(kept)
+        }
+    }
+
+    /// One forward call of `last` then `proposed`: the model's greedy token after each.
+    fn picks(
+        model: &dyn Forward,
+        cache: &mut [LayerCache],
+        last: u32,
+        proposed: &[u32],
+    ) -> Result<Vec<u32>> {
+        let mut input = vec![last];
+        input.extend_from_slice(proposed);
+        let logits = model.forward(&crate::lm::tokens_array(&input), cache)?;
+        let picks = mlx_rs::ops::indexing::argmax_axis(&logits, -1, None)?;
+        Ok(picks.as_slice::<u32>().to_vec())
+    }
+
+    /// A speculator that proposes nothing and verifies with `verify`: the check's subject.
+    struct Verifies<F>(F);
+
+    impl<F> Speculator for Verifies<F>
+    where
+        F: FnMut(&dyn Forward, &mut [LayerCache], u32, &[u32]) -> Result<Vec<u32>>,
+    {
+        fn propose(&mut self, _: &[u32], _: usize) -> Vec<u32> {
+            Vec::new()
+        }
+        fn verify(
+            &mut self,
+            model: &dyn Forward,
+            cache: &mut [LayerCache],
+            last: u32,
+            proposed: &[u32],
+        ) -> Result<Vec<u32>> {
+            (self.0)(model, cache, last, proposed)
         }
     }
 
@@ -403,66 +434,29 @@ mod tests {
         assert!(verdict.passed(), "{verdict:?}");
         assert_eq!(verdict.rows.len(), 4);
 
-        struct NotYet;
-        impl Speculator for NotYet {
-            fn propose(&mut self, _: &[u32], _: usize) -> Vec<u32> {
-                todo!()
-            }
-            fn verify(
-                &mut self,
-                _: &dyn Forward,
-                _: &mut [LayerCache],
-                _: u32,
-                _: &[u32],
-            ) -> Result<Vec<u32>> {
-                todo!("write it")
-            }
-        }
-        assert!(check(&model, &prompt, &mut NotYet).not_written());
+        let mut not_yet =
+            Verifies(|_: &dyn Forward, _: &mut [LayerCache], _: u32, _: &[u32]| todo!("write it"));
+        assert!(check(&model, &prompt, &mut not_yet).not_written());
 
-        struct Quests;
-        impl Speculator for Quests {
-            fn propose(&mut self, _: &[u32], _: usize) -> Vec<u32> {
-                Vec::new()
-            }
-            fn verify(
-                &mut self,
-                model: &dyn Forward,
-                cache: &mut [LayerCache],
-                last: u32,
-                _: &[u32],
-            ) -> Result<Vec<u32>> {
+        let mut quests = Verifies(
+            |model: &dyn Forward, cache: &mut [LayerCache], last: u32, _: &[u32]| {
                 ProposesNothing.verify(model, cache, last, &[])
-            }
-        }
-        let quests = check(&model, &prompt, &mut Quests);
+            },
+        );
+        let quests = check(&model, &prompt, &mut quests);
         assert!(
             quests.rows.iter().all(|r| r.found == Found::QuestRan),
             "{quests:?}"
         );
 
-        struct KeepsAll;
-        impl Speculator for KeepsAll {
-            fn propose(&mut self, _: &[u32], _: usize) -> Vec<u32> {
-                Vec::new()
-            }
-            fn verify(
-                &mut self,
-                model: &dyn Forward,
-                cache: &mut [LayerCache],
-                last: u32,
-                proposed: &[u32],
-            ) -> Result<Vec<u32>> {
-                let mut input = vec![last];
-                input.extend_from_slice(proposed);
-                let logits = model.forward(&crate::lm::tokens_array(&input), cache)?;
-                let picks = mlx_rs::ops::indexing::argmax_axis(&logits, -1, None)?;
+        let mut keeps_all = Verifies(
+            |model: &dyn Forward, cache: &mut [LayerCache], last: u32, proposed: &[u32]| {
                 let mut kept = proposed.to_vec();
-                kept.push(picks.as_slice::<u32>()[proposed.len()]);
+                kept.push(picks(model, cache, last, proposed)?[proposed.len()]);
                 Ok(kept)
-            }
-        }
-        let keeps_all = check(&model, &prompt, &mut KeepsAll);
+            },
+        );
+        let keeps_all = check(&model, &prompt, &mut keeps_all);
         assert_eq!(keeps_all.right(), 2, "{keeps_all:?}");
         assert!(matches!(
             keeps_all.first_wrong().unwrap().found,
