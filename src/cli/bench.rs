@@ -116,9 +116,7 @@ fn measure_ceiling(
     backend: Backend,
 ) -> Result<(Vec<u32>, Ceiling, &'static str)> {
     let (model, tokenizer) = lm::load(&request.model)?;
-    let prompt =
-        tokenizer.apply_chat_template(&[lm::Message::user(&request.prompt)], true, false)?;
-    let prompt_ids = tokenizer.encode(&prompt)?;
+    let prompt_ids = tokenizer.encode_user_prompt(&request.prompt)?;
     let cache_bytes = quest::bench::cache_bytes(&model)?;
     let mean_context = prompt_ids.len() + request.max_tokens / 2;
     eprintln!(

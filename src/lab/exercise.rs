@@ -332,10 +332,8 @@ fn decode_loop(
     count_ops: bool,
     pick: &mut dyn FnMut(usize, &mlx_rs::Array) -> Result<u32>,
 ) -> Result<Greedy> {
-    use crate::lm::{self, Message};
-    let messages = [Message::user(prompt)];
-    let text = tokenizer.apply_chat_template(&messages, true, false)?;
-    let prompt_ids = tokenizer.encode(&text)?;
+    use crate::lm;
+    let prompt_ids = tokenizer.encode_user_prompt(prompt)?;
     let mut cache = model.make_cache();
     let mut timer = Timer::start();
     let mut logits_kept = Vec::new();
@@ -570,9 +568,7 @@ impl Exercise {
         speculator: &mut dyn crate::lm::speculate::Speculator,
     ) -> Result<()> {
         use crate::lm::speculate::{self, ProposesNothing};
-        use crate::lm::Message;
-        let text = tokenizer.apply_chat_template(&[Message::user(&self.prompt()?)], true, false)?;
-        let prompt_ids = tokenizer.encode(&text)?;
+        let prompt_ids = tokenizer.encode_user_prompt(&self.prompt()?)?;
         let mut baseline = ProposesNothing;
         let speculator: &mut dyn speculate::Speculator = if crate::line::quest_pieces() {
             &mut baseline
@@ -624,15 +620,13 @@ impl Exercise {
     ) -> Result<()> {
         use crate::course::spec::Piece;
         use crate::lm::prefill::{self, OneShot};
-        use crate::lm::Message;
         let chunk: usize = crate::settings::PREFILL_CHUNK.parse()?;
         anyhow::ensure!(
             chunk >= 1,
             "{} must be 1 or more",
             crate::settings::PREFILL_CHUNK.name
         );
-        let text = tokenizer.apply_chat_template(&[Message::user(&self.prompt()?)], true, false)?;
-        let prompt_ids = tokenizer.encode(&text)?;
+        let prompt_ids = tokenizer.encode_user_prompt(&self.prompt()?)?;
         let mut baseline = OneShot;
         let prefill: &mut dyn prefill::Prefill = if crate::line::quest_pieces() {
             &mut baseline
@@ -647,11 +641,7 @@ impl Exercise {
         let mut timer = Timer::start();
         let logits =
             crate::line::prefilling(|| prefill.prefill(model, &mut cache, &prompt_ids, chunk))?;
-        let argmax = |logits: &mlx_rs::Array| -> Result<u32> {
-            let last = logits.reshape(&[1, -1])?;
-            Ok(mlx_rs::ops::indexing::argmax_axis(&last, -1, None)?.item_exact::<u32>())
-        };
-        let first = argmax(&logits)?;
+        let first = crate::lm::argmax_token(&logits)?;
         let peak = mlx_rs::memory::peak_memory()?.saturating_sub(held_before) as u64;
         crate::line::send(&format!("peak {peak}"));
         self.prefill_peak_bytes.set(peak);
@@ -659,8 +649,7 @@ impl Exercise {
         let mut tokens = vec![first];
         while tokens.len() < self.max_tokens {
             let last = *tokens.last().expect("the first token");
-            let logits = model.forward(&crate::lm::tokens_array(&[last]), &mut cache)?;
-            let next = argmax(&crate::lm::last_position(&logits))?;
+            let next = crate::lm::greedy_next(model, &mut cache, last)?;
             timer.token(next);
             tokens.push(next);
         }

@@ -453,6 +453,18 @@ pub fn last_position(logits: &Array) -> Array {
     weights::last_position(logits)
 }
 
+/// The greedy token of one position's logits (`[1, vocab]`, or one row in any shape).
+pub fn argmax_token(logits: &Array) -> Result<u32> {
+    let row = logits.reshape(&[1, -1])?;
+    Ok(mlx_rs::ops::indexing::argmax_axis(&row, -1, None)?.item_exact::<u32>())
+}
+
+/// One greedy step: `last` through `model` on `cache`, and the model's token after it.
+pub fn greedy_next(model: &dyn Forward, cache: &mut [LayerCache], last: u32) -> Result<u32> {
+    let logits = model.forward(&tokens_array(&[last]), cache)?;
+    argmax_token(&last_position(&logits))
+}
+
 /// The generated ids up to (not including) the first end-of-sequence id.
 pub fn until_eos<'a>(ids: &'a [u32], tokenizer: &Tokenizer) -> &'a [u32] {
     let end = ids

@@ -80,11 +80,8 @@ pub fn check(model: &dyn Forward, prompt: &[u32], prefill: &mut dyn Prefill) -> 
 
 /// The greedy token after `logits` (`[1, vocab]`), and one step on `cache` after it.
 fn next_two(model: &dyn Forward, cache: &mut [LayerCache], logits: &Array) -> Result<Vec<u32>> {
-    let first = mlx_rs::ops::indexing::argmax_axis(logits, -1, None)?.item_exact::<u32>();
-    let logits = model.forward(&crate::lm::tokens_array(&[first]), cache)?;
-    let second = mlx_rs::ops::indexing::argmax_axis(crate::lm::last_position(&logits), -1, None)?
-        .item_exact::<u32>();
-    Ok(vec![first, second])
+    let first = crate::lm::argmax_token(logits)?;
+    Ok(vec![first, crate::lm::greedy_next(model, cache, first)?])
 }
 
 fn chunk_case(

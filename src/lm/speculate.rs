@@ -56,15 +56,8 @@ impl Speculator for ProposesNothing {
         if !proposed.is_empty() {
             bail!("quest's baseline verifies no proposals: write your own `verify`");
         }
-        Ok(vec![greedy_next(model, cache, last)?])
+        Ok(vec![crate::lm::greedy_next(model, cache, last)?])
     }
-}
-
-/// The model's greedy token after `last`, one forward call on `cache`.
-fn greedy_next(model: &dyn Forward, cache: &mut [LayerCache], last: u32) -> Result<u32> {
-    let logits = model.forward(&crate::lm::tokens_array(&[last]), cache)?;
-    let next = mlx_rs::ops::indexing::argmax_axis(crate::lm::last_position(&logits), -1, None)?;
-    Ok(next.item_exact::<u32>())
 }
 
 /// A speculator as quest's loop holds it: each `verify` counted on its way in, by quest's
@@ -130,10 +123,9 @@ pub fn check(model: &dyn Forward, prompt: &[u32], speculator: &mut dyn Speculato
 fn greedy_after(model: &dyn Forward, prompt: &[u32], n: usize) -> Result<Vec<u32>> {
     let mut cache = model.make_cache();
     let logits = model.forward(&crate::lm::tokens_array(prompt), &mut cache)?;
-    let first = mlx_rs::ops::indexing::argmax_axis(crate::lm::last_position(&logits), -1, None)?;
-    let mut tokens = vec![first.item_exact::<u32>()];
+    let mut tokens = vec![crate::lm::argmax_token(&crate::lm::last_position(&logits))?];
     for _ in 0..n {
-        let next = greedy_next(model, &mut cache, *tokens.last().expect("one token"))?;
+        let next = crate::lm::greedy_next(model, &mut cache, *tokens.last().expect("one token"))?;
         tokens.push(next);
     }
     Ok(tokens)
@@ -193,7 +185,7 @@ fn verify_case(
         return Found::Failed { message: problem };
     }
     let last = *got.last().expect("kept_problem refuses an empty answer");
-    match greedy_next(model, &mut cache, last) {
+    match crate::lm::greedy_next(model, &mut cache, last) {
         Ok(next) => got.push(next),
         Err(e) => {
             return Found::Failed {
@@ -254,8 +246,7 @@ pub fn decode(
 ) -> Result<Decoded> {
     let mut cache = model.make_cache();
     let logits = model.forward(&crate::lm::tokens_array(prompt_ids), &mut cache)?;
-    let first = mlx_rs::ops::indexing::argmax_axis(crate::lm::last_position(&logits), -1, None)?
-        .item_exact::<u32>();
+    let first = crate::lm::argmax_token(&crate::lm::last_position(&logits))?;
     hand(first, true);
     let mut context = prompt_ids.to_vec();
     context.push(first);

@@ -236,6 +236,12 @@ impl Tokenizer {
         }
     }
 
+    /// `prompt` as the user's one message in the chat template, with the generation
+    /// prompt after it, as ids: what a decode loop prefills.
+    pub fn encode_user_prompt(&self, prompt: &str) -> Result<Vec<u32>> {
+        self.encode(&self.apply_chat_template(&[Message::user(prompt)], true, false)?)
+    }
+
     /// Renders the model's chat template with a real Jinja engine, as `transformers` does.
     pub fn apply_chat_template(
         &self,
