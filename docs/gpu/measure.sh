@@ -88,6 +88,9 @@
 #   rms-norm       the same walk for the rms-norm lesson (the learner's norm in every layer).
 #   ops-cost       the same walk for ops-cost (the norm compiled once: the step's op count).
 #   custom-kernel  the same walk for custom-kernel (the norm as the learner's CUDA kernel).
+#   matvec-kernel  the same walk for matvec-kernel (the 4-bit product as the learner's CUDA
+#                  kernel), then `quest kernel --kernel matvec` on MODEL: MLX's product and
+#                  quest's kernel, with the bytes a token, on the same card.
 #   host-or-device the same walk for host-or-device (the knee of this machine's own fit).
 #   rope, attention, mlp, dequant-matvec, sampling, linear-attention, your-model
 #                  the same walk for the inside track's other lessons, on the carried
@@ -130,7 +133,7 @@
 #                  averages the decode steps (ncu serializes kernels: no launch gaps in it).
 set -uo pipefail
 [ $# -gt 0 ] || { sed -n '2,/^set -uo/p' "$0" | sed '$d'; exit 2; }
-subcommands=" flow fresh kept kept-defaults ceiling compile streams ops-cost custom-kernel host-or-device rms-norm rope attention dequant-matvec
+subcommands=" flow fresh kept kept-defaults ceiling compile streams ops-cost custom-kernel matvec-kernel host-or-device rms-norm rope attention dequant-matvec
   linear-attention your-model mlp sampling fit qmv fits alt-qmv alt peer peers kernels check journey bench batch
   bits slope slope-attend sweep qmv-sweep steps levers profile "
 for sub in "$@"; do
@@ -642,6 +645,14 @@ streams() { walk streams decode_loop.rs why=fences; }
 rms-norm() { walk rms-norm norm.rs term=fixed; }
 ops-cost() { walk ops-cost norm.rs term=fixed fused-here=its-ops; }
 custom-kernel() { walk custom-kernel norm_kernel.rs term=fixed two-ops=no-faster; }
+matvec-kernel() {
+  walk matvec-kernel matvec_kernel.rs term=bytes smallest=smallest
+  step "quest kernel --kernel matvec on Qwen3-8B, then quest fit there (the copy)"
+  timeout 300 quest kernel --kernel matvec --shapes Qwen3-8B --max-tokens "$T" --rounds "$(rounds 3)" 2>&1 |
+    tee "$o/matvec-kernel-quest-kernel.txt" | tail -12
+  timeout 300 quest fit --shapes Qwen3-8B --max-tokens "$T" --rounds "$(rounds 3)" 2>&1 |
+    tee "$o/matvec-kernel-fit.txt" | tail -12
+}
 # A values lesson on the six shapes of `quest fit` (16 tokens a round): smallest-here is
 # the larger term of the smallest shape on this machine's line; on the H200 the fixed one
 # (docs/gpu/2026-12-02-roofline/fit.txt), and the card refuses it if this run says otherwise.

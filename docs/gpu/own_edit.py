@@ -2,7 +2,7 @@
 (docs/gpu/measure.sh compile, streams): the device cannot build Rust, so the edit is made
 here, in the course copy carry.sh packs (COURSE), and its binary is prebuilt.
 
-    python3 docs/gpu/own_edit.py COURSE
+    python3 docs/gpu/own_edit.py COURSE [LESSON...]   (default: every lesson below)
 
 - compile: the gate compiled once, written another way than the solution
   (gate / (1 + e^-gate) · up).
@@ -16,6 +16,7 @@ here, in the course copy carry.sh packs (COURSE), and its binary is prebuilt.
 import sys
 
 course = sys.argv[1]
+only = set(sys.argv[2:])
 
 
 def compile_edit(text):
@@ -155,6 +156,25 @@ CUSTOM_KERNEL = replaced(("__shfl_xor_sync", "__shfl_down_sync"))
 # ops-cost: the square inside the compiled norm as x · x, the same ops compiled.
 OPS_COST = replaced(("x.square()?", "x.multiply(x)?"))
 
+# matvec-kernel: each weight dequantized (scale · q + bias) before its multiply, where the
+# solution adds the bias once a group through the sum of x.
+MATVEC_KERNEL = replaced(
+    (
+        "    float dot = 0.0f;\n    float x_sum = 0.0f;",
+        "    const int g = c * 32 / GROUP;\n    const float scale = __half2float(scale_row[g]);\n"
+        "    const float bias = __half2float(bias_row[g]);\n    float dot = 0.0f;",
+    ),
+    (
+        "        dot += (float)((words[i] >> (4 * j)) & 15u) * v;\n        x_sum += v;",
+        "        dot += (scale * (float)((words[i] >> (4 * j)) & 15u) + bias) * v;",
+    ),
+    (
+        "    const int g = c * 32 / GROUP;\n"
+        "    sum += __half2float(scale_row[g]) * dot + __half2float(bias_row[g]) * x_sum;",
+        "    sum += dot;",
+    ),
+)
+
 for lesson, file, edit in [
     ("compile", "gate.rs", lambda text, _: compile_edit(text)),
     ("streams", "decode_loop.rs", lambda text, _: streams_edit(text)),
@@ -168,7 +188,10 @@ for lesson, file, edit in [
     ("host-or-device", "knee.rs", HOST_OR_DEVICE),
     ("ops-cost", "norm.rs", OPS_COST),
     ("custom-kernel", "norm_kernel.rs", CUSTOM_KERNEL),
+    ("matvec-kernel", "matvec_kernel.rs", MATVEC_KERNEL),
 ]:
+    if only and lesson not in only:
+        continue
     full = f"{course}/exercises/{lesson}/{file}"
     solution = open(f"{course}/solutions/{lesson}/{file}").read()
     edited = edit(open(full).read(), solution)

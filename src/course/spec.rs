@@ -480,10 +480,13 @@ pub enum Metric {
     /// The most memory MLX held while the prompt was prefilled, in MB (its allocator's
     /// peak, read by quest's loop).
     PrefillPeakMb,
+    /// The weights one decode step reads over the step's time, in GB/s: the rate the step
+    /// streams its matrices at (`weight_mb_per_token × decode_tok_s`), to set beside a copy's.
+    WeightsGbS,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 13] = [
+    pub const ALL: [Metric; 14] = [
         Metric::DecodeTokS,
         Metric::PerSeqTokS,
         Metric::TtftMs,
@@ -497,6 +500,7 @@ impl Metric {
         Metric::HostMsPredicted,
         Metric::TokensPerForward,
         Metric::PrefillPeakMb,
+        Metric::WeightsGbS,
     ];
 
     /// Its key in reports and in the progress file.
@@ -515,6 +519,7 @@ impl Metric {
             Metric::HostMsPredicted => "host_ms_predicted",
             Metric::TokensPerForward => "tokens_per_forward",
             Metric::PrefillPeakMb => "prefill_peak_mb",
+            Metric::WeightsGbS => "weights_gb_s",
         }
     }
 
@@ -535,6 +540,7 @@ impl Metric {
             Metric::HostMsPredicted => "ms",
             Metric::TokensPerForward => "tok/call",
             Metric::PrefillPeakMb => "MB",
+            Metric::WeightsGbS => "GB/s",
         }
     }
 
@@ -542,7 +548,7 @@ impl Metric {
     pub fn higher_is_better(self) -> bool {
         matches!(
             self,
-            Metric::DecodeTokS | Metric::PerSeqTokS | Metric::TokensPerForward
+            Metric::DecodeTokS | Metric::PerSeqTokS | Metric::TokensPerForward | Metric::WeightsGbS
         )
     }
 

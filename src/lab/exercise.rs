@@ -1186,6 +1186,8 @@ impl Report {
             Metric::TokensPerForward => self.generated_tokens as f64 / self.forward_calls as f64,
             Metric::PrefillPeakMb if self.prefill_peak_bytes == 0 => return None,
             Metric::PrefillPeakMb => self.prefill_peak_bytes as f64 / 1e6,
+            Metric::WeightsGbS if self.weight_bytes_per_token == 0 => return None,
+            Metric::WeightsGbS => self.weight_bytes_per_token as f64 * self.decode_tok_s / 1e9,
         };
         value.is_finite().then_some(value)
     }

@@ -1647,6 +1647,86 @@ fn rows() -> Vec<Row> {
             ],
             ..Row::of("custom-kernel")
         },
+        // The 4-bit product as a CUDA kernel: on the CPU it compiles and stops, as
+        // custom-kernel does.
+        Row {
+            // Each weight dequantized, scale · q + bias, before its multiply: the
+            // textbook order, where the solution adds the bias once a group through Σ x.
+            honest: |s| {
+                s.solution
+                    .replace(
+                        "    float dot = 0.0f;\n    float x_sum = 0.0f;",
+                        "    const int g = c * 32 / GROUP;\n    const float scale = __half2float(scale_row[g]);\n    const float bias = __half2float(bias_row[g]);\n    float dot = 0.0f;",
+                    )
+                    .replace(
+                        "        dot += (float)((words[i] >> (4 * j)) & 15u) * v;\n        x_sum += v;",
+                        "        dot += (scale * (float)((words[i] >> (4 * j)) & 15u) + bias) * v;",
+                    )
+                    .replace(
+                        "    const int g = c * 32 / GROUP;\n    sum += __half2float(scale_row[g]) * dot + __half2float(bias_row[g]) * x_sum;",
+                        "    sum += dot;",
+                    )
+            },
+            refusals: &[
+                Refusal {
+                    what: "x's row misnamed in the kernel's body",
+                    edit: |s| s.solution.replace("const __half* xs = x_row + c * 32;", "const __half* xs = xrow + c * 32;"),
+                    command: "run",
+                    stdout: &[],
+                    stderr: &[
+                        "your kernel `my_matvec` does not compile",
+                        "identifier \"xrow\" is undefined",
+                    ],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "MLX's quantized matmul, renamed on import",
+                    edit: |s| {
+                        s.solution
+                            .replace("use mlx_rs::{Array, Dtype};", "use mlx_rs::{ops::quantized_matmul as qmm, Array, Dtype};")
+                            .replace(
+                                "        Ok(y.as_dtype(x.dtype())?)",
+                                "        let _ = y;\n        Ok(qmm(x, weight, scales, biases, true, group_size, bits)?)",
+                            )
+                    },
+                    command: "submit",
+                    stdout: &["is MLX's (or quest's) own product"],
+                    stderr: &["fix those lines"],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "the kernel launched, its result dropped for a product of MLX's",
+                    edit: |s| {
+                        s.solution.replace(
+                            "        Ok(y.as_dtype(x.dtype())?)",
+                            "        let _ = y;\n        let w = weight.as_dtype(Dtype::Float32)?;\n        Ok(x.matmul(&w.t())?)",
+                        )
+                    },
+                    command: "submit",
+                    stdout: &["computes the product with MLX's ops"],
+                    stderr: &["fix those lines"],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "the model held dense: the product never called",
+                    edit: |s| {
+                        s.solution.replace(
+                            "lm::load_with(&run.model, lm::Hold::Quantized)?",
+                            "lm::load(&run.model)?",
+                        )
+                    },
+                    command: "submit",
+                    stdout: &["your product would never be called"],
+                    stderr: &["fix those lines"],
+                    snapshot: None,
+                    masked: false,
+                },
+            ],
+            ..Row::of("matvec-kernel")
+        },
         Row {
             args: FEW_TOKENS,
             // The gate as gate / (1 + e^-gate): another formula for the same SiLU (7.1e-5
@@ -1802,6 +1882,7 @@ walks! {
     default compile: "compile",
     ignored streams: "streams",
     ignored custom_kernel: "custom-kernel",
+    ignored matvec_kernel: "matvec-kernel",
     ignored host_or_device: "host-or-device",
     ignored kv_cache_by_hand: "kv-cache-by-hand",
     ignored prompt_lookup: "prompt-lookup",
@@ -2134,7 +2215,8 @@ fn runs_elsewhere(
         };
         let (refused, stderr) = text(&out);
         assert_eq!(out.status.code(), Some(1), "{refused}{stderr}");
-        assert!(refused.contains("norm_kernel.rs:"), "{refused}{stderr}");
+        let file = exercise.file_name().unwrap().to_str().unwrap();
+        assert!(refused.contains(&format!("{file}:")), "{refused}{stderr}");
         let name = format!(
             "{}_refused{}",
             id.replace('-', "_"),

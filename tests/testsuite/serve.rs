@@ -239,9 +239,12 @@ fn the_page_header_is_status_json() {
             assert_eq!(expected["xp"], "0");
             assert_eq!(expected["lessons_done"], "0");
             assert_eq!(expected["percent_complete"], "0");
-            // On a CPU the course's GPU-only exercise is named as needing another computer.
+            // On a CPU the course's GPU-only exercises are named as needing another computer.
             if quest::device::Backend::detect() == quest::device::Backend::Cpu {
-                assert_eq!(expected["lessons_elsewhere"], "custom-kernel");
+                assert_eq!(
+                    expected["lessons_elsewhere"],
+                    "custom-kernel, matvec-kernel"
+                );
             }
             assert_eq!(expected["level_name"], "Spec-sheet skimmer");
         }
