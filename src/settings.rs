@@ -129,6 +129,8 @@ settings! {
         "the model the exercise loads (`quest run --model`)";
     PROMPT: "QUEST_PROMPT", Exercise, "What is the capital of France? Answer in one sentence.",
         "the prompt an exercise run by hand writes its answer to (run by quest, it gets the lesson's prompt over quest's clock)";
+    ATTENTION_BLOCK: "QUEST_ATTENTION_BLOCK", Exercise, "256",
+        "the keys a block holds where `Exercise::decode_in_blocks` cuts a decode step's cache for attention in blocks (attention-blocks')";
     PREFILL_CHUNK: "QUEST_PREFILL_CHUNK", Exercise, "64",
         "the positions `Exercise::decode_prefilled` asks a chunked prefill to feed a forward call at most (chunked-prefill's)";
     MAX_TOKENS: "QUEST_MAX_TOKENS", Exercise, "32",

@@ -605,6 +605,26 @@ impl Exercise {
         self.report_greedy(&run, model, tokenizer, None)
     }
 
+    /// Attention in blocks ([`crate::lm::blocks`]): every attention layer of `model`
+    /// computes through `blocks`, a decode step's cache cut into blocks of
+    /// `QUEST_ATTENTION_BLOCK` keys; then the journey's greedy loop, as
+    /// [`Exercise::decode`]. quest checks `blocks` first where it asks, and measures the loop
+    /// against MLX's attention in one call (`QUEST_PIECES=quest`).
+    pub fn decode_in_blocks(
+        &self,
+        model: Model,
+        tokenizer: &crate::lm::Tokenizer,
+        blocks: impl crate::lm::blocks::BlockAttention + 'static,
+    ) -> Result<()> {
+        use crate::lm::blocks::{self, InBlocks};
+        let size = blocks::block_size()?;
+        if !crate::line::quest_pieces() {
+            blocks::when_asked(&blocks, size);
+        }
+        let model = model.with_pieces(InBlocks::new(blocks, size));
+        self.decode(&model, tokenizer)
+    }
+
     /// A chunked prefill ([`crate::lm::prefill`]): the chat prompt into the cache through
     /// `prefill`, at most `QUEST_PREFILL_CHUNK` positions a forward call, then greedy
     /// decoding; the first token timed as the prefill's logits give it, each later one as

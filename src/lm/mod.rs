@@ -9,6 +9,7 @@
 //!
 //! All MLX work must stay on one OS thread: an MLX stream belongs to the thread that made it.
 
+pub mod blocks;
 pub mod cache;
 pub mod cache_check;
 pub mod fast;

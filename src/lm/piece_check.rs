@@ -122,6 +122,9 @@ pub fn tolerance(dtype: Dtype) -> f32 {
 /// quest asked for the piece check on its line: run it on `pieces`, send the verdict, and
 /// end the process when quest asked for the check alone. Nothing otherwise.
 pub(crate) fn when_asked(pieces: &dyn Pieces) {
+    if ANSWERED.get() {
+        return;
+    }
     if let Some((piece, alone)) = crate::line::piece_check() {
         if !matches!(
             piece,
@@ -139,7 +142,14 @@ pub(crate) fn when_asked_sampler(sampler: &dyn Sampler) {
     }
 }
 
+thread_local! {
+    // One verdict a process: a piece checked its own way (attention in blocks) before the
+    // model was handed it is not checked again by the model's seam.
+    static ANSWERED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 pub(crate) fn answer(verdict: Verdict, alone: bool) {
+    ANSWERED.set(true);
     let json = serde_json::to_string(&verdict).unwrap_or_default();
     crate::line::send(&format!("checked {json}"));
     if alone {
@@ -167,6 +177,47 @@ pub fn check(piece: Piece, pieces: &dyn Pieces) -> Verdict {
             found: run_case(piece, &case, pieces),
         })
         .collect();
+    Verdict { piece, rows }
+}
+
+/// Attention computed in blocks ([`crate::lm::blocks`]): attention's shapes through
+/// `small` (blocks of 4 keys: several a call, the last one short), then one decode query
+/// of Qwen3-8B's heads (32 query heads, 8 key heads, 128 wide) over caches of 1000, 4096
+/// and 16384 keys through `large` (blocks of `size`).
+pub(crate) fn check_in_blocks(small: &dyn Pieces, large: &dyn Pieces, size: i32) -> Verdict {
+    let piece = Piece::Attention;
+    let mut rows: Vec<Row> = cases(piece)
+        .into_iter()
+        .map(|case| Row {
+            shape: format!("{} · blocks of 4", case.shape),
+            found: run_case(piece, &case, small),
+        })
+        .collect();
+    let mut seed = 1000 * piece as u64 + 500;
+    for context in [1000, 4096, 16384] {
+        for dtype in BOTH {
+            seed += 1;
+            let s = seed;
+            let (heads, kv_heads, d) = (32, 8, 128);
+            let case = Case {
+                shape: format!(
+                    "q [1, {heads}, 1, {d}] · k, v [1, {kv_heads}, {context}, {d}] · blocks of {size} · {}",
+                    dtype_name(dtype)
+                ),
+                dtype,
+                call: Box::new(move |p| {
+                    let q = random(&[1, heads, 1, d], s, dtype)?;
+                    let k = random(&[1, kv_heads, context, d], s + 7, dtype)?;
+                    let v = random(&[1, kv_heads, context, d], s + 13, dtype)?;
+                    p.attention(&q, &k, &v, 1.0 / (d as f32).sqrt(), Some(Mask::Causal))
+                }),
+            };
+            rows.push(Row {
+                shape: case.shape.clone(),
+                found: run_case(piece, &case, large),
+            });
+        }
+    }
     Verdict { piece, rows }
 }
 

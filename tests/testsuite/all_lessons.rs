@@ -798,6 +798,75 @@ fn rows() -> Vec<Row> {
             ..Row::of("chunked-prefill")
         },
         Row {
+            // The partials merged one at a time, a running max rescaling the running sums
+            // (an online softmax over the blocks), where the solution rescales every
+            // partial to the largest max at once.
+            honest: |s| {
+                let start = s.solution.find("        // The largest score of all").unwrap();
+                let end = s.solution.find("        // [B, KV, n, L, D] -> [B, H, L, D].").unwrap();
+                let online = "        let mut partials = partials.into_iter();\n        \
+                    let first = partials.next().unwrap();\n        \
+                    let (mut top, mut out, mut sum) = (first.max, first.out, first.sum);\n        \
+                    for p in partials {\n            \
+                    let next = maximum(&top, &p.max)?;\n            \
+                    let (old, new) = (exp(top.subtract(&next)?)?, exp(p.max.subtract(&next)?)?);\n            \
+                    out = out.multiply(&old)?.add(p.out.multiply(&new)?)?;\n            \
+                    sum = sum.multiply(&old)?.add(p.sum.multiply(&new)?)?;\n            \
+                    top = next;\n        }\n";
+                format!("{}{online}{}", &s.solution[..start], &s.solution[end..])
+            },
+            refusals: &[
+                Refusal {
+                    what: "each block's own max never rescaled: the blocks added as they are",
+                    edit: |s| s.solution.replace("let rescale = exp(p.max.subtract(&top)?)?;", "let rescale = Array::from_f32(1.0);"),
+                    command: "submit",
+                    stdout: &["of 20 shapes right"],
+                    stderr: &[],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "the block's keys kept in its partial, attention done over all of them in combine",
+                    edit: |s| s.solution.replace("Ok(Partial { out, max, sum })", "Ok(Partial { out: keys.squeeze_axes(&[2])?, max, sum })"),
+                    command: "submit",
+                    stdout: &["a partial must not grow with its block"],
+                    stderr: &[],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "MLX's fused attention inside a block",
+                    edit: |s| {
+                        s.solution.replace(
+                            "        let max = scores.max_axis(-1, true)?;",
+                            "        let _ = mlx_rs::fast::scaled_dot_product_attention(queries, &keys, &values, scale, None, None)?;\n        let max = scores.max_axis(-1, true)?;",
+                        )
+                    },
+                    command: "submit",
+                    stdout: &["MLX's fused attention"],
+                    stderr: &["fix those lines"],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "quest's loop built by hand: the blocks handed to the model directly",
+                    edit: |s| {
+                        s.solution.replace(
+                            "    run.decode_in_blocks(model, &tokenizer, MyBlocks)",
+                            "    let model = model.with_pieces(quest::lm::blocks::InBlocks::new(MyBlocks, 100_000));\n    run.decode(&model, &tokenizer)",
+                        )
+                    },
+                    command: "submit",
+                    stdout: &["quest's loop around your blocks"],
+                    stderr: &["fix those lines"],
+                    snapshot: None,
+                    masked: false,
+                },
+            ],
+            answers: &["term=fixed", "why-blocks=parallel"],
+            ..Row::of("attention-blocks")
+        },
+        Row {
             args: FEW_TOKENS,
             // The mean of the squares as a sum over n, then a square root and a division:
             // another order of the same arithmetic (6.2e-5 from quest's at most, measured).
@@ -1887,6 +1956,7 @@ walks! {
     ignored kv_cache_by_hand: "kv-cache-by-hand",
     ignored prompt_lookup: "prompt-lookup",
     ignored chunked_prefill: "chunked-prefill",
+    ignored attention_blocks: "attention-blocks",
 }
 
 /// Every lesson of the course has a row and a walk test, and every row a lesson: a new
