@@ -115,6 +115,20 @@ pub(crate) fn say(
         );
     }
     println!("  {}", summary(ctx, piece, verdict));
+    if let Some(peaks) = &verdict.peaks {
+        let mb = |bytes: u64| format!("{:.2}", bytes as f64 / 1e6);
+        println!(
+            "  {}",
+            ctx.ui_with(
+                "piece_scores_peak",
+                &[
+                    ("keys", &peaks.keys.to_string()),
+                    ("one_call", &mb(peaks.one_call_bytes)),
+                    ("blocks", &mb(peaks.blocks_bytes)),
+                ]
+            )
+        );
+    }
     judged
 }
 

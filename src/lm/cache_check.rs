@@ -87,6 +87,7 @@ pub fn check(make: &MakeStore) -> Verdict {
     Verdict {
         piece: Piece::KvCache,
         rows,
+        peaks: None,
     }
 }
 

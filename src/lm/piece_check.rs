@@ -29,6 +29,19 @@ use crate::lm::sample::{Sampler, Sampling};
 pub struct Verdict {
     pub piece: Piece,
     pub rows: Vec<Row>,
+    /// Attention in blocks: the most memory one long decode query's attention held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peaks: Option<ScoresPeak>,
+}
+
+/// The most memory MLX held while one decode query's attention over `keys` keys was
+/// computed (float32, Qwen3-8B's heads), above what it held before: MLX's attention in one
+/// call, and the learner's blocks. Read by quest's code around each call.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScoresPeak {
+    pub keys: i32,
+    pub one_call_bytes: u64,
+    pub blocks_bytes: u64,
 }
 
 /// One shape of the check.
@@ -177,7 +190,11 @@ pub fn check(piece: Piece, pieces: &dyn Pieces) -> Verdict {
             found: run_case(piece, &case, pieces),
         })
         .collect();
-    Verdict { piece, rows }
+    Verdict {
+        piece,
+        rows,
+        peaks: None,
+    }
 }
 
 /// Attention computed in blocks ([`crate::lm::blocks`]): attention's shapes through
@@ -194,6 +211,7 @@ pub(crate) fn check_in_blocks(small: &dyn Pieces, large: &dyn Pieces, size: i32)
         })
         .collect();
     let mut seed = 1000 * piece as u64 + 500;
+    let mut peaks = None;
     for context in [1000, 4096, 16384] {
         for dtype in BOTH {
             seed += 1;
@@ -212,13 +230,39 @@ pub(crate) fn check_in_blocks(small: &dyn Pieces, large: &dyn Pieces, size: i32)
                     p.attention(&q, &k, &v, 1.0 / (d as f32).sqrt(), Some(Mask::Causal))
                 }),
             };
+            let found = run_case(piece, &case, large);
+            if context == 16384 && dtype == Dtype::Float32 && found.is_right() {
+                peaks = scores_peak(large, s, context).ok();
+            }
             rows.push(Row {
                 shape: case.shape.clone(),
-                found: run_case(piece, &case, large),
+                found,
             });
         }
     }
-    Verdict { piece, rows }
+    Verdict { piece, rows, peaks }
+}
+
+/// [`ScoresPeak`] of one decode query over `keys` keys (Qwen3-8B's heads, float32, from
+/// `seed`): the inputs made and evaluated first, then each call evaluated alone.
+fn scores_peak(blocks: &dyn Pieces, seed: u64, keys: i32) -> Result<ScoresPeak> {
+    let (heads, kv_heads, d) = (32, 8, 128);
+    let q = random(&[1, heads, 1, d], seed, Dtype::Float32)?;
+    let k = random(&[1, kv_heads, keys, d], seed + 7, Dtype::Float32)?;
+    let v = random(&[1, kv_heads, keys, d], seed + 13, Dtype::Float32)?;
+    mlx_rs::transforms::eval([&q, &k, &v])?;
+    let peak = |pieces: &dyn Pieces| -> Result<u64> {
+        let before = mlx_rs::memory::active_memory()?;
+        mlx_rs::memory::reset_peak_memory()?;
+        let out = pieces.attention(&q, &k, &v, 1.0 / (d as f32).sqrt(), Some(Mask::Causal))?;
+        out.eval()?;
+        Ok(mlx_rs::memory::peak_memory()?.saturating_sub(before) as u64)
+    };
+    Ok(ScoresPeak {
+        keys,
+        one_call_bytes: peak(&QuestPieces)?,
+        blocks_bytes: peak(blocks)?,
+    })
 }
 
 fn run_case(piece: Piece, case: &Case, pieces: &dyn Pieces) -> Found {
@@ -742,6 +786,7 @@ fn check_sampler(sampler: &dyn Sampler) -> Verdict {
     Verdict {
         piece: Piece::Sample,
         rows,
+        peaks: None,
     }
 }
 

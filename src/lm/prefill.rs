@@ -75,6 +75,7 @@ pub fn check(model: &dyn Forward, prompt: &[u32], prefill: &mut dyn Prefill) -> 
     Verdict {
         piece: Piece::Prefill,
         rows,
+        peaks: None,
     }
 }
 

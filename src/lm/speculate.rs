@@ -116,6 +116,7 @@ pub fn check(model: &dyn Forward, prompt: &[u32], speculator: &mut dyn Speculato
     Verdict {
         piece: Piece::Speculate,
         rows,
+        peaks: None,
     }
 }
 

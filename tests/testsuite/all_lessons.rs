@@ -864,6 +864,14 @@ fn rows() -> Vec<Row> {
                 },
             ],
             answers: &["term=fixed", "why-blocks=parallel"],
+            // The piece check reads the peak of one long query both ways.
+            check_passed: |stdout, _| {
+                assert!(
+                    stdout.contains("One decode query over 16384 keys")
+                        && stdout.contains("MB through your blocks"),
+                    "{stdout}"
+                );
+            },
             ..Row::of("attention-blocks")
         },
         Row {
