@@ -8,10 +8,11 @@ here, in the course copy carry.sh packs (COURSE), and its binary is prebuilt.
   (gate / (1 + e^-gate) · up).
 - streams: the loop kept inside `with_stream`, handed the default stream (`Stream::new()`)
   instead of a new one; the solution takes the loop out of `with_stream`.
-- rope, attention, your-model (the inside track, for docs/gpu/logits.sh): the solution with
-  the honest edit tests/testsuite/all_lessons.rs makes of it — the angles through
-  `power(base, -2i/dims)`; the scale on the scores instead of the queries; the gate as
-  gate / (1 + e^-gate); the 4-bit values peeled off the low bits one at a time.
+- the inside track and the GPU track's kernels (for docs/gpu/logits.sh and the walks): the
+  solution with the honest edit tests/testsuite/all_lessons.rs makes of it, e.g. rope's
+  angles through `power(base, -2i/dims)`, attention's mask added as 0 or −∞ and its softmax
+  by hand, the gate as gate / (1 + e^-gate), matvec-kernel's weights dequantized one by one.
+  Each edit asserts that the solution still holds what it replaces: a stale one stops here.
 """
 import sys
 
@@ -85,11 +86,16 @@ ROPE = replaced(
 )
 ATTENTION = replaced(
     (
-        "        let scores = matmul(\n            queries.multiply(Array::from_f32(scale))?,\n"
-        "            keys.swap_axes(-1, -2)?,\n        )?;",
-        "        let scores = matmul(queries, keys.swap_axes(-1, -2)?)?;\n"
-        "        let scores = scores.multiply(Array::from_f32(scale))?;",
+        "                select(le(&key, &query)?, &scores, hidden)?",
+        "                let zero = Array::from_f32(0.0);\n"
+        "                scores.add(select(le(&key, &query)?, zero, hidden)?)?",
     ),
+    (
+        "        let weights = softmax_axis(&scores, -1, true)?.as_dtype(values.dtype())?;",
+        "        let shifted = scores.subtract(scores.max_axis(-1, true)?)?.exp()?;\n"
+        "        let weights = shifted.divide(shifted.sum_axis(-1, true)?)?.as_dtype(values.dtype())?;",
+    ),
+    (", softmax_axis}", "}"),
 )
 YOUR_MODEL = replaced(
     (
@@ -97,7 +103,7 @@ YOUR_MODEL = replaced(
         "let one = Array::from_f32(1.0);\n"
         "        let silu = gate.divide(mlx_rs::ops::exp(gate.negative()?)?.add(one)?)?;",
     ),
-    ("quantized_matmul, sigmoid}", "quantized_matmul}"),
+    ("quantized_matmul, sigmoid, sin}", "quantized_matmul, sin}"),
 )
 
 DEQUANT = replaced(
@@ -119,11 +125,9 @@ DEQUANT = replaced(
 
 MLP = replaced(
     (
-        "let silu = gate.multiply(sigmoid(gate)?)?;",
-        "let one = Array::from_f32(1.0);\n"
-        "        let silu = gate.divide(one.add(gate.negative()?.exp()?)?)?;",
+        "        let sigmoid = one.divide(one.add(&decay)?)?;\n        let silu = gate.multiply(&sigmoid)?;",
+        "        let silu = gate.divide(one.add(&decay)?)?;",
     ),
-    ("use mlx_rs::ops::sigmoid;\n", ""),
 )
 LINEAR_ATTENTION = replaced(
     (

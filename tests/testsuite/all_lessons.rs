@@ -1814,7 +1814,7 @@ fn rows() -> Vec<Row> {
                         "let silu = gate.multiply(sigmoid(&gate)?)?;",
                         "let one = Array::from_f32(1.0);\n        let silu = gate.divide(mlx_rs::ops::exp(gate.negative()?)?.add(one)?)?;",
                     )
-                    .replace("quantized_matmul, sigmoid}", "quantized_matmul}")
+                    .replace("quantized_matmul, sigmoid, sin}", "quantized_matmul, sin}")
             },
             refusals: &[
                 Refusal {

@@ -124,3 +124,24 @@ fn an_exercise_killed_by_a_signal_is_reported_by_its_signal() {
     );
     assert!(stderr.contains("QUEST_BLAS=bundled"), "{stderr}");
 }
+
+/// The learner's edits the GPU walks carry (docs/gpu/own_edit.py, made here before the
+/// carry: the device cannot build Rust) still apply to the lessons as they are: each edit
+/// asserts that the code it replaces is there, so a lesson changed under it stops here and
+/// not on a device lent for an hour.
+#[test]
+fn the_gpu_walks_own_edits_still_apply() {
+    let course = course_copy("own-edits");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/gpu/own_edit.py");
+    let out = std::process::Command::new("python3")
+        .arg(&script)
+        .arg(&course)
+        .output()
+        .expect("python3 runs");
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    // An edit that applied changed the exercise: the kernel lesson's, for one.
+    let edited =
+        std::fs::read_to_string(course.join("exercises/matvec-kernel/matvec_kernel.rs")).unwrap();
+    assert!(edited.contains("dot += (scale * (float)"), "{edited}");
+}
