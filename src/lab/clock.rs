@@ -74,6 +74,8 @@ pub struct Arrivals {
     pub calls: Option<String>,
     /// The most bytes MLX held during the prefill, as quest's loop read them.
     pub prefill_peak_bytes: Option<u64>,
+    /// The bytes of weights a decode step reads, as quest's model counted them.
+    pub weight_bytes_per_token: Option<u64>,
 }
 
 /// A run's numbers as quest's clock measured them.
@@ -514,6 +516,10 @@ impl Clock {
                     }
                     "peak" => {
                         seen.prefill_peak_bytes = rest.trim().parse().ok();
+                        None
+                    }
+                    "weights" => {
+                        seen.weight_bytes_per_token = rest.trim().parse().ok();
                         None
                     }
                     "asked" => {

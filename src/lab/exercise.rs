@@ -158,6 +158,9 @@ impl Exercise {
         if let Ok(calls) = serde_json::to_string(&crate::lm::pieces::calls()) {
             crate::line::send(&format!("calls {calls}"));
         }
+        // The bytes a step reads, as quest's model counts them: quest takes them from here,
+        // never from the report file.
+        crate::line::send(&format!("weights {weight_bytes}"));
         crate::line::send("end");
         let loaded = self.prompt.get().map_or(timer.start, |(_, at)| *at);
         let reading = TimerReading {

@@ -400,6 +400,10 @@ fn timed_by_quest(mut report: Report, arrivals: &clock::Arrivals) -> Result<Repo
     let rows: Vec<Vec<u32>> = rows.into_iter().filter(|row| !row.is_empty()).collect();
     // The prefill's peak as quest's loop sent it on the line, never the file's.
     report.prefill_peak_bytes = arrivals.prefill_peak_bytes.unwrap_or(0);
+    // The weights a step reads as quest's model sent them on the line, over the file's.
+    if let Some(bytes) = arrivals.weight_bytes_per_token {
+        report.weight_bytes_per_token = bytes;
+    }
     let Some(clocked) = clock::clocked(arrivals, &rows)? else {
         // Nothing decoded, nothing timed: whatever times the file holds were written by
         // the process judged, so none of them stands.

@@ -6,7 +6,9 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::common::{card_numbers, copy_dir, course_copy, home, learners_own, quest_in, text};
+use crate::common::{
+    card_numbers, copy_dir, course_copy, home, learners_own, progress, quest_in, text,
+};
 
 /// The real course plus the fixture lessons `sleepy`, `reading` and `broken` in a
 /// track of their own.
@@ -576,7 +578,8 @@ fn quests_clock_times_what_it_awards() {
         "    run.report(&timer, &NoModel, 1, &tokens, &text)?;\n    \
          let path = std::env::var(\"QUEST_REPORT\")?;\n    \
          let report = std::fs::read_to_string(&path)?;\n    \
-         std::fs::write(&path, report.replace(\"\\\"decode_tok_s\\\": \", \"\\\"decode_tok_s\\\": 9\"))?;\n    \
+         let report = report.replace(\"\\\"decode_tok_s\\\": \", \"\\\"decode_tok_s\\\": 9\");\n    \
+         std::fs::write(&path, report.replace(\"\\\"weight_bytes_per_token\\\": \", \"\\\"weight_bytes_per_token\\\": 9000000000\"))?;\n    \
          Ok(())\n",
     );
     let stdout = run_passes();
@@ -585,6 +588,16 @@ fn quests_clock_times_what_it_awards() {
     assert!(
         stdout.contains("The report says") && stdout.contains("written over"),
         "{stdout}"
+    );
+    // The weights a step reads are quest's model's (none here), sent on the line, not the
+    // file's 90 GB.
+    let state = progress(&home);
+    let latest = state.lessons["sleepy"].runs.last().unwrap();
+    assert_eq!(
+        latest.metrics.get("weight_mb_per_token"),
+        None,
+        "{:?}",
+        latest.metrics
     );
     let out = quest(&["submit", "sleepy"]);
     let (stdout, stderr) = text(&out);
