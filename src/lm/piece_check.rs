@@ -216,19 +216,14 @@ pub(crate) fn check_in_blocks(small: &dyn Pieces, large: &dyn Pieces, size: i32)
         for dtype in BOTH {
             seed += 1;
             let s = seed;
-            let (heads, kv_heads, d) = (32, 8, 128);
+            let (heads, kv_heads, d) = LONG_HEADS;
             let case = Case {
                 shape: format!(
                     "q [1, {heads}, 1, {d}] · k, v [1, {kv_heads}, {context}, {d}] · blocks of {size} · {}",
                     dtype_name(dtype)
                 ),
                 dtype,
-                call: Box::new(move |p| {
-                    let q = random(&[1, heads, 1, d], s, dtype)?;
-                    let k = random(&[1, kv_heads, context, d], s + 7, dtype)?;
-                    let v = random(&[1, kv_heads, context, d], s + 13, dtype)?;
-                    p.attention(&q, &k, &v, 1.0 / (d as f32).sqrt(), Some(Mask::Causal))
-                }),
+                call: Box::new(move |p| long_query(s, context, dtype)?.attend(p)),
             };
             let found = run_case(piece, &case, large);
             if context == 16384 && dtype == Dtype::Float32 && found.is_right() {
@@ -243,19 +238,43 @@ pub(crate) fn check_in_blocks(small: &dyn Pieces, large: &dyn Pieces, size: i32)
     Verdict { piece, rows, peaks }
 }
 
-/// [`ScoresPeak`] of one decode query over `keys` keys (Qwen3-8B's heads, float32, from
-/// `seed`): the inputs made and evaluated first, then each call evaluated alone.
+/// Qwen3-8B's attention heads: 32 query heads, 8 key heads, 128 wide.
+const LONG_HEADS: (i32, i32, i32) = (32, 8, 128);
+
+/// One decode query of [`LONG_HEADS`] over a cache of keys and values.
+struct LongQuery {
+    q: Array,
+    k: Array,
+    v: Array,
+}
+
+/// The query of [`check_in_blocks`]' long rows over `keys` keys, from `seed`.
+fn long_query(seed: u64, keys: i32, dtype: Dtype) -> Result<LongQuery> {
+    let (heads, kv_heads, d) = LONG_HEADS;
+    Ok(LongQuery {
+        q: random(&[1, heads, 1, d], seed, dtype)?,
+        k: random(&[1, kv_heads, keys, d], seed + 7, dtype)?,
+        v: random(&[1, kv_heads, keys, d], seed + 13, dtype)?,
+    })
+}
+
+impl LongQuery {
+    /// `pieces`' attention of the query over the cache, as the model calls it.
+    fn attend(&self, pieces: &dyn Pieces) -> Result<Array> {
+        let scale = 1.0 / (LONG_HEADS.2 as f32).sqrt();
+        pieces.attention(&self.q, &self.k, &self.v, scale, Some(Mask::Causal))
+    }
+}
+
+/// [`ScoresPeak`] of the long rows' query over `keys` keys (float32, from `seed`): the
+/// inputs made and evaluated first, then each call evaluated alone.
 fn scores_peak(blocks: &dyn Pieces, seed: u64, keys: i32) -> Result<ScoresPeak> {
-    let (heads, kv_heads, d) = (32, 8, 128);
-    let q = random(&[1, heads, 1, d], seed, Dtype::Float32)?;
-    let k = random(&[1, kv_heads, keys, d], seed + 7, Dtype::Float32)?;
-    let v = random(&[1, kv_heads, keys, d], seed + 13, Dtype::Float32)?;
-    mlx_rs::transforms::eval([&q, &k, &v])?;
+    let query = long_query(seed, keys, Dtype::Float32)?;
+    mlx_rs::transforms::eval([&query.q, &query.k, &query.v])?;
     let peak = |pieces: &dyn Pieces| -> Result<u64> {
         let before = mlx_rs::memory::active_memory()?;
         mlx_rs::memory::reset_peak_memory()?;
-        let out = pieces.attention(&q, &k, &v, 1.0 / (d as f32).sqrt(), Some(Mask::Causal))?;
-        out.eval()?;
+        query.attend(pieces)?.eval()?;
         Ok(mlx_rs::memory::peak_memory()?.saturating_sub(before) as u64)
     };
     Ok(ScoresPeak {
