@@ -131,6 +131,8 @@ settings! {
         "the prompt an exercise run by hand writes its answer to (run by quest, it gets the lesson's prompt over quest's clock)";
     ATTENTION_BLOCK: "QUEST_ATTENTION_BLOCK", Exercise, "256",
         "the keys a block holds where `Exercise::decode_in_blocks` cuts a decode step's cache for attention in blocks (attention-blocks')";
+    ARRIVAL_MS: "QUEST_ARRIVAL_MS", Exercise, "250",
+        "the mean gap between the requests of `Exercise::serve`'s trace, in ms (continuous-batching's; quest's clock reads the same)";
     PREFILL_CHUNK: "QUEST_PREFILL_CHUNK", Exercise, "64",
         "the positions `Exercise::decode_prefilled` asks a chunked prefill to feed a forward call at most (chunked-prefill's)";
     MAX_TOKENS: "QUEST_MAX_TOKENS", Exercise, "32",

@@ -39,6 +39,7 @@ pub(crate) fn say_progress(ctx: &Ctx, progress: Progress) {
         Heading::Rules => ctx.ui("submit_checking_code").to_owned(),
         Heading::Piece(Piece::Speculate) => ctx.ui("submit_checking_speculator").to_owned(),
         Heading::Piece(Piece::Prefill) => ctx.ui("submit_checking_prefill").to_owned(),
+        Heading::Piece(Piece::Batching) => ctx.ui("submit_checking_batching").to_owned(),
         Heading::Piece(_) => ctx.ui("submit_checking_piece").to_owned(),
         Heading::Logits {
             tolerance,
@@ -74,6 +75,7 @@ pub(crate) fn say_progress(ctx: &Ctx, progress: Progress) {
                 (true, Some(Piece::Sample)) => "submit_measuring_sampler",
                 (true, Some(Piece::Speculate)) => "submit_measuring_speculator",
                 (true, Some(Piece::Prefill)) => "submit_measuring_prefill",
+                (true, Some(Piece::Batching)) => "submit_measuring_batching",
                 (true, _) => "submit_measuring_pieces",
                 (false, _) => "submit_measuring",
             },

@@ -57,6 +57,7 @@ pub(crate) fn say(
             match piece {
                 Piece::Speculate => "piece_checking_speculate",
                 Piece::Prefill => "piece_checking_prefill",
+                Piece::Batching => "piece_checking_batching",
                 _ => "piece_checking",
             },
             &[
@@ -137,6 +138,7 @@ fn summary(ctx: &Ctx, piece: Piece, verdict: &Verdict) -> String {
         match piece {
             Piece::Speculate => "piece_summary_proposals",
             Piece::Prefill => "piece_summary_chunks",
+            Piece::Batching => "piece_summary_batching",
             _ => "piece_summary",
         },
         &[

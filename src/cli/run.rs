@@ -320,6 +320,34 @@ fn print_report(ctx: &Ctx, r: &Report) {
             ctx.ui_with("load_only", &[("load", &format!("{:.1}", r.load_ms))])
         );
     }
+    if let Some(served) = &r.served {
+        // A served trace: each request timed from its arrival, on quest's clock.
+        let q = |values: &[f64], q: f64| {
+            format!("{:.0}", quest::lab::clock::ServedTimes::quantile(values, q))
+        };
+        println!(
+            "{}",
+            ctx.ui_with(
+                "served_line",
+                &[
+                    ("requests", &r.requests.to_string()),
+                    ("tokens", &r.generated_tokens.to_string()),
+                    ("tok_s", &format!("{:.2}", served.tok_s)),
+                    ("ttft_p50", &q(&served.ttft_ms, 0.5)),
+                    ("ttft_p99", &q(&served.ttft_ms, 0.99)),
+                    ("latency_p50", &q(&served.latency_ms, 0.5)),
+                    ("latency_p99", &q(&served.latency_ms, 0.99)),
+                ]
+            )
+        );
+    } else {
+        print_decode(ctx, r, &timer_ms);
+    }
+}
+
+/// The time to first token and the decode rate of one decode (or one batch).
+fn print_decode(ctx: &Ctx, r: &Report, timer_ms: &str) {
+    let reading = r.timer.as_ref();
     println!(
         "{}: {:.1} {}{timer_ms}",
         ctx.ui("ttft"),

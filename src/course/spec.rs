@@ -483,10 +483,18 @@ pub enum Metric {
     /// The weights one decode step reads over the step's time, in GB/s: the rate the step
     /// streams its matrices at (`weight_mb_per_token × decode_tok_s`), to set beside a copy's.
     WeightsGbS,
+    /// A served trace's time to first token, each request's from its arrival: the median.
+    TtftP50Ms,
+    /// … its 99th percentile (of a few requests, the slowest).
+    TtftP99Ms,
+    /// A served trace's time from each request's arrival to its last token: the median.
+    LatencyP50Ms,
+    /// … its 99th percentile.
+    LatencyP99Ms,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 14] = [
+    pub const ALL: [Metric; 18] = [
         Metric::DecodeTokS,
         Metric::PerSeqTokS,
         Metric::TtftMs,
@@ -501,6 +509,10 @@ impl Metric {
         Metric::TokensPerForward,
         Metric::PrefillPeakMb,
         Metric::WeightsGbS,
+        Metric::TtftP50Ms,
+        Metric::TtftP99Ms,
+        Metric::LatencyP50Ms,
+        Metric::LatencyP99Ms,
     ];
 
     /// Its key in reports and in the progress file.
@@ -520,6 +532,10 @@ impl Metric {
             Metric::TokensPerForward => "tokens_per_forward",
             Metric::PrefillPeakMb => "prefill_peak_mb",
             Metric::WeightsGbS => "weights_gb_s",
+            Metric::TtftP50Ms => "ttft_p50_ms",
+            Metric::TtftP99Ms => "ttft_p99_ms",
+            Metric::LatencyP50Ms => "latency_p50_ms",
+            Metric::LatencyP99Ms => "latency_p99_ms",
         }
     }
 
@@ -541,6 +557,9 @@ impl Metric {
             Metric::TokensPerForward => "tok/call",
             Metric::PrefillPeakMb => "MB",
             Metric::WeightsGbS => "GB/s",
+            Metric::TtftP50Ms | Metric::TtftP99Ms | Metric::LatencyP50Ms | Metric::LatencyP99Ms => {
+                "ms"
+            }
         }
     }
 
@@ -951,10 +970,13 @@ pub enum Piece {
     /// The prompt through the cache in chunks (`lm::prefill::Prefill`): `prefill`, once a
     /// run.
     Prefill,
+    /// Continuous batching (`lm::batching::Scheduler`): `join` and `keep` checked alone,
+    /// `serve` the loop.
+    Batching,
 }
 
 impl Piece {
-    pub const ALL: [Piece; 11] = [
+    pub const ALL: [Piece; 12] = [
         Piece::RmsNorm,
         Piece::Swiglu,
         Piece::Rope,
@@ -966,6 +988,7 @@ impl Piece {
         Piece::KvCache,
         Piece::Speculate,
         Piece::Prefill,
+        Piece::Batching,
     ];
 
     /// The method's name, as the learner's `impl` writes it.
@@ -982,6 +1005,7 @@ impl Piece {
             Piece::KvCache => "update_and_fetch",
             Piece::Speculate => "verify",
             Piece::Prefill => "prefill",
+            Piece::Batching => "serve",
         }
     }
 

@@ -82,7 +82,10 @@ pub fn piece_calls_problem(
     }
     // A sampler and a speculator are called once a step, a prefill once: not a layer each.
     use crate::course::spec::Piece;
-    let layers = if matches!(piece, Piece::Sample | Piece::Speculate | Piece::Prefill) {
+    let layers = if matches!(
+        piece,
+        Piece::Sample | Piece::Speculate | Piece::Prefill | Piece::Batching
+    ) {
         1
     } else {
         layers

@@ -76,6 +76,102 @@ pub struct Arrivals {
     pub prefill_peak_bytes: Option<u64>,
     /// The bytes of weights a decode step reads, as quest's model counted them.
     pub weight_bytes_per_token: Option<u64>,
+    /// Each token of a served trace (`lm::batching::Requests::emit`) as it arrived: its
+    /// request, its value.
+    pub served: Vec<ServedToken>,
+}
+
+/// One token of one request of a served trace, as it reached quest.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServedToken {
+    pub at_ms: f64,
+    pub request: usize,
+    pub token: u32,
+}
+
+/// A served trace's numbers on quest's clock: each request's times from its arrival (the
+/// trace's time for it after quest sent the prompt), and every token over the whole run.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ServedTimes {
+    /// Each request's time to its first token, by id.
+    pub ttft_ms: Vec<f64>,
+    /// Each request's time to its last token, by id.
+    pub latency_ms: Vec<f64>,
+    /// Every request's tokens over the time from the prompt to the last token.
+    pub tok_s: f64,
+}
+
+impl ServedTimes {
+    /// The `q`-quantile (0 to 1) of `values`, the nearest rank's: the p99 of eight
+    /// requests is the slowest.
+    pub fn quantile(values: &[f64], q: f64) -> f64 {
+        let mut sorted = values.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len().max(1));
+        sorted.get(rank - 1).copied().unwrap_or(0.0)
+    }
+}
+
+/// quest's times for a served trace: every request's tokens as `rows` (by id) reported
+/// them must be the tokens that reached the clock, in order, and none may arrive before
+/// its request did (`planned`: ms after the prompt was sent).
+pub fn served(
+    arrivals: &Arrivals,
+    planned: &[f64],
+    rows: &[Vec<u32>],
+) -> Result<ServedTimes, ClockProblem> {
+    let Some(sent) = arrivals.prompt_sent_ms else {
+        return Err(ClockProblem::NeverReady);
+    };
+    let mut ttft_ms = Vec::new();
+    let mut latency_ms = Vec::new();
+    let mut last = sent;
+    for (request, (row, &at)) in rows.iter().zip(planned).enumerate() {
+        let came: Vec<&ServedToken> = arrivals
+            .served
+            .iter()
+            .filter(|t| t.request == request)
+            .collect();
+        let handed: Vec<u32> = came.iter().map(|t| t.token).collect();
+        if handed != *row || row.is_empty() {
+            let step = handed.iter().zip(row).take_while(|(a, b)| a == b).count();
+            return Err(ClockProblem::TokensDiffer {
+                step,
+                row: request,
+                sent: handed.get(step).copied(),
+                reported: row.get(step).copied(),
+            });
+        }
+        let arrived = sent + at;
+        let (first, end) = (came[0].at_ms, came[came.len() - 1].at_ms);
+        if first < arrived {
+            return Err(ClockProblem::ServedEarly {
+                request,
+                early_ms: arrived - first,
+            });
+        }
+        ttft_ms.push(first - arrived);
+        latency_ms.push(end - arrived);
+        last = last.max(end);
+    }
+    if let Some(extra) = arrivals.served.iter().find(|t| t.request >= rows.len()) {
+        return Err(ClockProblem::TokensDiffer {
+            step: 0,
+            row: extra.request,
+            sent: Some(extra.token),
+            reported: None,
+        });
+    }
+    let tokens: usize = rows.iter().map(Vec::len).sum();
+    Ok(ServedTimes {
+        ttft_ms,
+        latency_ms,
+        tok_s: if last > sent {
+            tokens as f64 * 1e3 / (last - sent)
+        } else {
+            0.0
+        },
+    })
 }
 
 /// A run's numbers as quest's clock measured them.
@@ -126,6 +222,8 @@ pub enum ClockProblem {
     NeverReady,
     /// It handed over no token.
     NoTokens { reported: usize },
+    /// A request's token reached the clock before the request arrived on quest's trace.
+    ServedEarly { request: usize, early_ms: f64 },
     /// The tokens it handed over are not the tokens it reported.
     TokensDiffer {
         step: usize,
@@ -149,6 +247,12 @@ impl std::fmt::Display for ClockProblem {
                 "the exercise reported {reported} tokens but handed none to quest's clock: \
                  pass each token to `timer.first_token(token)` / `timer.token(token)` as it \
                  reaches the host, and end with `run.report(…)`, which hands over the rest"
+            ),
+            ClockProblem::ServedEarly { request, early_ms } => write!(
+                f,
+                "request {request}'s first token reached quest's clock {early_ms:.1} ms before \
+                 the request arrived on quest's trace: serve each request once `arrived()` \
+                 hands it out, and leave QUEST_ARRIVAL_MS as quest set it"
             ),
             ClockProblem::TokensDiffer {
                 step,
@@ -524,6 +628,16 @@ impl Clock {
                     }
                     "asked" => {
                         seen.asked_ms.push(at_ms);
+                        None
+                    }
+                    "served" => {
+                        if let Some([request, token]) = ids().as_deref() {
+                            seen.served.push(ServedToken {
+                                at_ms,
+                                request: *request as usize,
+                                token: *token,
+                            });
+                        }
                         None
                     }
                     // The first token is step 0 wherever it arrives among the others.

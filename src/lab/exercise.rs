@@ -41,6 +41,8 @@ pub struct Exercise {
     forward_calls: std::cell::Cell<usize>,
     /// The most bytes MLX held during a prefill quest's loop measured.
     prefill_peak_bytes: std::cell::Cell<u64>,
+    /// The requests of the trace [`Exercise::serve`] served (0: none).
+    served_requests: std::cell::Cell<usize>,
 }
 
 /// The most tokens a speculative decoder proposes a step ([`Exercise::decode_speculative`]).
@@ -81,6 +83,7 @@ impl Exercise {
             began: Instant::now(),
             prompt: std::cell::OnceCell::new(),
             forward_calls: std::cell::Cell::new(0),
+            served_requests: std::cell::Cell::new(0),
             prefill_peak_bytes: std::cell::Cell::new(0),
         })
     }
@@ -138,9 +141,16 @@ impl Exercise {
         text: &str,
         ops: Option<(usize, &OpCost)>,
     ) -> Result<()> {
-        let tokens = rows.first().cloned().unwrap_or_default();
+        let requests = self.served_requests.get();
+        // A served trace's requests have tokens of their own lengths: all of them, in
+        // order of id, are what the run decoded.
+        let tokens = if requests > 0 {
+            rows.concat()
+        } else {
+            rows.first().cloned().unwrap_or_default()
+        };
         anyhow::ensure!(
-            rows.iter().all(|row| row.len() == tokens.len()),
+            requests > 0 || rows.iter().all(|row| row.len() == tokens.len()),
             "every row of a batch writes one token per step, but these rows hold {:?} tokens",
             rows.iter().map(Vec::len).collect::<Vec<_>>()
         );
@@ -149,8 +159,10 @@ impl Exercise {
         let (weights, weight_bytes) = model.weights();
         let fed = model.fed();
         let (prefill_fed, steps_fed) = timer.split_fed(&fed);
-        // Every token the timer was not handed goes to quest's clock now, all at once.
-        for step in timer.handed().min(tokens.len())..tokens.len() {
+        // Every token the timer was not handed goes to quest's clock now, all at once (a
+        // served trace's went as they were emitted).
+        let unhanded = if requests > 0 { 0 } else { tokens.len() };
+        for step in timer.handed().min(unhanded)..unhanded {
             let ids: Vec<u32> = rows.iter().map(|row| row[step]).collect();
             crate::line::send_step("rest", &ids);
         }
@@ -193,11 +205,13 @@ impl Exercise {
             calls: None,
             tokens,
             batch: rows.len().max(1),
-            rows: if rows.len() > 1 {
+            rows: if rows.len() > 1 || requests > 0 {
                 rows.to_vec()
             } else {
                 Vec::new()
             },
+            requests,
+            served: None,
             text: text.to_owned(),
             weights,
             weight_bytes_per_token: weight_bytes,
@@ -628,6 +642,65 @@ impl Exercise {
         self.decode(&model, tokenizer)
     }
 
+    /// Continuous batching ([`crate::lm::batching`]): quest's trace of requests (the
+    /// lesson's prompt first, then questions of quest's, arriving `QUEST_ARRIVAL_MS` apart
+    /// on average) served by `scheduler` on `model`; every token goes to quest's clock as
+    /// it is emitted, which times each request from its arrival. quest checks `join` and
+    /// `keep` first where it asks, and measures the loop against static batching
+    /// ([`crate::lm::batching::StaticBatches`], `QUEST_PIECES=quest`).
+    pub fn serve(
+        &self,
+        model: &Model,
+        tokenizer: &crate::lm::Tokenizer,
+        scheduler: &mut dyn crate::lm::batching::Scheduler,
+    ) -> Result<()> {
+        use crate::lm::batching::{self, Engine, Requests, StaticBatches};
+        let engine = Engine::new(model)?;
+        let gap_ms = batching::mean_gap_ms()?;
+        let prompt = self.prompt()?;
+        let planned = batching::trace(
+            batching::TRACE_REQUESTS,
+            gap_ms,
+            self.max_tokens,
+            &prompt,
+            batching::TRACE_SEED,
+        );
+        let prompts = planned
+            .iter()
+            .map(|p| tokenizer.encode_user_prompt(&p.question))
+            .collect::<Result<Vec<_>>>()?;
+        let prompt_tokens: usize = prompts.iter().map(Vec::len).sum();
+        let mut baseline = StaticBatches;
+        let scheduler: &mut dyn batching::Scheduler = if crate::line::quest_pieces() {
+            &mut baseline
+        } else {
+            batching::when_asked(&engine, &prompts, scheduler);
+            scheduler
+        };
+        let timer = Timer::start();
+        let mut requests = Requests::start(planned, prompts, tokenizer.eos_token_ids.clone());
+        scheduler.serve(&engine, &mut requests)?;
+        let unfinished = requests.unfinished();
+        anyhow::ensure!(
+            unfinished == 0,
+            "`serve` returned with {unfinished} of {} requests unfinished: loop until every request has its tokens (`requests.unfinished() == 0`)",
+            requests.planned().len()
+        );
+        let (steps, widest) = engine.steps();
+        let rows = requests.tokens().to_vec();
+        let text = tokenizer.decode(crate::lm::until_eos(&rows[0], tokenizer))?;
+        if !crate::line::connected() {
+            println!("{text}");
+            println!(
+                "{} requests, {} tokens in {steps} steps of up to {widest} rows",
+                rows.len(),
+                rows.iter().map(Vec::len).sum::<usize>()
+            );
+        }
+        self.served_requests.set(rows.len());
+        self.report_rows(&timer, model, prompt_tokens, &rows, &text)
+    }
+
     /// A chunked prefill ([`crate::lm::prefill`]): the chat prompt into the cache through
     /// `prefill`, at most `QUEST_PREFILL_CHUNK` positions a forward call, then greedy
     /// decoding; the first token timed as the prefill's logits give it, each later one as
@@ -812,6 +885,8 @@ impl Exercise {
             tokens: Vec::new(),
             batch: 1,
             rows: Vec::new(),
+            requests: 0,
+            served: None,
             text: text.to_owned(),
             weights: String::new(),
             weight_bytes_per_token: 0,
@@ -1067,9 +1142,17 @@ pub struct Report {
     /// How many sequences were decoded together (1 in reports from before batches).
     #[serde(default = "one")]
     pub batch: usize,
-    /// In a batch, every row's tokens (row 0 is `tokens`); empty for one sequence.
+    /// In a batch, every row's tokens (row 0 is `tokens`); empty for one sequence. In a
+    /// served trace, each request's tokens by id (of different lengths).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rows: Vec<Vec<u32>>,
+    /// The requests of a served trace (`Exercise::serve`): `rows` are theirs and `tokens`
+    /// all of them in order of id (0: not a served run).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub requests: usize,
+    /// A served trace's times on quest's clock (set by quest, never read from a file).
+    #[serde(skip)]
+    pub served: Option<clock::ServedTimes>,
     pub text: String,
     /// How the model's matrices were held: `dense-f32`, `dense-f16` or `quantized` (see
     /// `lm::Hold`), or the layout `Model::requantize` put them in (`q4-g64`);
@@ -1211,6 +1294,14 @@ impl Report {
             Metric::PrefillPeakMb => self.prefill_peak_bytes as f64 / 1e6,
             Metric::WeightsGbS if self.weight_bytes_per_token == 0 => return None,
             Metric::WeightsGbS => self.weight_bytes_per_token as f64 * self.decode_tok_s / 1e9,
+            Metric::TtftP50Ms => clock::ServedTimes::quantile(&self.served.as_ref()?.ttft_ms, 0.5),
+            Metric::TtftP99Ms => clock::ServedTimes::quantile(&self.served.as_ref()?.ttft_ms, 0.99),
+            Metric::LatencyP50Ms => {
+                clock::ServedTimes::quantile(&self.served.as_ref()?.latency_ms, 0.5)
+            }
+            Metric::LatencyP99Ms => {
+                clock::ServedTimes::quantile(&self.served.as_ref()?.latency_ms, 0.99)
+            }
         };
         value.is_finite().then_some(value)
     }
@@ -1270,6 +1361,8 @@ mod tests {
             tokens: vec![],
             batch: 1,
             rows: vec![],
+            requests: 0,
+            served: None,
             text: String::new(),
             weights: "dense-f32".into(),
             weight_bytes_per_token: 540_000_000,

@@ -297,7 +297,7 @@ pub fn run_with_env(binary: &Path, request: &RunRequest, env: &[(&str, &str)]) -
     let (report_path, arrivals) = start(binary, request, env, hello)?;
     let report = Report::read(&report_path);
     let _ = std::fs::remove_file(&report_path);
-    let mut report = timed_by_quest(report?, &arrivals)?;
+    let mut report = timed_by_quest(report?, &arrivals, request)?;
     report.calls = match &arrivals.calls {
         Some(calls) => Some(
             serde_json::from_str(calls)
@@ -391,7 +391,11 @@ fn start(
 /// The report with quest's clock's times in place of any the exercise wrote, its own
 /// timer's kept beside them and where the two disagree; refused where the clock cannot
 /// time a run that decoded tokens ([`clock::ClockProblem`]).
-fn timed_by_quest(mut report: Report, arrivals: &clock::Arrivals) -> Result<Report> {
+fn timed_by_quest(
+    mut report: Report,
+    arrivals: &clock::Arrivals,
+    request: &RunRequest,
+) -> Result<Report> {
     let rows = if report.rows.is_empty() {
         vec![report.tokens.clone()]
     } else {
@@ -403,6 +407,9 @@ fn timed_by_quest(mut report: Report, arrivals: &clock::Arrivals) -> Result<Repo
     // The weights a step reads as quest's model sent them on the line, over the file's.
     if let Some(bytes) = arrivals.weight_bytes_per_token {
         report.weight_bytes_per_token = bytes;
+    }
+    if report.requests > 0 {
+        return served_by_quest(report, arrivals, request);
     }
     let Some(clocked) = clock::clocked(arrivals, &rows)? else {
         // Nothing decoded, nothing timed: whatever times the file holds were written by
@@ -435,6 +442,42 @@ fn timed_by_quest(mut report: Report, arrivals: &clock::Arrivals) -> Result<Repo
     if report.forward_calls > 0 {
         report.forward_calls = arrivals.asked_ms.len();
     }
+    Ok(report)
+}
+
+/// A served trace's report timed by quest's clock: each request from its arrival on
+/// quest's own trace (the same seed and settings the exercise's), its time to first token
+/// the median request's and its rate every token's over the run.
+fn served_by_quest(
+    mut report: Report,
+    arrivals: &clock::Arrivals,
+    request: &RunRequest,
+) -> Result<Report> {
+    use crate::lm::batching;
+    let planned = batching::trace(
+        report.requests,
+        batching::mean_gap_ms()?,
+        request.max_tokens,
+        &request.prompt,
+        batching::TRACE_SEED,
+    );
+    let at: Vec<f64> = planned.iter().map(|p| p.at_ms).collect();
+    anyhow::ensure!(
+        report.rows.len() == at.len(),
+        "the report holds {} requests' tokens for a trace of {}",
+        report.rows.len(),
+        at.len()
+    );
+    let served = clock::served(arrivals, &at, &report.rows)?;
+    let ready = arrivals.ready_ms.unwrap_or_default();
+    let loaded = arrivals.loaded_ms.unwrap_or(ready);
+    report.load_ms = loaded;
+    report.warm_up_ms = (ready - loaded).max(0.0);
+    report.ttft_ms = clock::ServedTimes::quantile(&served.ttft_ms, 0.5);
+    report.decode_tok_s = served.tok_s;
+    report.token_ms.clear();
+    report.held_back = None;
+    report.served = Some(served);
     Ok(report)
 }
 

@@ -34,6 +34,21 @@ pub struct KvCache {
     /// A cache the learner wrote, handed to the model ([`crate::lm::Model::with_cache`]):
     /// every call goes to it, counted on its way in, and `offset` follows its own.
     handed: Option<Handed>,
+    /// Rows of different requests in one batch (`crate::lm::batching`), set for a step
+    /// and only for it.
+    rows: Option<RowsStep>,
+}
+
+/// A step of rows of different requests, each padded on the left to the batch's
+/// positions (`crate::lm::batching`).
+#[derive(Clone)]
+pub struct RowsStep {
+    /// Which positions each row's query may see, `[B, 1, 1, offset + 1]` booleans (false
+    /// over the row's padding).
+    pub mask: Array,
+    /// Each row's own position of the step's token, `[B]` int32: its RoPE position (the
+    /// batch's offset less the row's padding, as the row's keys were turned alone).
+    pub positions: Array,
 }
 
 /// One layer's keys and values as a learner writes them, mlx-lm's `KVCache`: the model
@@ -102,6 +117,48 @@ impl KvCache {
             handed: Some(Handed(store)),
             ..Self::default()
         }
+    }
+
+    /// A cache holding `keys` and `values` (`[B, H, T, D]`, every position real), with
+    /// room to grow as [`KvCache::update_and_fetch`] would have left it: one copy, so the
+    /// steps after it write in place.
+    pub fn holding(keys: &Array, values: &Array) -> anyhow::Result<Self> {
+        let [b, h, t, dk] = dims4(keys);
+        let [vb, vh, vt, dv] = dims4(values);
+        anyhow::ensure!(
+            (vb, vh, vt) == (b, h, t),
+            "keys {:?} and values {:?} must hold the same rows, heads and positions",
+            keys.shape(),
+            values.shape()
+        );
+        let mut cache = Self::new();
+        cache.reserve(t, [b, h, dk, dv], keys.dtype())?;
+        cache.offset = t;
+        let (k, v) = (cache.keys.as_mut().unwrap(), cache.values.as_mut().unwrap());
+        k.try_index_mut((.., .., ..t, ..), keys)?;
+        v.try_index_mut((.., .., ..t, ..), values.as_dtype(keys.dtype())?)?;
+        Ok(cache)
+    }
+
+    /// The keys and values of every position held, `[B, H, offset, D]` each (`None`
+    /// before anything was written).
+    pub fn held(&self) -> Option<(Array, Array)> {
+        if self.handed.is_some() {
+            return None;
+        }
+        let (k, v) = (self.keys.as_ref()?, self.values.as_ref()?);
+        let n = self.offset;
+        Some((k.index((.., .., ..n, ..)), v.index((.., .., ..n, ..))))
+    }
+
+    /// The next step's rows, where rows of different requests share the cache.
+    pub fn rows(&self) -> Option<&RowsStep> {
+        self.rows.as_ref()
+    }
+
+    /// Sets (or clears) the next step's rows ([`KvCache::rows`]).
+    pub(crate) fn set_rows(&mut self, rows: Option<RowsStep>) {
+        self.rows = rows;
     }
 
     /// Whether the learner's cache is in it.

@@ -219,6 +219,21 @@ impl Fast {
         }
     }
 
+    /// `x` (`[B, H, 1, D]`) rotated to each row's own position (`positions`, `[B]`): rows
+    /// of different requests in one step (`crate::lm::batching`). MLX's op; no learner's
+    /// piece here (the batching lesson writes none).
+    pub fn rope_rows(&self, x: &Array, rope: &Rope, positions: &Array) -> Result<Array> {
+        Ok(mlx_rs::fast::rope_dynamic(
+            x,
+            rope.dims,
+            rope.traditional,
+            rope.base,
+            1.0,
+            positions,
+            None,
+        )?)
+    }
+
     /// `softmax(q·kᵀ·scale + mask) · v` per head, grouped-query: the learner's
     /// [`Pieces::attention`], else MLX's fused `fast::scaled_dot_product_attention`.
     pub fn scaled_dot_product_attention(
@@ -235,6 +250,27 @@ impl Fast {
         let mask = mask.map(|Mask::Causal| ScaledDotProductAttentionMask::Causal);
         Ok(mlx_rs::fast::scaled_dot_product_attention(
             queries, keys, values, scale, mask, None,
+        )?)
+    }
+
+    /// Attention of one step over rows of different requests (`crate::lm::batching`):
+    /// `rows`, `[B, 1, 1, S]` booleans, hides each row's left padding. MLX's op with the
+    /// mask as an array; no learner's piece here (the batching lesson writes none).
+    pub fn attention_over_rows(
+        &self,
+        queries: &Array,
+        keys: &Array,
+        values: &Array,
+        scale: f32,
+        rows: &Array,
+    ) -> Result<Array> {
+        Ok(mlx_rs::fast::scaled_dot_product_attention(
+            queries,
+            keys,
+            values,
+            scale,
+            ScaledDotProductAttentionMask::Array(rows),
+            None,
         )?)
     }
 

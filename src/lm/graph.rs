@@ -95,7 +95,8 @@ pub fn replaced_by(piece: Piece) -> &'static [Fused] {
         | Piece::Sample
         | Piece::KvCache
         | Piece::Speculate
-        | Piece::Prefill => &[],
+        | Piece::Prefill
+        | Piece::Batching => &[],
     }
 }
 

@@ -9,6 +9,7 @@
 //!
 //! All MLX work must stay on one OS thread: an MLX stream belongs to the thread that made it.
 
+pub mod batching;
 pub mod blocks;
 pub mod cache;
 pub mod cache_check;
@@ -35,7 +36,7 @@ use std::path::Path;
 use anyhow::{anyhow, Context, Result};
 use mlx_rs::Array;
 
-pub use cache::{trim_prompt_cache, KvCache, KvStore, LayerCache, RecurrentCache};
+pub use cache::{trim_prompt_cache, KvCache, KvStore, LayerCache, RecurrentCache, RowsStep};
 pub use fetch::DEFAULT_MODEL;
 pub use hub::ModelSource;
 pub use models::{Fed, Model};

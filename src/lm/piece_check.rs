@@ -141,7 +141,7 @@ pub(crate) fn when_asked(pieces: &dyn Pieces) {
     if let Some((piece, alone)) = crate::line::piece_check() {
         if !matches!(
             piece,
-            Piece::Sample | Piece::KvCache | Piece::Speculate | Piece::Prefill
+            Piece::Sample | Piece::KvCache | Piece::Speculate | Piece::Prefill | Piece::Batching
         ) {
             answer(check(piece, pieces), alone);
         }
@@ -427,7 +427,9 @@ fn cases(piece: Piece) -> Vec<Case> {
         Piece::QuantizedMatmul => quantized_matmul_cases(&mut next),
         Piece::GatedDelta => gated_delta_cases(&mut next),
         // Their own checks: a sampler's draws, a cache's calls in sequence.
-        Piece::Sample | Piece::KvCache | Piece::Speculate | Piece::Prefill => Vec::new(),
+        Piece::Sample | Piece::KvCache | Piece::Speculate | Piece::Prefill | Piece::Batching => {
+            Vec::new()
+        }
         Piece::Mlp => mlp_cases(&mut next),
     }
 }
@@ -1236,7 +1238,11 @@ mod tests {
         for piece in Piece::ALL {
             if !matches!(
                 piece,
-                Piece::Sample | Piece::KvCache | Piece::Speculate | Piece::Prefill
+                Piece::Sample
+                    | Piece::KvCache
+                    | Piece::Speculate
+                    | Piece::Prefill
+                    | Piece::Batching
             ) {
                 assert!(cases(piece).len() >= 4, "{piece}");
             }

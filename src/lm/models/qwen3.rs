@@ -117,27 +117,50 @@ impl Attention {
     fn forward(&self, x: &Sublayer, cache: &mut KvCache) -> Result<Residual> {
         let (b, l) = x.batch_and_length();
         let qkv = self.fast.first_projection(x, &self.qkv_proj)?;
-        // A decode step on CUDA may do all of attention, the cache write too, in one kernel.
-        if let Some(out) = self.fast.attend(&qkv, &self.heads_spec(), cache)? {
-            return self.fast.last_projection(x, &out, &self.o_proj);
+        // A decode step on CUDA may do all of attention, the cache write too, in one kernel
+        // (not for rows of different requests: their padding needs the rows' mask).
+        if cache.rows().is_none() {
+            if let Some(out) = self.fast.attend(&qkv, &self.heads_spec(), cache)? {
+                return self.fast.last_projection(x, &out, &self.o_proj);
+            }
         }
-        let [q, k, v] = match self.fast.heads(&qkv, &self.heads_spec(), cache.offset)? {
+        let rows = cache.rows().map(|rows| rows.positions.clone());
+        let fused = match rows {
+            // Rows of different requests turn each at its own position: by ops.
+            Some(_) => None,
+            None => self.fast.heads(&qkv, &self.heads_spec(), cache.offset)?,
+        };
+        let [q, k, v] = match fused {
             Some(heads) => heads,
-            None => self.heads_by_ops(&qkv.parts()?, b, l, cache.offset)?,
+            None => self.heads_by_ops(&qkv.parts()?, b, l, cache.offset, rows.as_ref())?,
         };
         let (keys, values) = cache.update_and_fetch(&k, &v)?;
         let scale = (self.head_dim as f32).powf(-0.5);
-        // One query attends to everything; a prompt needs the causal mask.
-        let mask = (l > 1).then_some(Mask::Causal);
-        let out = self
-            .fast
-            .scaled_dot_product_attention(&q, &keys, &values, scale, mask)?;
+        let out = match cache.rows() {
+            // Rows of different requests: each query sees its own row's positions alone.
+            Some(rows) => self
+                .fast
+                .attention_over_rows(&q, &keys, &values, scale, &rows.mask)?,
+            None => {
+                // One query attends to everything; a prompt needs the causal mask.
+                let mask = (l > 1).then_some(Mask::Causal);
+                self.fast
+                    .scaled_dot_product_attention(&q, &keys, &values, scale, mask)?
+            }
+        };
         self.fast
             .last_projection(x, &from_heads(&out, b, l)?, &self.o_proj)
     }
 
     /// q and k normed per head and rotated to the cache's position, and v, as `[B, H, L, D]`.
-    fn heads_by_ops(&self, qkv: &[Array], b: i32, l: i32, offset: i32) -> Result<[Array; 3]> {
+    fn heads_by_ops(
+        &self,
+        qkv: &[Array],
+        b: i32,
+        l: i32,
+        offset: i32,
+        rows: Option<&Array>,
+    ) -> Result<[Array; 3]> {
         let q = to_heads(&qkv[0], b, l, self.heads, self.head_dim)?;
         let k = to_heads(&qkv[1], b, l, self.kv_heads, self.head_dim)?;
         let v = to_heads(&qkv[2], b, l, self.kv_heads, self.head_dim)?;
@@ -145,8 +168,16 @@ impl Attention {
         let q = self.fast.rms_norm(&q, &self.q_norm)?;
         let k = self.fast.rms_norm(&k, &self.k_norm)?;
         // Positions continue where the cache ends: that is what makes one-token steps work.
-        let q = self.fast.rope(&q, &self.rope, offset)?;
-        let k = self.fast.rope(&k, &self.rope, offset)?;
+        let (q, k) = match rows {
+            Some(positions) => (
+                self.fast.rope_rows(&q, &self.rope, positions)?,
+                self.fast.rope_rows(&k, &self.rope, positions)?,
+            ),
+            None => (
+                self.fast.rope(&q, &self.rope, offset)?,
+                self.fast.rope(&k, &self.rope, offset)?,
+            ),
+        };
         Ok([q, k, v])
     }
 
