@@ -1005,7 +1005,7 @@ impl Piece {
             Piece::KvCache => "update_and_fetch",
             Piece::Speculate => "verify",
             Piece::Prefill => "prefill",
-            Piece::Batching => "serve",
+            Piece::Batching => "join",
         }
     }
 

@@ -1004,4 +1004,53 @@ mod tests {
         assert_eq!(named.asked_before, None);
         assert_eq!(named.between_ms, 0.0);
     }
+
+    fn served_arrivals(tokens: &[(f64, usize, u32)]) -> Arrivals {
+        Arrivals {
+            ready_ms: Some(100.0),
+            prompt_sent_ms: Some(100.0),
+            served: tokens
+                .iter()
+                .map(|&(at_ms, request, token)| ServedToken {
+                    at_ms,
+                    request,
+                    token,
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_served_trace_is_timed_from_each_arrival() {
+        // Request 0 arrives at the prompt, request 1 50 ms later.
+        let arrivals =
+            served_arrivals(&[(110.0, 0, 7), (170.0, 1, 9), (180.0, 0, 8), (200.0, 1, 10)]);
+        let times = served(&arrivals, &[0.0, 50.0], &[vec![7, 8], vec![9, 10]]).unwrap();
+        assert_eq!(times.ttft_ms, [10.0, 20.0]);
+        assert_eq!(times.latency_ms, [80.0, 50.0]);
+        assert_eq!(times.tok_s, 4.0 * 1e3 / 100.0);
+        assert_eq!(ServedTimes::quantile(&times.ttft_ms, 0.5), 10.0);
+        assert_eq!(ServedTimes::quantile(&times.ttft_ms, 0.99), 20.0);
+    }
+
+    #[test]
+    fn a_served_trace_is_refused_where_the_clock_saw_other_tokens_or_early_ones() {
+        let arrivals = served_arrivals(&[(110.0, 0, 7), (120.0, 1, 9)]);
+        // The report says request 0 got 8: not what reached the clock.
+        assert!(matches!(
+            served(&arrivals, &[0.0, 0.0], &[vec![8], vec![9]]),
+            Err(ClockProblem::TokensDiffer { row: 0, .. })
+        ));
+        // Request 1 was served 20 ms after the prompt, but arrives at 50 ms.
+        assert!(matches!(
+            served(&arrivals, &[0.0, 50.0], &[vec![7], vec![9]]),
+            Err(ClockProblem::ServedEarly { request: 1, .. })
+        ));
+        // A token of a request the report does not hold.
+        let extra = served_arrivals(&[(110.0, 0, 7), (120.0, 3, 9)]);
+        assert!(served(&extra, &[0.0], &[vec![7]]).is_err());
+        // A request that got nothing.
+        assert!(served(&arrivals, &[0.0, 0.0, 0.0], &[vec![7], vec![9], vec![]]).is_err());
+    }
 }

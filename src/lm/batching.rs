@@ -764,6 +764,55 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_trace_is_the_same_from_its_seed_and_arrives_in_order() {
+        let a = trace(8, 250.0, 16, "the prompt", TRACE_SEED);
+        assert_eq!(a, trace(8, 250.0, 16, "the prompt", TRACE_SEED));
+        assert_ne!(a, trace(8, 250.0, 16, "the prompt", TRACE_SEED + 1));
+        assert_eq!(a[0].at_ms, 0.0);
+        assert_eq!(a[0].question, "the prompt");
+        assert!(a.windows(2).all(|p| p[0].at_ms <= p[1].at_ms));
+        assert!(a.iter().all(|p| (8..=16).contains(&p.max_tokens)));
+        // Poisson arrivals of mean 250 ms: eight of them span more than a gap or two.
+        assert!(a[7].at_ms > 250.0, "{a:?}");
+        // No gap: every request at once.
+        assert!(trace(8, 0.0, 16, "p", TRACE_SEED)
+            .iter()
+            .all(|p| p.at_ms == 0.0));
+        // One token asked: every request asks for one.
+        assert!(trace(4, 10.0, 1, "p", 1).iter().all(|p| p.max_tokens == 1));
+    }
+
+    #[test]
+    fn requests_arrive_on_time_and_finish_at_their_length_or_end() {
+        let planned = vec![
+            Planned {
+                id: 0,
+                at_ms: 0.0,
+                max_tokens: 2,
+                question: String::new(),
+            },
+            Planned {
+                id: 1,
+                at_ms: 60_000.0,
+                max_tokens: 3,
+                question: String::new(),
+            },
+        ];
+        let mut requests = Requests::start(planned, vec![vec![1], vec![2]], vec![99]);
+        let arrived = requests.arrived();
+        assert_eq!(arrived.iter().map(|r| r.id).collect::<Vec<_>>(), [0]);
+        assert!(requests.emit(1, 5).is_err(), "request 1 has not arrived");
+        assert!(!requests.emit(0, 5).unwrap());
+        assert!(requests.emit(0, 6).unwrap(), "two tokens: finished");
+        assert!(
+            requests.emit(0, 7).is_err(),
+            "a finished request takes no more"
+        );
+        assert_eq!(requests.unfinished(), 1);
+        assert_eq!(requests.tokens()[0], [5, 6]);
+    }
+
+    #[test]
     fn rope_turns_each_row_by_its_own_offset() {
         let x = mlx_rs::random::normal::<f32>(&[2, 3, 1, 8], None, None, None).unwrap();
         let offsets = Array::from_slice(&[5i32, 9], &[2]);

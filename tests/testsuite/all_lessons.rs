@@ -725,6 +725,95 @@ fn rows() -> Vec<Row> {
             ..Row::of("prompt-lookup")
         },
         Row {
+            // A learner's keep that takes the rows and keeps every column: right, only
+            // wider than it needs to be.
+            honest: |s| {
+                s.solution.replace(
+                    "let drop = rows.iter().map(|&r| batch.padding[r]).min().unwrap_or(0);",
+                    "let drop = 0;",
+                )
+            },
+            refusals: &[
+                Refusal {
+                    what: "the old rows' padding not grown when a longer row joins",
+                    edit: |s| {
+                        s.solution.replace(
+                            "batch.padding.iter().map(|p| p + width - a).collect();",
+                            "batch.padding.to_vec();",
+                        )
+                    },
+                    command: "submit",
+                    stdout: &["cases right."],
+                    stderr: &[PIECE_WRONG],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "the rows kept, their paddings left as the batch's first rows' were",
+                    edit: |s| {
+                        s.solution.replace(
+                            "let padding = rows.iter().map(|&r| batch.padding[r] - drop).collect();",
+                            "let padding = batch.padding[..rows.len()].iter().map(|p| p - drop).map(|p| p.max(0)).collect();",
+                        )
+                    },
+                    command: "submit",
+                    stdout: &["cases right."],
+                    stderr: &[PIECE_WRONG],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "quest's static batching called for the loop",
+                    edit: |s| {
+                        s.solution
+                            .replace(
+                                "use quest::lm::batching::{Batch, Engine, Requests, Scheduler};",
+                                "use quest::lm::batching::{Batch, Engine, Requests, Scheduler, StaticBatches as Plain};",
+                            )
+                            .replace(
+                                "        let mut batch = Batch::empty();\n        while",
+                                "        if requests.unfinished() > 0 {\n            return Plain.serve(engine, requests);\n        }\n        let mut batch = Batch::empty();\n        while",
+                            )
+                    },
+                    command: "submit",
+                    stdout: &["quest's own scheduler"],
+                    stderr: &["fix those lines"],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "the loop ends before every request is finished",
+                    edit: |s| {
+                        s.solution.replace(
+                            "while requests.unfinished() > 0 {",
+                            "while requests.unfinished() > 4 {",
+                        )
+                    },
+                    command: "submit",
+                    stdout: &[],
+                    stderr: &["requests unfinished"],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "another first token emitted than the prefill's",
+                    edit: |s| {
+                        s.solution.replace(
+                            "requests.emit(request.id, row.last[0])?",
+                            "requests.emit(request.id, row.last[0] ^ 1)?",
+                        )
+                    },
+                    command: "submit",
+                    stdout: &[],
+                    stderr: &["token"],
+                    snapshot: None,
+                    masked: false,
+                },
+            ],
+            answers: &["exact=greedy", "term=bytes"],
+            ..Row::of("continuous-batching")
+        },
+        Row {
             args: FEW_TOKENS,
             // The chunks walked by index, not by `chunks`: the same calls.
             honest: |s| {
@@ -1963,6 +2052,7 @@ walks! {
     ignored host_or_device: "host-or-device",
     ignored kv_cache_by_hand: "kv-cache-by-hand",
     ignored prompt_lookup: "prompt-lookup",
+    ignored continuous_batching: "continuous-batching",
     ignored chunked_prefill: "chunked-prefill",
     ignored attention_blocks: "attention-blocks",
 }
@@ -2186,6 +2276,11 @@ fn flow(row: &Row) {
     assert!(out.status.success(), "{stdout}{stderr}");
     let tokens = max_tokens(row, &lesson);
     match spec.tokens {
+        // A served trace: every request's tokens, each of its own length.
+        TokenCheck::Exact if spec.piece == Some(quest::course::spec::Piece::Batching) => assert!(
+            stdout.contains("greedy tokens as the reference"),
+            "{stdout}"
+        ),
         TokenCheck::Exact => assert_same_tokens(&stdout, tokens),
         TokenCheck::First(n) => assert_same_tokens(&stdout, n.min(tokens)),
         TokenCheck::Repeatable => assert!(
