@@ -212,3 +212,43 @@ fn a_step_of_another_batch_is_refused() {
         .to_string();
     assert!(error.contains("[2, 1]"), "{error}");
 }
+
+/// Continuous batching's rows (`lm::batching`): quest's trace, every request at once,
+/// served by static batching (eight rows of different lengths left-padded to one width,
+/// each turned at its own RoPE position, rows leaving as they finish) gives every request
+/// exactly the greedy tokens it gets decoded alone.
+#[test]
+#[ignore = "decodes eight requests in a batch and each alone; run with --include-ignored"]
+fn served_rows_decode_each_requests_greedy_tokens() {
+    use quest::lm::batching::{self, Engine, Requests, Scheduler, StaticBatches};
+    let _one = mlx_lock();
+    let (model, tokenizer) = lm::load_with(lm::DEFAULT_MODEL, Hold::Dense).unwrap();
+    let planned = batching::trace(
+        batching::TRACE_REQUESTS,
+        0.0,
+        12,
+        "What is the capital of France? Answer in one sentence.",
+        batching::TRACE_SEED,
+    );
+    let prompts: Vec<Vec<u32>> = planned
+        .iter()
+        .map(|p| tokenizer.encode_user_prompt(&p.question).unwrap())
+        .collect();
+    let eos = tokenizer.eos_token_ids.clone();
+    let engine = Engine::new(&model).unwrap();
+    let mut requests = Requests::start(planned.clone(), prompts.clone(), eos.clone());
+    StaticBatches.serve(&engine, &mut requests).unwrap();
+    assert_eq!(requests.unfinished(), 0);
+    for (p, got) in planned.iter().zip(requests.tokens()) {
+        let mut cache = lm::make_prompt_cache(&model);
+        let logits = model
+            .forward(&lm::tokens_array(&prompts[p.id]), &mut cache)
+            .unwrap();
+        let mut alone = vec![lm::argmax_token(&lm::last_position(&logits)).unwrap()];
+        while alone.len() < p.max_tokens && !eos.contains(alone.last().unwrap()) {
+            let last = *alone.last().unwrap();
+            alone.push(lm::greedy_next(&model, &mut cache, last).unwrap());
+        }
+        assert_eq!(got, &alone, "request {}", p.id);
+    }
+}
