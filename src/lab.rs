@@ -21,6 +21,7 @@
 pub mod bits;
 pub mod clock;
 mod exercise;
+pub mod load;
 mod ops;
 pub mod runner;
 

@@ -133,6 +133,8 @@ settings! {
         "the keys a block holds where `Exercise::decode_in_blocks` cuts a decode step's cache for attention in blocks (attention-blocks')";
     ARRIVAL_MS: "QUEST_ARRIVAL_MS", Exercise, "250",
         "the mean gap between the requests of `Exercise::serve`'s trace, in ms (continuous-batching's; quest's clock reads the same)";
+    PORT: "QUEST_PORT", Exercise, "0: any free port",
+        "the port on 127.0.0.1 `Exercise::serve_http` listens on, run by hand (run by quest, any free port, said on quest's line)";
     PREFILL_CHUNK: "QUEST_PREFILL_CHUNK", Exercise, "64",
         "the positions `Exercise::decode_prefilled` asks a chunked prefill to feed a forward call at most (chunked-prefill's)";
     MAX_TOKENS: "QUEST_MAX_TOKENS", Exercise, "32",

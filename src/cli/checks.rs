@@ -40,6 +40,7 @@ pub(crate) fn say_progress(ctx: &Ctx, progress: Progress) {
         Heading::Piece(Piece::Speculate) => ctx.ui("submit_checking_speculator").to_owned(),
         Heading::Piece(Piece::Prefill) => ctx.ui("submit_checking_prefill").to_owned(),
         Heading::Piece(Piece::Batching) => ctx.ui("submit_checking_batching").to_owned(),
+        Heading::Piece(Piece::Server) => ctx.ui("submit_checking_server").to_owned(),
         Heading::Piece(_) => ctx.ui("submit_checking_piece").to_owned(),
         Heading::Logits {
             tolerance,
@@ -76,6 +77,7 @@ pub(crate) fn say_progress(ctx: &Ctx, progress: Progress) {
                 (true, Some(Piece::Speculate)) => "submit_measuring_speculator",
                 (true, Some(Piece::Prefill)) => "submit_measuring_prefill",
                 (true, Some(Piece::Batching)) => "submit_measuring_batching",
+                (true, Some(Piece::Server)) => "submit_measuring_server",
                 (true, _) => "submit_measuring_pieces",
                 (false, _) => "submit_measuring",
             },

@@ -316,11 +316,13 @@ pub fn exercises_manifest(course: &Course) -> Result<String> {
          publish = false\n\
          build = \"../build.rs\"\n\
          autobins = false\n\n\
-         # What a learner needs (the lab, the model, mlx-rs), nothing that judges: no\n\
-         # mlx-sys (MLX's C API; the build script finds MLX through quest), and no `unsafe`.\n\
+         # What a learner needs (the lab, the model, mlx-rs, JSON for a server), nothing that\n\
+         # judges: no mlx-sys (MLX's C API; the build script finds MLX through quest), and no\n\
+         # `unsafe`.\n\
          [dependencies]\n\
          quest = { path = \"..\" }\n\
-         anyhow.workspace = true\n\n\
+         anyhow.workspace = true\n\
+         serde_json = \"1\"\n\n\
          [target.'cfg(target_os = \"macos\")'.dependencies]\n\
          mlx-rs = \"0.33.0\"\n\n\
          [target.'cfg(not(target_os = \"macos\"))'.dependencies]\n\

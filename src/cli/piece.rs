@@ -58,6 +58,7 @@ pub(crate) fn say(
                 Piece::Speculate => "piece_checking_speculate",
                 Piece::Prefill => "piece_checking_prefill",
                 Piece::Batching => "piece_checking_batching",
+                Piece::Server => "piece_checking_server",
                 _ => "piece_checking",
             },
             &[
@@ -139,6 +140,7 @@ fn summary(ctx: &Ctx, piece: Piece, verdict: &Verdict) -> String {
             Piece::Speculate => "piece_summary_proposals",
             Piece::Prefill => "piece_summary_chunks",
             Piece::Batching => "piece_summary_batching",
+            Piece::Server => "piece_summary_server",
             _ => "piece_summary",
         },
         &[

@@ -325,10 +325,15 @@ fn print_report(ctx: &Ctx, r: &Report) {
         let q = |values: &[f64], q: f64| {
             format!("{:.0}", quest::lab::clock::ServedTimes::quantile(values, q))
         };
+        let line = if r.levels.is_empty() {
+            "served_line"
+        } else {
+            "server_line"
+        };
         println!(
             "{}",
             ctx.ui_with(
-                "served_line",
+                line,
                 &[
                     ("requests", &r.requests.to_string()),
                     ("tokens", &r.generated_tokens.to_string()),
@@ -340,6 +345,22 @@ fn print_report(ctx: &Ctx, r: &Report) {
                 ]
             )
         );
+        for (clients, times) in &r.levels {
+            println!(
+                "{}",
+                ctx.ui_with(
+                    "server_level_line",
+                    &[
+                        ("clients", &clients.to_string()),
+                        ("ttft_p50", &q(&times.ttft_ms, 0.5)),
+                        ("ttft_p99", &q(&times.ttft_ms, 0.99)),
+                        ("itl_p50", &q(&times.itl_ms, 0.5)),
+                        ("itl_p99", &q(&times.itl_ms, 0.99)),
+                        ("tok_s", &format!("{:.2}", times.tok_s)),
+                    ]
+                )
+            );
+        }
     } else {
         print_decode(ctx, r, &timer_ms);
     }

@@ -491,10 +491,15 @@ pub enum Metric {
     LatencyP50Ms,
     /// … its 99th percentile.
     LatencyP99Ms,
+    /// A server's time between two tokens of one request, as its clients saw them: the
+    /// median.
+    ItlP50Ms,
+    /// … its 99th percentile.
+    ItlP99Ms,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 18] = [
+    pub const ALL: [Metric; 20] = [
         Metric::DecodeTokS,
         Metric::PerSeqTokS,
         Metric::TtftMs,
@@ -513,6 +518,8 @@ impl Metric {
         Metric::TtftP99Ms,
         Metric::LatencyP50Ms,
         Metric::LatencyP99Ms,
+        Metric::ItlP50Ms,
+        Metric::ItlP99Ms,
     ];
 
     /// Its key in reports and in the progress file.
@@ -536,6 +543,8 @@ impl Metric {
             Metric::TtftP99Ms => "ttft_p99_ms",
             Metric::LatencyP50Ms => "latency_p50_ms",
             Metric::LatencyP99Ms => "latency_p99_ms",
+            Metric::ItlP50Ms => "itl_p50_ms",
+            Metric::ItlP99Ms => "itl_p99_ms",
         }
     }
 
@@ -557,9 +566,12 @@ impl Metric {
             Metric::TokensPerForward => "tok/call",
             Metric::PrefillPeakMb => "MB",
             Metric::WeightsGbS => "GB/s",
-            Metric::TtftP50Ms | Metric::TtftP99Ms | Metric::LatencyP50Ms | Metric::LatencyP99Ms => {
-                "ms"
-            }
+            Metric::TtftP50Ms
+            | Metric::TtftP99Ms
+            | Metric::LatencyP50Ms
+            | Metric::LatencyP99Ms
+            | Metric::ItlP50Ms
+            | Metric::ItlP99Ms => "ms",
         }
     }
 
@@ -973,10 +985,12 @@ pub enum Piece {
     /// Continuous batching (`lm::batching::Scheduler`): `join` and `keep` checked alone,
     /// `serve` the loop.
     Batching,
+    /// A server's edge (`lm::serving::Api`): `parse`, a request's body read, checked alone.
+    Server,
 }
 
 impl Piece {
-    pub const ALL: [Piece; 12] = [
+    pub const ALL: [Piece; 13] = [
         Piece::RmsNorm,
         Piece::Swiglu,
         Piece::Rope,
@@ -989,6 +1003,7 @@ impl Piece {
         Piece::Speculate,
         Piece::Prefill,
         Piece::Batching,
+        Piece::Server,
     ];
 
     /// The method's name, as the learner's `impl` writes it.
@@ -1006,6 +1021,7 @@ impl Piece {
             Piece::Speculate => "verify",
             Piece::Prefill => "prefill",
             Piece::Batching => "join",
+            Piece::Server => "parse",
         }
     }
 

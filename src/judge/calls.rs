@@ -84,7 +84,7 @@ pub fn piece_calls_problem(
     use crate::course::spec::Piece;
     let layers = if matches!(
         piece,
-        Piece::Sample | Piece::Speculate | Piece::Prefill | Piece::Batching
+        Piece::Sample | Piece::Speculate | Piece::Prefill | Piece::Batching | Piece::Server
     ) {
         1
     } else {

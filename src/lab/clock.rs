@@ -79,6 +79,8 @@ pub struct Arrivals {
     /// Each token of a served trace (`lm::batching::Requests::emit`) as it arrived: its
     /// request, its value.
     pub served: Vec<ServedToken>,
+    /// The port a server (`Exercise::serve_http`) said it listens on.
+    pub listening: Option<u16>,
 }
 
 /// One token of one request of a served trace, as it reached quest.
@@ -99,6 +101,9 @@ pub struct ServedTimes {
     pub latency_ms: Vec<f64>,
     /// Every request's tokens over the time from the prompt to the last token.
     pub tok_s: f64,
+    /// Between consecutive tokens of each request, every request's (a server's, as its
+    /// clients saw the events; empty for a trace).
+    pub itl_ms: Vec<f64>,
 }
 
 impl ServedTimes {
@@ -164,6 +169,7 @@ pub fn served(
     }
     let tokens: usize = rows.iter().map(Vec::len).sum();
     Ok(ServedTimes {
+        itl_ms: Vec::new(),
         ttft_ms,
         latency_ms,
         tok_s: if last > sent {
@@ -630,6 +636,10 @@ impl Clock {
                         seen.asked_ms.push(at_ms);
                         None
                     }
+                    "listening" => {
+                        seen.listening = rest.trim().parse().ok();
+                        None
+                    }
                     "served" => {
                         if let Some([request, token]) = ids().as_deref() {
                             seen.served.push(ServedToken {
@@ -665,6 +675,14 @@ impl Clock {
             }
         }));
         Ok(())
+    }
+
+    /// What the clock has seen so far, the exercise still running.
+    pub fn seen(&self) -> Arrivals {
+        self.arrivals
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// What the clock saw, once the exercise has exited.

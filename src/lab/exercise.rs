@@ -212,6 +212,7 @@ impl Exercise {
             },
             requests,
             served: None,
+            levels: Vec::new(),
             text: text.to_owned(),
             weights,
             weight_bytes_per_token: weight_bytes,
@@ -707,6 +708,73 @@ impl Exercise {
         self.report_rows(&timer, model, prompt_tokens, &rows, &text)
     }
 
+    /// Your server ([`crate::lm::serving`]): `scheduler`'s loop on `model` behind `api`, an
+    /// OpenAI-compatible `POST /v1/chat/completions` on 127.0.0.1, until the process is
+    /// stopped. Run by quest it listens on any free port and says which on quest's line,
+    /// where quest's clients time every token as it reaches them; by hand, on
+    /// `QUEST_PORT`. quest checks `parse` (and the scheduler's `join` and `keep`) first
+    /// where it asks; `QUEST_PIECES=quest` serves with quest's edge and static batching.
+    pub fn serve_http(
+        &self,
+        model: &Model,
+        tokenizer: &crate::lm::Tokenizer,
+        api: &dyn crate::lm::serving::Api,
+        scheduler: &mut dyn crate::lm::batching::Scheduler,
+    ) -> Result<()> {
+        use crate::lm::batching::{Engine, Requests, StaticBatches};
+        use crate::lm::serving::{self, QuestApi};
+        let engine = Engine::new(model)?;
+        let mut baseline = StaticBatches;
+        let (api, scheduler): (&dyn serving::Api, &mut dyn crate::lm::batching::Scheduler) =
+            if crate::line::quest_pieces() {
+                (&QuestApi, &mut baseline)
+            } else {
+                // The scheduler's check rows: three of quest's questions, of different
+                // lengths (as `serve`'s).
+                let trace = crate::lm::batching::trace(
+                    crate::lm::batching::TRACE_REQUESTS,
+                    0.0,
+                    self.max_tokens,
+                    &crate::settings::PROMPT.value(),
+                    crate::lm::batching::TRACE_SEED,
+                );
+                let prompts = [0, 1, 3]
+                    .iter()
+                    .map(|&i| tokenizer.encode_user_prompt(&trace[i].question))
+                    .collect::<Result<Vec<_>>>()?;
+                serving::when_asked(api, &engine, &prompts, scheduler);
+                (api, scheduler)
+            };
+        let port = if crate::line::connected() {
+            0
+        } else {
+            let setting = crate::settings::PORT;
+            let text = setting.value();
+            match text.trim() {
+                "" => 0,
+                text => text.parse().map_err(|_| {
+                    anyhow::anyhow!(
+                        "{}={text} is not a port: give a number from 1 to 65535, or leave it unset",
+                        setting.name
+                    )
+                })?,
+            }
+        };
+        let listening = serving::bind(port)?;
+        let port = listening.port;
+        if crate::line::connected() {
+            crate::line::send(&format!("listening {port}"));
+        } else {
+            println!("listening on http://127.0.0.1:{port}/v1/chat/completions (Ctrl-C stops it)");
+        }
+        let (handed, incoming) = std::sync::mpsc::channel();
+        let mut requests = Requests::live(incoming, tokenizer.eos_token_ids.clone());
+        std::thread::scope(|scope| {
+            serving::accept(scope, listening, api, tokenizer, &self.model, handed);
+            scheduler.serve(&engine, &mut requests)
+        })
+    }
+
     /// A chunked prefill ([`crate::lm::prefill`]): the chat prompt into the cache through
     /// `prefill`, at most `QUEST_PREFILL_CHUNK` positions a forward call, then greedy
     /// decoding; the first token timed as the prefill's logits give it, each later one as
@@ -893,6 +961,7 @@ impl Exercise {
             rows: Vec::new(),
             requests: 0,
             served: None,
+            levels: Vec::new(),
             text: text.to_owned(),
             weights: String::new(),
             weight_bytes_per_token: 0,
@@ -1156,9 +1225,14 @@ pub struct Report {
     /// all of them in order of id (0: not a served run).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub requests: usize,
-    /// A served trace's times on quest's clock (set by quest, never read from a file).
+    /// A served trace's times on quest's clock (set by quest, never read from a file); a
+    /// server's, those of its load's last level.
     #[serde(skip)]
     pub served: Option<clock::ServedTimes>,
+    /// A server's times at each level of quest's load: the clients at once, and their
+    /// requests' times (set by quest).
+    #[serde(skip)]
+    pub levels: Vec<(usize, clock::ServedTimes)>,
     pub text: String,
     /// How the model's matrices were held: `dense-f32`, `dense-f16` or `quantized` (see
     /// `lm::Hold`), or the layout `Model::requantize` put them in (`q4-g64`);
@@ -1254,6 +1328,54 @@ fn one() -> usize {
 }
 
 impl Report {
+    /// The report quest writes of a server it drove (`lab::runner`): each reply's tokens a
+    /// row, all of them in order as `tokens`, the first reply's text; the times are set by
+    /// the caller.
+    pub fn served_by_quest(model: &str, rows: Vec<Vec<u32>>, texts: Vec<String>) -> Self {
+        Report {
+            schema: REPORT_SCHEMA,
+            model: model.to_owned(),
+            backend: crate::device::Backend::detect(),
+            blas: cpu_blas(),
+            prompt_tokens: 0,
+            generated_tokens: rows.iter().map(Vec::len).sum(),
+            load_ms: 0.0,
+            warm_up_ms: 0.0,
+            ttft_ms: 0.0,
+            decode_tok_s: 0.0,
+            token_ms: Vec::new(),
+            timer: None,
+            disagreement: None,
+            held_back: None,
+            calls: None,
+            tokens: rows.concat(),
+            batch: rows.len().max(1),
+            requests: rows.len(),
+            rows,
+            served: None,
+            levels: Vec::new(),
+            text: texts.first().cloned().unwrap_or_default(),
+            weights: String::new(),
+            weight_bytes_per_token: 0,
+            quest_kernels: Vec::new(),
+            quest_kernels_off: Vec::new(),
+            quest_kernels_kept: false,
+            quest_kernels_for_pieces: false,
+            inputs: serde_json::Value::Null,
+            values: BTreeMap::new(),
+            prefill_fed: Vec::new(),
+            steps_fed: Vec::new(),
+            steps_build_ms: Vec::new(),
+            layers: 0,
+            ops_per_step: 0,
+            forward_calls: 0,
+            prefill_peak_bytes: 0,
+            us_per_op: 0.0,
+        }
+    }
+}
+
+impl Report {
     /// A named number from this run; `None` when the run did not measure it
     /// (per-token metrics need [`Timer::token`]).
     pub fn metric(&self, metric: Metric) -> Option<f64> {
@@ -1307,6 +1429,18 @@ impl Report {
             }
             Metric::LatencyP99Ms => {
                 clock::ServedTimes::quantile(&self.served.as_ref()?.latency_ms, 0.99)
+            }
+            Metric::ItlP50Ms | Metric::ItlP99Ms => {
+                let itl = &self.served.as_ref()?.itl_ms;
+                if itl.is_empty() {
+                    return None;
+                }
+                let q = if metric == Metric::ItlP50Ms {
+                    0.5
+                } else {
+                    0.99
+                };
+                clock::ServedTimes::quantile(itl, q)
             }
         };
         value.is_finite().then_some(value)
@@ -1369,6 +1503,7 @@ mod tests {
             rows: vec![],
             requests: 0,
             served: None,
+            levels: Vec::new(),
             text: String::new(),
             weights: "dense-f32".into(),
             weight_bytes_per_token: 540_000_000,

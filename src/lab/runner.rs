@@ -294,17 +294,14 @@ pub fn run_with_env(binary: &Path, request: &RunRequest, env: &[(&str, &str)]) -
         warm_up: true,
         ..Default::default()
     };
+    if request.piece == Some(crate::course::spec::Piece::Server) {
+        return serve(binary, request, env, hello);
+    }
     let (report_path, arrivals) = start(binary, request, env, hello)?;
     let report = Report::read(&report_path);
     let _ = std::fs::remove_file(&report_path);
     let mut report = timed_by_quest(report?, &arrivals, request)?;
-    report.calls = match &arrivals.calls {
-        Some(calls) => Some(
-            serde_json::from_str(calls)
-                .with_context(|| format!("the exercise's piece counts do not read: {calls}"))?,
-        ),
-        None => None,
-    };
+    report.calls = piece_calls(&arrivals)?;
     Ok(report)
 }
 
@@ -333,6 +330,202 @@ pub fn check_piece(
         .transpose()
 }
 
+/// The command that starts `binary` on `request`, its report at `report_path`: the model,
+/// the tokens and `env`, never the prompt or the pieces (those travel on quest's line).
+fn exercise_command(
+    binary: &Path,
+    request: &RunRequest,
+    env: &[(&str, &str)],
+    report_path: &Path,
+) -> Command {
+    let env: Vec<(&str, &str)> = env
+        .iter()
+        .copied()
+        .filter(|&(name, _)| name != crate::settings::PIECES.name)
+        .collect();
+    let mut command = Command::new(binary);
+    command
+        .env(crate::settings::MODEL.name, &request.model)
+        .env(
+            crate::settings::MAX_TOKENS.name,
+            request.max_tokens.to_string(),
+        )
+        .env(crate::settings::REPORT.name, report_path)
+        // The prompt comes over quest's clock, once the model is loaded: not from here.
+        .env_remove(crate::settings::PROMPT.name)
+        .env_remove(crate::settings::PIECES.name)
+        .envs(env.iter().copied())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    command
+}
+
+/// The clients at once at each level of quest's load on a server, and the requests each
+/// sends one after another.
+pub const SERVER_LEVELS: [usize; 3] = [1, 4, 16];
+pub const SERVER_TURNS: usize = 2;
+
+/// A server exercise (`Exercise::serve_http`) under quest's load: started, asked where it
+/// listens (quest's line), sent requests that do not read (each must get OpenAI's error,
+/// and the server keep serving), then driven by quest's clients at every level
+/// ([`SERVER_LEVELS`]), each token timed as it reaches them; then stopped. The report is
+/// quest's own, from what its clients saw: every reply's text (as the model's token ids),
+/// and each level's times.
+fn serve(
+    binary: &Path,
+    request: &RunRequest,
+    env: &[(&str, &str)],
+    hello: crate::line::Hello,
+) -> Result<Report> {
+    use super::load;
+    let hello = crate::line::Hello {
+        piece: request.piece,
+        ..hello
+    };
+    let report_path = scratch("report", "json");
+    let mut command = exercise_command(binary, request, env, &report_path);
+    let mut clock = clock::Clock::attach(&mut command, hello, &request.prompt)?;
+    let child = command
+        .spawn()
+        .with_context(|| format!("could not start {}", binary.display()))?;
+    let pid = child.id();
+    clock.listen()?;
+    let limit = request.time_limit;
+    let waiter = std::thread::spawn(move || wait_child(child, limit));
+    let stop = || {
+        // SAFETY: kill(2) with a pid quest started; `wait_child` reaps it.
+        unsafe {
+            libc::kill(pid as libc::pid_t, libc::SIGKILL);
+        }
+    };
+    let port = loop {
+        if let Some(port) = clock.seen().listening {
+            break Some(port);
+        }
+        if waiter.is_finished() {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let plan = server_plan(request);
+    let outcome = port.map(|port| load::refusals(port).and_then(|()| load::drive(port, &plan)));
+    stop();
+    let waited = waiter
+        .join()
+        .unwrap_or_else(|_| Err(anyhow::anyhow!("waiting for the server panicked")));
+    let arrivals = clock.arrivals();
+    let _ = std::fs::remove_file(&report_path);
+    let (status, stderr) = waited?;
+    let Some(outcome) = outcome else {
+        if let Some(killed) = Killed::from_status(Program::Exercise, &status, &stderr) {
+            anyhow::bail!(killed);
+        }
+        let stderr = stderr.trim();
+        anyhow::bail!(RunFailed(if stderr.is_empty() {
+            format!("the server ended with {status} before it said where it listens: end `main` with `run.serve_http(…)`")
+        } else {
+            stderr.to_owned()
+        }));
+    };
+    let levels = outcome.map_err(|e| RunFailed(format!("quest's clients: {e:#}")))?;
+    let mut report = served_report(request, &levels)?;
+    report.calls = piece_calls(&arrivals)?;
+    Ok(report)
+}
+
+/// How often the model called each piece, as the exercise's end of the line last sent it.
+fn piece_calls(
+    arrivals: &clock::Arrivals,
+) -> Result<Option<std::collections::BTreeMap<crate::course::spec::Piece, crate::lm::Calls>>> {
+    arrivals
+        .calls
+        .as_ref()
+        .map(|calls| {
+            serde_json::from_str(calls)
+                .with_context(|| format!("the exercise's piece counts do not read: {calls}"))
+        })
+        .transpose()
+}
+
+/// What quest's clients send a server: every question of the batching trace in turn
+/// (the lesson's prompt first), each asking for its trace's tokens.
+fn server_plan(request: &RunRequest) -> super::load::Plan {
+    let trace = crate::lm::batching::trace(
+        crate::lm::batching::TRACE_REQUESTS,
+        0.0,
+        request.max_tokens,
+        &request.prompt,
+        crate::lm::batching::TRACE_SEED,
+    );
+    super::load::Plan {
+        levels: SERVER_LEVELS.to_vec(),
+        turns: SERVER_TURNS,
+        questions: trace.iter().map(|p| p.question.clone()).collect(),
+        max_tokens: trace.iter().map(|p| p.max_tokens).collect(),
+    }
+}
+
+/// quest's report of a server's load: each reply's text as token ids (the lesson's model's
+/// tokenizer), in the plan's order; each level's times; the last level's as the run's.
+fn served_report(request: &RunRequest, levels: &[super::load::Level]) -> Result<Report> {
+    let tokenizer = tokenizer_of(&request.model)?;
+    let mut rows = Vec::new();
+    let mut texts = Vec::new();
+    let mut times = Vec::new();
+    for level in levels {
+        let mut tokens = 0;
+        for reply in &level.replies {
+            let ids = tokenizer.encode(&reply.text)?;
+            tokens += ids.len();
+            rows.push(ids);
+            texts.push(reply.text.clone());
+        }
+        let wall = level
+            .replies
+            .iter()
+            .map(|r| r.latency_ms)
+            .fold(0.0, f64::max);
+        times.push((
+            level.clients,
+            clock::ServedTimes {
+                ttft_ms: level.replies.iter().map(|r| r.ttft_ms).collect(),
+                latency_ms: level.replies.iter().map(|r| r.latency_ms).collect(),
+                tok_s: if wall > 0.0 {
+                    tokens as f64 * 1e3 / wall
+                } else {
+                    0.0
+                },
+                itl_ms: level
+                    .replies
+                    .iter()
+                    .flat_map(|r| r.gaps_ms.clone())
+                    .collect(),
+            },
+        ));
+    }
+    let last = times.last().map(|(_, t)| t.clone()).unwrap_or_default();
+    let mut report = Report::served_by_quest(&request.model, rows, texts);
+    report.ttft_ms = clock::ServedTimes::quantile(&last.ttft_ms, 0.5);
+    report.decode_tok_s = last.tok_s;
+    report.served = Some(last);
+    report.levels = times;
+    Ok(report)
+}
+
+/// The model's tokenizer, loaded once a process (its weights left lazy).
+fn tokenizer_of(model: &str) -> Result<std::sync::Arc<crate::lm::Tokenizer>> {
+    static LOADED: Mutex<Vec<(String, std::sync::Arc<crate::lm::Tokenizer>)>> =
+        Mutex::new(Vec::new());
+    let mut loaded = LOADED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, tokenizer)) = loaded.iter().find(|(name, _)| name == model) {
+        return Ok(tokenizer.clone());
+    }
+    let (_, tokenizer) = crate::lm::load_lazy(model)?;
+    let tokenizer = std::sync::Arc::new(tokenizer);
+    loaded.push((model.to_owned(), tokenizer.clone()));
+    Ok(tokenizer)
+}
+
 /// Starts `binary` on `request` with quest's line saying `hello`, and waits for it: where
 /// its report is, and what quest's clock saw. An exercise that was killed or failed is an
 /// error saying how.
@@ -347,25 +540,7 @@ fn start(
         ..hello
     };
     let report_path = scratch("report", "json");
-    let env: Vec<(&str, &str)> = env
-        .iter()
-        .copied()
-        .filter(|&(name, _)| name != crate::settings::PIECES.name)
-        .collect();
-    let mut command = Command::new(binary);
-    command
-        .env(crate::settings::MODEL.name, &request.model)
-        .env(
-            crate::settings::MAX_TOKENS.name,
-            request.max_tokens.to_string(),
-        )
-        .env(crate::settings::REPORT.name, &report_path)
-        // The prompt comes over quest's clock, once the model is loaded: not from here.
-        .env_remove(crate::settings::PROMPT.name)
-        .env_remove(crate::settings::PIECES.name)
-        .envs(env.iter().copied())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+    let mut command = exercise_command(binary, request, env, &report_path);
     let mut clock = clock::Clock::attach(&mut command, hello, &request.prompt)?;
     let child = command
         .spawn()

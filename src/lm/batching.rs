@@ -121,7 +121,8 @@ pub struct Request {
 }
 
 /// The trace as it plays: requests handed out as their times come, tokens taken back
-/// one at a time. Each token goes to quest's clock as it is taken.
+/// one at a time. Each token goes to quest's clock as it is taken. Behind a server
+/// ([`Requests::live`]) the requests are the clients' instead, as they come in.
 pub struct Requests {
     planned: Vec<Planned>,
     prompts: Vec<Vec<u32>>,
@@ -131,6 +132,26 @@ pub struct Requests {
     handed: usize,
     tokens: Vec<Vec<u32>>,
     finished: Vec<bool>,
+    live: Option<Live>,
+}
+
+/// A request a server's connection hands over: its prompt's ids, how many tokens it may
+/// have, and where its tokens go (each as it is emitted; the channel closes when it is
+/// finished).
+pub struct Incoming {
+    pub prompt: Vec<u32>,
+    pub max_tokens: usize,
+    pub sink: std::sync::mpsc::Sender<u32>,
+}
+
+/// A server's requests: the connections' channel, and each request's sink.
+struct Live {
+    incoming: std::sync::mpsc::Receiver<Incoming>,
+    /// A request received while waiting, handed out by the next `arrived`.
+    waiting: Vec<Incoming>,
+    /// Whether the server still listens (more requests may come).
+    open: bool,
+    sinks: Vec<Option<std::sync::mpsc::Sender<u32>>>,
 }
 
 impl Requests {
@@ -145,11 +166,64 @@ impl Requests {
             handed: 0,
             tokens: vec![Vec::new(); n],
             finished: vec![false; n],
+            live: None,
+        }
+    }
+
+    /// A server's requests, as its connections hand them over on `incoming`; more may
+    /// come until every sender is gone.
+    pub fn live(incoming: std::sync::mpsc::Receiver<Incoming>, eos: Vec<u32>) -> Self {
+        Self {
+            live: Some(Live {
+                incoming,
+                waiting: Vec::new(),
+                open: true,
+                sinks: Vec::new(),
+            }),
+            ..Self::start(Vec::new(), Vec::new(), eos)
+        }
+    }
+
+    /// A server's new requests, numbered on from the last.
+    fn take_incoming(&mut self) {
+        let Some(live) = self.live.as_mut() else {
+            return;
+        };
+        let mut came: Vec<Incoming> = std::mem::take(&mut live.waiting);
+        loop {
+            match live.incoming.try_recv() {
+                Ok(incoming) => came.push(incoming),
+                Err(std::sync::mpsc::TryRecvError::Empty) => break,
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                    live.open = false;
+                    break;
+                }
+            }
+        }
+        let at_ms = self.start.elapsed().as_secs_f64() * 1e3;
+        for incoming in came {
+            // A request the learner's edge read (`lm::serving::Api::parse`), reaching the
+            // model's thread.
+            if !crate::line::quest_pieces() {
+                crate::lm::pieces::seam_called(Piece::Server);
+            }
+            let id = self.planned.len();
+            self.planned.push(Planned {
+                id,
+                at_ms,
+                max_tokens: incoming.max_tokens.max(1),
+                question: String::new(),
+            });
+            self.prompts.push(incoming.prompt);
+            self.tokens.push(Vec::new());
+            self.finished.push(false);
+            live.sinks.push(Some(incoming.sink));
         }
     }
 
     /// Every request whose time has come and that was not handed out yet, in order.
     pub fn arrived(&mut self) -> Vec<Request> {
+        self.take_incoming();
         let now_ms = self.start.elapsed().as_secs_f64() * 1e3;
         let mut out = Vec::new();
         while let Some(planned) = self.planned.get(self.handed) {
@@ -168,6 +242,24 @@ impl Requests {
     /// Sleeps until the next request arrives; `false` at once where every request has
     /// arrived already (then nothing more will come).
     pub fn wait(&mut self) -> bool {
+        if let Some(live) = self.live.as_mut() {
+            if self.handed < self.planned.len() || !live.waiting.is_empty() {
+                return true;
+            }
+            if !live.open {
+                return false;
+            }
+            return match live.incoming.recv() {
+                Ok(incoming) => {
+                    live.waiting.push(incoming);
+                    true
+                }
+                Err(_) => {
+                    live.open = false;
+                    false
+                }
+            };
+        }
         let Some(next) = self.planned.get(self.handed) else {
             return false;
         };
@@ -195,12 +287,30 @@ impl Requests {
         let done =
             self.tokens[id].len() >= self.planned[id].max_tokens || self.eos.contains(&token);
         self.finished[id] = done;
+        if let Some(live) = self.live.as_mut() {
+            // A client that hung up takes nothing more; its row finishes all the same.
+            let at_eos = self.eos.contains(&token);
+            if let Some(sink) = &live.sinks[id] {
+                if !at_eos {
+                    let _ = sink.send(token);
+                }
+            }
+            if done {
+                live.sinks[id] = None;
+                // The counts so far: a server is stopped, never ends on its own.
+                if let Ok(calls) = serde_json::to_string(&crate::lm::pieces::calls()) {
+                    crate::line::send(&format!("calls {calls}"));
+                }
+            }
+        }
         Ok(done)
     }
 
-    /// How many requests are not finished.
+    /// How many requests are not finished; behind a server that still listens, one more
+    /// (the requests still to come).
     pub fn unfinished(&self) -> usize {
-        self.finished.iter().filter(|done| !**done).count()
+        let open = self.live.as_ref().is_some_and(|live| live.open);
+        self.finished.iter().filter(|done| !**done).count() + usize::from(open)
     }
 
     /// Each request's tokens, by id.

@@ -96,7 +96,8 @@ pub fn replaced_by(piece: Piece) -> &'static [Fused] {
         | Piece::KvCache
         | Piece::Speculate
         | Piece::Prefill
-        | Piece::Batching => &[],
+        | Piece::Batching
+        | Piece::Server => &[],
     }
 }
 

@@ -25,6 +25,7 @@ pub mod pieces;
 pub mod prefill;
 pub mod random;
 pub mod sample;
+pub mod serving;
 pub mod speculate;
 pub mod tokenizer;
 pub mod weights;

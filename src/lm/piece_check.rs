@@ -141,7 +141,12 @@ pub(crate) fn when_asked(pieces: &dyn Pieces) {
     if let Some((piece, alone)) = crate::line::piece_check() {
         if !matches!(
             piece,
-            Piece::Sample | Piece::KvCache | Piece::Speculate | Piece::Prefill | Piece::Batching
+            Piece::Sample
+                | Piece::KvCache
+                | Piece::Speculate
+                | Piece::Prefill
+                | Piece::Batching
+                | Piece::Server
         ) {
             answer(check(piece, pieces), alone);
         }
@@ -427,9 +432,12 @@ fn cases(piece: Piece) -> Vec<Case> {
         Piece::QuantizedMatmul => quantized_matmul_cases(&mut next),
         Piece::GatedDelta => gated_delta_cases(&mut next),
         // Their own checks: a sampler's draws, a cache's calls in sequence.
-        Piece::Sample | Piece::KvCache | Piece::Speculate | Piece::Prefill | Piece::Batching => {
-            Vec::new()
-        }
+        Piece::Sample
+        | Piece::KvCache
+        | Piece::Speculate
+        | Piece::Prefill
+        | Piece::Batching
+        | Piece::Server => Vec::new(),
         Piece::Mlp => mlp_cases(&mut next),
     }
 }

@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use crate::lm::gguf::Gguf;
 
 /// One chat message, as in `messages=[{"role": "user", "content": ...}]`.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Message {
     pub role: String,
     pub content: String,

@@ -814,6 +814,51 @@ fn rows() -> Vec<Row> {
             ..Row::of("continuous-batching")
         },
         Row {
+            // A learner's own check of max_tokens: a range, not two comparisons.
+            honest: |s| {
+                s.solution.replace(
+                    "Some(n) if n >= 1 && n <= MAX_TOKENS as u64 => n as usize,",
+                    "Some(n) if (1..=MAX_TOKENS as u64).contains(&n) => n as usize,",
+                )
+            },
+            refusals: &[
+                Refusal {
+                    what: "max_tokens 0 read as a request",
+                    edit: |s| s.solution.replace("Some(n) if n >= 1 && n <= MAX_TOKENS as u64", "Some(n) if n <= MAX_TOKENS as u64"),
+                    command: "submit",
+                    stdout: &["max_tokens 0: read as"],
+                    stderr: &[PIECE_WRONG],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "an event without its blank line",
+                    edit: |s| s.solution.replace("format!(\"data: {data}\\n\\n\")", "format!(\"data: {data}\\n\")"),
+                    command: "submit",
+                    stdout: &["ends with a blank line"],
+                    stderr: &[PIECE_WRONG],
+                    snapshot: None,
+                    masked: false,
+                },
+                Refusal {
+                    what: "quest's own edge called for the chunk",
+                    edit: |s| {
+                        s.solution.replace(
+                            "        format!(\"data: {data}\\n\\n\")\n",
+                            "        let _ = data;\n        format!(\"data: {}\\n\\n\", quest::lm::serving::chunk_json(chunk))\n",
+                        )
+                    },
+                    command: "submit",
+                    stdout: &["quest's own edge"],
+                    stderr: &["fix those lines"],
+                    snapshot: None,
+                    masked: false,
+                },
+            ],
+            answers: &["bad-request=error-400", "between-tokens=prefill"],
+            ..Row::of("your-server")
+        },
+        Row {
             args: FEW_TOKENS,
             // The chunks walked by index, not by `chunks`: the same calls.
             honest: |s| {
@@ -2053,6 +2098,7 @@ walks! {
     ignored kv_cache_by_hand: "kv-cache-by-hand",
     ignored prompt_lookup: "prompt-lookup",
     ignored continuous_batching: "continuous-batching",
+    ignored your_server: "your-server",
     ignored chunked_prefill: "chunked-prefill",
     ignored attention_blocks: "attention-blocks",
 }

@@ -14,6 +14,7 @@ mod golden;
 mod kernels;
 mod lessons;
 mod lm_helpers;
+mod openai_client;
 mod parser_robustness;
 mod paths;
 mod prebuilt;
