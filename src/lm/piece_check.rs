@@ -1251,6 +1251,7 @@ mod tests {
                     | Piece::Speculate
                     | Piece::Prefill
                     | Piece::Batching
+                    | Piece::Server
             ) {
                 assert!(cases(piece).len() >= 4, "{piece}");
             }

@@ -520,3 +520,67 @@ pub fn event_problem(event: &str, chunk: &Chunk) -> Option<String> {
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quests_edge_passes_its_own_check() {
+        let verdict = check(&QuestApi);
+        assert!(verdict.passed(), "{:?}", verdict.rows);
+        assert_eq!(verdict.rows.len(), cases().len() + 2);
+    }
+
+    #[test]
+    fn an_event_is_one_data_line_and_a_blank_line_of_the_chunk() {
+        let chunk = Chunk {
+            id: "c",
+            created: 1,
+            model: "m",
+            delta: "Hi",
+            finish_reason: None,
+        };
+        let good = QuestApi.event(&chunk);
+        assert_eq!(event_problem(&good, &chunk), None);
+        let no_blank = good.trim_end().to_owned() + "\n";
+        assert!(event_problem(&no_blank, &chunk)
+            .unwrap()
+            .contains("blank line"));
+        let pretty = format!(
+            "data: {}\n\n",
+            serde_json::to_string_pretty(&chunk_json(&chunk)).unwrap()
+        );
+        assert!(event_problem(&pretty, &chunk).unwrap().contains("one line"));
+        let other = good.replace("\"Hi\"", "\"Ho\"");
+        assert!(event_problem(&other, &chunk).unwrap().contains("content"));
+    }
+
+    #[test]
+    fn a_live_server_hands_requests_out_and_tokens_back() {
+        use crate::lm::batching::Requests;
+        let (handed, incoming) = channel();
+        let mut requests = Requests::live(incoming, vec![99]);
+        assert_eq!(requests.unfinished(), 1, "listening: more may come");
+        let (sink, tokens) = channel();
+        handed
+            .send(Incoming {
+                prompt: vec![1, 2],
+                max_tokens: 2,
+                sink,
+            })
+            .unwrap();
+        let arrived = requests.arrived();
+        assert_eq!(arrived.len(), 1);
+        assert!(!requests.emit(arrived[0].id, 5).unwrap());
+        assert!(requests.emit(arrived[0].id, 6).unwrap());
+        assert_eq!(
+            tokens.iter().collect::<Vec<_>>(),
+            [5, 6],
+            "the sink closes at the end"
+        );
+        drop(handed);
+        assert!(!requests.wait(), "no sender left: nothing more comes");
+        assert_eq!(requests.unfinished(), 0);
+    }
+}
