@@ -378,18 +378,8 @@ fn serve(
     hello: crate::line::Hello,
 ) -> Result<Report> {
     use super::load;
-    let hello = crate::line::Hello {
-        piece: request.piece,
-        ..hello
-    };
-    let report_path = scratch("report", "json");
-    let mut command = exercise_command(binary, request, env, &report_path);
-    let mut clock = clock::Clock::attach(&mut command, hello, &request.prompt)?;
-    let child = command
-        .spawn()
-        .with_context(|| format!("could not start {}", binary.display()))?;
+    let (report_path, child, clock) = spawn(binary, request, env, hello)?;
     let pid = child.id();
-    clock.listen()?;
     let limit = request.time_limit;
     let waiter = std::thread::spawn(move || wait_child(child, limit));
     let stop = || {
@@ -526,15 +516,14 @@ fn tokenizer_of(model: &str) -> Result<std::sync::Arc<crate::lm::Tokenizer>> {
     Ok(tokenizer)
 }
 
-/// Starts `binary` on `request` with quest's line saying `hello`, and waits for it: where
-/// its report is, and what quest's clock saw. An exercise that was killed or failed is an
-/// error saying how.
-fn start(
+/// Starts `binary` on `request` with quest's line saying `hello` (and the lesson's piece),
+/// quest's clock listening: where its report will be, the process, the clock.
+fn spawn(
     binary: &Path,
     request: &RunRequest,
     env: &[(&str, &str)],
     hello: crate::line::Hello,
-) -> Result<(PathBuf, clock::Arrivals)> {
+) -> Result<(PathBuf, std::process::Child, clock::Clock)> {
     let hello = crate::line::Hello {
         piece: request.piece,
         ..hello
@@ -546,6 +535,19 @@ fn start(
         .spawn()
         .with_context(|| format!("could not start {}", binary.display()))?;
     clock.listen()?;
+    Ok((report_path, child, clock))
+}
+
+/// Starts `binary` on `request` with quest's line saying `hello`, and waits for it: where
+/// its report is, and what quest's clock saw. An exercise that was killed or failed is an
+/// error saying how.
+fn start(
+    binary: &Path,
+    request: &RunRequest,
+    env: &[(&str, &str)],
+    hello: crate::line::Hello,
+) -> Result<(PathBuf, clock::Arrivals)> {
+    let (report_path, child, clock) = spawn(binary, request, env, hello)?;
     let waited = wait_child(child, request.time_limit);
     let arrivals = clock.arrivals();
     let (status, stderr) = waited?;
