@@ -2095,7 +2095,7 @@ walks! {
     ignored custom_kernel: "custom-kernel",
     ignored matvec_kernel: "matvec-kernel",
     ignored host_or_device: "host-or-device",
-    ignored kv_cache_by_hand: "kv-cache-by-hand",
+    default kv_cache_by_hand: "kv-cache-by-hand",
     ignored prompt_lookup: "prompt-lookup",
     ignored continuous_batching: "continuous-batching",
     ignored your_server: "your-server",
