@@ -675,13 +675,7 @@ impl Exercise {
         let scheduler: &mut dyn batching::Scheduler = if crate::line::quest_pieces() {
             &mut baseline
         } else {
-            // Three prompts of different lengths: 0 and 1 shorter than 3, so a join pads
-            // the batch in one case and the row in another.
-            let three: Vec<Vec<u32>> = [0, 1, 3]
-                .iter()
-                .filter_map(|&i| prompts.get(i).cloned())
-                .collect();
-            batching::when_asked(&engine, &three, scheduler);
+            batching::when_asked(&engine, &prompts, scheduler);
             scheduler
         };
         let timer = Timer::start();
@@ -729,8 +723,7 @@ impl Exercise {
             if crate::line::quest_pieces() {
                 (&QuestApi, &mut baseline)
             } else {
-                // The scheduler's check rows: three of quest's questions, of different
-                // lengths (as `serve`'s).
+                // The scheduler's check rows: the trace's prompts, as `serve` checks them.
                 let trace = crate::lm::batching::trace(
                     crate::lm::batching::TRACE_REQUESTS,
                     0.0,
@@ -738,9 +731,9 @@ impl Exercise {
                     &crate::settings::PROMPT.value(),
                     crate::lm::batching::TRACE_SEED,
                 );
-                let prompts = [0, 1, 3]
+                let prompts = trace
                     .iter()
-                    .map(|&i| tokenizer.encode_user_prompt(&trace[i].question))
+                    .map(|p| tokenizer.encode_user_prompt(&p.question))
                     .collect::<Result<Vec<_>>>()?;
                 serving::when_asked(api, &engine, &prompts, scheduler);
                 (api, scheduler)
@@ -1331,7 +1324,7 @@ impl Report {
     /// The report quest writes of a server it drove (`lab::runner`): each reply's tokens a
     /// row, all of them in order as `tokens`, the first reply's text; the times are set by
     /// the caller.
-    pub fn served_by_quest(model: &str, rows: Vec<Vec<u32>>, texts: Vec<String>) -> Self {
+    pub fn from_clients(model: &str, rows: Vec<Vec<u32>>, texts: Vec<String>) -> Self {
         Report {
             schema: REPORT_SCHEMA,
             model: model.to_owned(),

@@ -389,7 +389,7 @@ fn serve(
         }
     };
     let port = loop {
-        if let Some(port) = clock.seen().listening {
+        if let Some(port) = clock.listening() {
             break Some(port);
         }
         if waiter.is_finished() {
@@ -494,7 +494,7 @@ fn served_report(request: &RunRequest, levels: &[super::load::Level]) -> Result<
         ));
     }
     let last = times.last().map(|(_, t)| t.clone()).unwrap_or_default();
-    let mut report = Report::served_by_quest(&request.model, rows, texts);
+    let mut report = Report::from_clients(&request.model, rows, texts);
     report.ttft_ms = clock::ServedTimes::quantile(&last.ttft_ms, 0.5);
     report.decode_tok_s = last.tok_s;
     report.served = Some(last);

@@ -359,7 +359,10 @@ impl Batch {
 
     /// The positions every row spans, padding included (0 when empty).
     pub fn positions(&self) -> i32 {
-        self.layers().first().map_or(0, |(k, _)| k.shape()[2])
+        match self.caches.first() {
+            Some(LayerCache::Kv(kv)) => kv.offset,
+            _ => 0,
+        }
     }
 
     /// Every layer's keys and values, `[rows, kv_heads, positions, head_dim]` each.
@@ -436,6 +439,8 @@ impl Batch {
 /// the whole batch.
 pub struct Engine<'m> {
     model: &'m Model,
+    /// The model's layers: every one keeps keys and values.
+    layers: usize,
     steps: std::cell::Cell<usize>,
     widest: std::cell::Cell<usize>,
 }
@@ -451,6 +456,7 @@ impl<'m> Engine<'m> {
         );
         Ok(Self {
             model,
+            layers: kinds.len(),
             steps: Default::default(),
             widest: Default::default(),
         })
@@ -490,11 +496,11 @@ impl<'m> Engine<'m> {
     /// [`Engine::step`], with the step's logits `[rows, vocab]`.
     pub(crate) fn step_logits(&self, batch: &mut Batch) -> Result<(Array, Vec<u32>)> {
         ensure!(!batch.is_empty(), "a step needs at least one row");
-        let layers = self.model.make_cache().len();
         ensure!(
-            batch.caches.len() == layers,
-            "the batch holds {} layers' keys and values; the model has {layers}",
-            batch.caches.len()
+            batch.caches.len() == self.layers,
+            "the batch holds {} layers' keys and values; the model has {}",
+            batch.caches.len(),
+            self.layers
         );
         if !crate::line::quest_pieces() {
             crate::lm::pieces::seam_called(Piece::Batching);
@@ -679,7 +685,8 @@ pub(crate) fn when_asked(engine: &Engine, prompts: &[Vec<u32>], scheduler: &mut 
 /// the masked softmax sums zeros, and RoPE turns both sides of a distance further.
 pub const ROW_TOLERANCE: f32 = 1e-3;
 
-/// `join` and `keep` on rows of three prompts of different lengths, each step's logits
+/// `join` and `keep` on rows of three of the trace's prompts (`prompts`, every request's, by
+/// id), of different lengths, each step's logits
 /// against the same rows stepped alone: two rows joined; a third, at another position,
 /// joined to them; two kept, in another order; none kept.
 pub fn check(engine: &Engine, prompts: &[Vec<u32>], scheduler: &mut dyn Scheduler) -> Verdict {
@@ -721,17 +728,29 @@ type Case<'a> = (
     Vec<(usize, usize)>,
 );
 
+/// The trace's requests whose prompts the check joins: 0 and 1 shorter than 3, so a join
+/// pads the batch in one case and the row in another.
+const CHECKED: [usize; 3] = [0, 1, 3];
+
 fn check_rows(
     engine: &Engine,
-    prompts: &[Vec<u32>],
+    trace_prompts: &[Vec<u32>],
     scheduler: &mut dyn Scheduler,
 ) -> Result<Vec<Row>, Found> {
     let quest = |e: anyhow::Error| Found::Failed {
         message: format!("quest's own rows failed here: {e:#}"),
     };
-    ensure_three(prompts).map_err(quest)?;
+    let prompts: Vec<&Vec<u32>> = CHECKED
+        .iter()
+        .filter_map(|&i| trace_prompts.get(i))
+        .collect();
+    if prompts.len() < CHECKED.len() {
+        return Err(quest(anyhow::anyhow!(
+            "the check needs the trace's requests {CHECKED:?}"
+        )));
+    }
     let reference: Vec<Vec<Array>> = (0..3)
-        .map(|id| alone(engine, &prompts[id], id, 4))
+        .map(|id| alone(engine, prompts[id], id, 4))
         .collect::<Result<_>>()
         .map_err(quest)?;
     let prefilled = |id: usize| {
@@ -830,11 +849,6 @@ fn check_rows(
     };
     out.push(Row { shape, found });
     Ok(out)
-}
-
-fn ensure_three(prompts: &[Vec<u32>]) -> Result<()> {
-    ensure!(prompts.len() >= 3, "the check needs three prompts");
-    Ok(())
 }
 
 /// The batch's logits row by row against each request's alone, the largest difference
